@@ -1,0 +1,15 @@
+"""gpuhash: GPU hash tables for Python, with a CPU engine over the same table format.
+
+Example:
+    >>> import torch, gpuhash as gh
+    >>> m = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32)
+    >>> _ = m.insert(torch.tensor([1, 2]), torch.tensor([0.5, 1.5]))
+    >>> m.find(torch.tensor([2]))[0].tolist()
+    [1.5]
+"""
+
+from ._table import TableFullError
+from .map import HashMap, HashSet
+
+__all__ = ["HashMap", "HashSet", "TableFullError"]
+__version__ = "0.1.0"

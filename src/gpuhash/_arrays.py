@@ -1,0 +1,110 @@
+"""Arrays at the edge: DLPack in and out, and every check on user input before an engine runs.
+
+Torch tensors pass through; NumPy, CuPy and anything with ``__dlpack__`` are viewed as torch
+tensors without copying, and results go back as the same kind of array. Errors name the
+argument and the offending value so the user can fix the call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ._format import KEY_DTYPES, TableSpec
+
+TORCH, NUMPY, CUPY = "torch", "numpy", "cupy"
+
+
+def as_tensor(array: Any, name: str) -> tuple[torch.Tensor, str]:
+    """View ``array`` as a torch tensor (no copy) and say which kind it was."""
+    if isinstance(array, torch.Tensor):
+        return array, TORCH
+    module = type(array).__module__.split(".")[0]
+    if module == "numpy":
+        return torch.from_numpy(array), NUMPY
+    if hasattr(array, "__dlpack__"):
+        return torch.from_dlpack(array), CUPY if module == "cupy" else TORCH
+    raise TypeError(
+        f"{name} must be a torch tensor, NumPy/CuPy array or DLPack object, "
+        f"not {type(array).__name__}"
+    )
+
+
+def to_kind(tensor: torch.Tensor, kind: str) -> Any:
+    """Return ``tensor`` as the kind of array the caller passed in."""
+    if kind == NUMPY:
+        return tensor.numpy()
+    if kind == CUPY:
+        import cupy
+
+        return cupy.from_dlpack(tensor)
+    return tensor
+
+
+def _check_device(tensor: torch.Tensor, name: str, device: torch.device) -> None:
+    if tensor.device.type != device.type or (
+        device.index is not None and tensor.device.index not in (None, device.index)
+    ):
+        raise ValueError(
+            f"{name} is on {tensor.device} but the table is on {device}; move it with "
+            f"{name}.to('{device}')"
+        )
+
+
+def _check_contiguous(tensor: torch.Tensor, name: str) -> None:
+    if not tensor.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (strides {tuple(tensor.stride())}); "
+                         f"pass {name}.contiguous()")
+
+
+def check_keys(array: Any, spec: TableSpec, device: torch.device) -> tuple[torch.Tensor, str]:
+    """Validate a batch of keys; returns the keys as raw int32/int64 bits and the array kind."""
+    keys, kind = as_tensor(array, "keys")
+    if keys.dtype not in KEY_DTYPES:
+        raise TypeError(f"keys must hold integers of dtype {spec.key_dtype}, got {keys.dtype}")
+    if keys.dtype != spec.key_dtype:
+        raise TypeError(f"keys have dtype {keys.dtype} but the table's key_dtype is "
+                        f"{spec.key_dtype}; convert with keys.to({spec.key_dtype})")
+    if keys.dim() != 1:
+        raise ValueError(f"keys must be 1-D, got shape {tuple(keys.shape)}")
+    _check_device(keys, "keys", device)
+    _check_contiguous(keys, "keys")
+    bits = torch.int32 if spec.key_bytes == 4 else torch.int64
+    return keys.view(bits), kind
+
+
+def check_values(array: Any, spec: TableSpec, device: torch.device, rows: int) -> torch.Tensor:
+    """Validate values for ``rows`` keys: dtype, shape, device, contiguity, alignment."""
+    values, _ = as_tensor(array, "values")
+    if values.dtype != spec.value_dtype:
+        raise TypeError(f"values have dtype {values.dtype} but the table's value_dtype is "
+                        f"{spec.value_dtype}")
+    want = (rows, *spec.value_shape)
+    if tuple(values.shape) != want:
+        if values.dim() >= 1 and values.shape[0] != rows:
+            raise ValueError(f"values has {values.shape[0]} rows but keys has {rows}")
+        raise ValueError(f"values must have shape {want}, got {tuple(values.shape)}")
+    _check_device(values, "values", device)
+    _check_contiguous(values, "values")
+    if values.data_ptr() % copy_width(spec.value_bytes):
+        values = values.clone()  # kernels copy rows in aligned words; an odd view gets a copy
+    return values
+
+
+def default_row(default: Any, spec: TableSpec, device: torch.device) -> torch.Tensor:
+    """The value returned for missing keys, as one contiguous row of ``value_shape``."""
+    try:
+        row = torch.as_tensor(default, dtype=spec.value_dtype, device=device)
+        return row.expand(spec.value_shape).contiguous()
+    except (RuntimeError, TypeError, ValueError) as error:
+        raise ValueError(f"default {default!r} does not fit value_shape {spec.value_shape} "
+                         f"of dtype {spec.value_dtype}: {error}") from None
+
+
+def copy_width(value_bytes: int) -> int:
+    """Largest power of two (at most 16) that divides the value width: the copy word."""
+    width = 16
+    while width > 1 and value_bytes % width:
+        width //= 2
+    return width

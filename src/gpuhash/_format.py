@@ -1,0 +1,300 @@
+"""The table format: a frozen description plus a few plain tensors, shared by both engines.
+
+A table is stored as
+
+* ``slots``: int64 words, shape ``(num_slots + 2, words_per_slot)``. Slots come in buckets of
+  ``BUCKET_SLOTS``; the last two rows are the out-of-band slots for the two keys that equal an
+  internal sentinel (so no user key is refused).
+* ``values``: only for the ``rows`` layout, shape ``(num_slots + 2, *value_shape)``; row ``i``
+  belongs to slot ``i``.
+* ``overflow``: int32 bitmap, one bit per bucket, set when a key whose first bucket is that
+  bucket was placed elsewhere; a miss whose first bucket has the bit clear stops there.
+* ``counts``: int64 ``[live entries, used bucket slots]`` (used counts tombstones too).
+
+Layouts (chosen from key and value width):
+
+* ``packed``: key and value share one 64-bit word (32-bit key + value of at most 4 bytes, or
+  any key with no value). One CAS claims key and value together.
+* ``pair``: a 16-byte slot, key word then value word (value of at most 8 bytes). The key word
+  is claimed by CAS and the value written beside it in the same 32-byte sector.
+* ``rows``: key words in the buckets, values in ``values`` addressed by slot.
+
+The key part of a slot word is the low 32 bits for 32-bit keys, the whole word for 64-bit
+keys. ``EMPTY`` is the all-ones key part, ``TOMBSTONE`` all-ones minus one; out-of-band slot 0
+holds key ``EMPTY`` when its key part equals ``EMPTY`` (absent: ``TOMBSTONE``), slot 1 holds key
+``TOMBSTONE`` when its key part equals ``TOMBSTONE`` (absent: ``EMPTY``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+FORMAT_NAME = "gpuhash.table"
+FORMAT_VERSION = 1
+BUCKET_SLOTS = 4
+DEFAULT_SEED = 0x2545F4914F6CDD1D  # below 2**63 so it travels as a signed kernel argument
+MAX_LOAD_FACTOR = 0.99
+MAX_BUCKETS = 2**31 - 1  # bucket choice multiplies a 32-bit hash by the bucket count in 64 bits
+
+KEY_DTYPES = (torch.int32, torch.uint32, torch.int64, torch.uint64)
+PACKED, PAIR, ROWS = "packed", "pair", "rows"
+LAYOUT_CODES = {PACKED: 0, PAIR: 1, ROWS: 2}
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """What a table stores and how: everything but the contents.
+
+    Example:
+        >>> spec = TableSpec(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(8,),
+        ...                  num_buckets=1024)
+        >>> spec.layout, spec.value_bytes
+        ('rows', 32)
+    """
+
+    key_dtype: torch.dtype
+    value_dtype: torch.dtype | None
+    value_shape: tuple[int, ...]
+    num_buckets: int
+    seed: int = DEFAULT_SEED
+    max_load_factor: float = 0.9
+
+    @property
+    def key_bytes(self) -> int:
+        return self.key_dtype.itemsize
+
+    @property
+    def value_bytes(self) -> int:
+        if self.value_dtype is None:
+            return 0
+        return self.value_dtype.itemsize * math.prod(self.value_shape)
+
+    @property
+    def layout(self) -> str:
+        if self.value_bytes == 0 or (self.key_bytes == 4 and self.value_bytes <= 4):
+            return PACKED
+        if self.value_bytes <= 8:
+            return PAIR
+        return ROWS
+
+    @property
+    def words_per_slot(self) -> int:
+        return 2 if self.layout == PAIR else 1
+
+    @property
+    def value_offset(self) -> int:
+        """Byte offset of the value inside a slot (packed and pair layouts)."""
+        return 4 if self.layout == PACKED else 8
+
+    @property
+    def num_slots(self) -> int:
+        return self.num_buckets * BUCKET_SLOTS
+
+    @property
+    def key_mask(self) -> int:
+        return (1 << (8 * self.key_bytes)) - 1
+
+    @property
+    def empty_key(self) -> int:
+        return self.key_mask
+
+    @property
+    def tombstone_key(self) -> int:
+        return self.key_mask - 1
+
+    @property
+    def max_entries(self) -> int:
+        """How many bucket slots may be used before the table must grow or refuse."""
+        return int(self.max_load_factor * self.num_slots)
+
+    def with_buckets(self, num_buckets: int) -> TableSpec:
+        return dataclasses.replace(self, num_buckets=num_buckets)
+
+    def bytes_per_slot(self) -> int:
+        row = self.value_bytes if self.layout == ROWS else 0
+        return 8 * self.words_per_slot + row
+
+
+def buckets_for(entries: int, max_load_factor: float) -> int:
+    """The fewest buckets that hold ``entries`` keys without passing ``max_load_factor``."""
+    need = math.ceil(max(entries, 1) / max_load_factor / BUCKET_SLOTS)
+    return max(need, 1)
+
+
+@dataclass
+class TableState:
+    """The tensors of one table; either engine operates on them in place."""
+
+    spec: TableSpec
+    slots: torch.Tensor
+    values: torch.Tensor | None
+    overflow: torch.Tensor
+    counts: torch.Tensor
+
+    @property
+    def device(self) -> torch.device:
+        return self.slots.device
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        out = {"slots": self.slots, "overflow": self.overflow, "counts": self.counts}
+        if self.values is not None:
+            out["values"] = self.values
+        return out
+
+    def key_view(self) -> torch.Tensor:
+        """Key part of every slot as a 1-D int32/int64 view (raw bits)."""
+        if self.spec.key_bytes == 4:
+            return self.slots.view(torch.int32)[:, 0]
+        return self.slots[:, 0]
+
+    def value_view(self) -> torch.Tensor | None:
+        """Value storage indexable by slot: a view into ``slots`` or the ``values`` tensor."""
+        spec = self.spec
+        if spec.value_dtype is None:
+            return None
+        if spec.layout == ROWS:
+            return self.values
+        raw = self.slots.view(torch.uint8)
+        start = spec.value_offset
+        cells = raw[:, start : start + spec.value_bytes].view(spec.value_dtype)
+        return cells.view(raw.shape[0], *spec.value_shape)
+
+
+def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
+    """A table with no entries: every bucket slot EMPTY, both out-of-band slots absent."""
+    if spec.num_buckets > MAX_BUCKETS:
+        raise ValueError(f"capacity needs {spec.num_buckets} buckets; at most {MAX_BUCKETS}")
+    device = torch.device(device)
+    rows = spec.num_slots + 2
+    slots = torch.full((rows, spec.words_per_slot), -1, dtype=torch.int64, device=device)
+    state_values = None
+    if spec.layout == ROWS:
+        state_values = torch.zeros((rows, *spec.value_shape), dtype=spec.value_dtype,
+                                   device=device)
+    overflow = torch.zeros(((spec.num_buckets + 31) // 32,), dtype=torch.int32, device=device)
+    counts = torch.zeros((2,), dtype=torch.int64, device=device)
+    state = TableState(spec, slots, state_values, overflow, counts)
+    reset_out_of_band(state)
+    return state
+
+
+def reset_out_of_band(state: TableState) -> None:
+    """Mark both out-of-band slots absent (slot 0 holds TOMBSTONE, slot 1 holds EMPTY)."""
+    keys = state.key_view()
+    n = state.spec.num_slots
+    keys[n] = _signed(state.spec.tombstone_key, state.spec.key_bytes)
+    keys[n + 1] = _signed(state.spec.empty_key, state.spec.key_bytes)
+
+
+def live_slots(state: TableState) -> torch.Tensor:
+    """Bool per slot row: does it hold a live key. Engine-neutral (plain torch)."""
+    spec = state.spec
+    keys = state.key_view()
+    empty = _signed(spec.empty_key, spec.key_bytes)
+    tomb = _signed(spec.tombstone_key, spec.key_bytes)
+    live = (keys != empty) & (keys != tomb)
+    n = spec.num_slots
+    live[n] = keys[n] == empty
+    live[n + 1] = keys[n + 1] == tomb
+    return live
+
+
+def _signed(value: int, nbytes: int) -> int:
+    bits = 8 * nbytes
+    return value - (1 << bits) if value >= 1 << (bits - 1) else value
+
+
+# --- save / load -------------------------------------------------------------------------
+
+def _dtype_name(dtype: torch.dtype | None) -> str | None:
+    return None if dtype is None else str(dtype).removeprefix("torch.")
+
+
+def _dtype_from(name: str | None) -> torch.dtype | None:
+    if name is None:
+        return None
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"saved table names unknown dtype {name!r}")
+    return dtype
+
+
+def _checksum(tensors: dict[str, torch.Tensor]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().cpu().contiguous()
+        digest.update(name.encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def save_state(state: TableState, path: str | Path, *, kind: str) -> None:
+    """Write the tensors with a format version and a checksum that ``load_state`` verifies."""
+    spec = state.spec
+    tensors = {name: t.detach().cpu().contiguous() for name, t in state.tensors().items()}
+    payload = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "kind": kind,
+        "spec": {
+            "key_dtype": _dtype_name(spec.key_dtype),
+            "value_dtype": _dtype_name(spec.value_dtype),
+            "value_shape": list(spec.value_shape),
+            "num_buckets": spec.num_buckets,
+            "seed": spec.seed,
+            "max_load_factor": spec.max_load_factor,
+        },
+        "tensors": tensors,
+        "checksum": _checksum(tensors),
+    }
+    torch.save(payload, str(path))
+
+
+def load_state(path: str | Path, device: torch.device | str, *, kind: str) -> TableState:
+    """Read a table written by ``save_state``; refuses other formats, versions and corrupt data."""
+    payload = torch.load(str(path), map_location="cpu", weights_only=True)
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT_NAME:
+        raise ValueError(f"{path} is not a gpuhash table file")
+    if payload.get("version") != FORMAT_VERSION:
+        raise ValueError(f"{path} has format version {payload.get('version')!r}; "
+                         f"this gpuhash reads version {FORMAT_VERSION}")
+    if payload.get("kind") != kind:
+        raise ValueError(f"{path} holds a {payload.get('kind')}, not a {kind}")
+    tensors = payload["tensors"]
+    if _checksum(tensors) != payload["checksum"]:
+        raise ValueError(f"{path} failed its checksum: the file is corrupt")
+    raw = payload["spec"]
+    spec = TableSpec(
+        key_dtype=_dtype_from(raw["key_dtype"]),
+        value_dtype=_dtype_from(raw["value_dtype"]),
+        value_shape=tuple(raw["value_shape"]),
+        num_buckets=int(raw["num_buckets"]),
+        seed=int(raw["seed"]),
+        max_load_factor=float(raw["max_load_factor"]),
+    )
+    device = torch.device(device)
+    return TableState(
+        spec,
+        tensors["slots"].to(device),
+        tensors["values"].to(device) if "values" in tensors else None,
+        tensors["overflow"].to(device),
+        tensors["counts"].to(device),
+    )
+
+
+def copy_state(state: TableState, device: torch.device | str) -> TableState:
+    """The same table on another device (always a copy)."""
+    device = torch.device(device)
+    return TableState(
+        state.spec,
+        state.slots.to(device, copy=True),
+        None if state.values is None else state.values.to(device, copy=True),
+        state.overflow.to(device, copy=True),
+        state.counts.to(device, copy=True),
+    )

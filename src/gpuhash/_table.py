@@ -1,0 +1,288 @@
+"""Behaviour shared by HashMap and HashSet: engine choice, room checks, growth, save/load.
+
+The engines assume valid input and enough free slots; this layer guarantees both. Growth and
+compaction are a rehash into a fresh table state by the engine itself (on the GPU for CUDA
+tables), so no entries travel through the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import _arrays
+from ._batch import last_occurrence
+from ._format import (
+    KEY_DTYPES,
+    MAX_LOAD_FACTOR,
+    TableSpec,
+    TableState,
+    buckets_for,
+    copy_state,
+    empty_state,
+    live_slots,
+    load_state,
+    reset_out_of_band,
+    save_state,
+)
+
+DUPLICATE_POLICIES = ("last", "any")
+
+
+class TableFullError(RuntimeError):
+    """An insert into a table created with ``growable=False`` would pass its maximum load."""
+
+
+def _engine_for(device: torch.device):
+    if device.type == "cuda":
+        from .engines import cuda
+
+        return cuda
+    if device.type == "cpu":
+        from .engines import cpu
+
+        return cpu
+    raise ValueError(f"device must be 'cpu' or a CUDA device, got {device}")
+
+
+def _resolve_device(device: Any) -> torch.device:
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device {device!r} is not a torch device") from None
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} asked for CUDA but no CUDA device is available")
+        if resolved.index is None:
+            resolved = torch.device("cuda", torch.cuda.current_device())
+    return resolved
+
+
+class _Table:
+    """Common core of the public tables; not part of the API."""
+
+    _kind = "table"
+
+    def _setup(self, *, key_dtype, value_dtype, value_shape, capacity, device, max_load_factor,
+               growable, duplicates, seed) -> None:
+        if key_dtype not in KEY_DTYPES:
+            raise TypeError(f"key_dtype must be one of int32, uint32, int64, uint64; "
+                            f"got {key_dtype}")
+        if value_dtype is not None and not isinstance(value_dtype, torch.dtype):
+            raise TypeError(f"value_dtype must be a torch dtype, got {value_dtype!r}")
+        shape = tuple(value_shape)
+        if any(not isinstance(d, int) or d < 1 for d in shape):
+            raise ValueError(f"value_shape must hold positive ints, got {value_shape!r}")
+        if not isinstance(capacity, int) or capacity < 0:
+            raise ValueError(f"capacity must be a non-negative int, got {capacity!r}")
+        if not 0 < max_load_factor <= MAX_LOAD_FACTOR:
+            raise ValueError(f"max_load_factor must be in (0, {MAX_LOAD_FACTOR}], "
+                             f"got {max_load_factor!r}")
+        if duplicates not in DUPLICATE_POLICIES:
+            raise ValueError(f"duplicates must be one of {DUPLICATE_POLICIES}, "
+                             f"got {duplicates!r}")
+        spec = TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
+                         num_buckets=buckets_for(capacity, max_load_factor),
+                         max_load_factor=float(max_load_factor),
+                         **({} if seed is None else {"seed": int(seed)}))
+        device = _resolve_device(device)
+        self._adopt(empty_state(spec, device), growable=growable, duplicates=duplicates)
+
+    def _adopt(self, state: TableState, *, growable: bool, duplicates: str) -> None:
+        self._state = state
+        self._engine = _engine_for(state.device)
+        self._growable = bool(growable)
+        self._duplicates = duplicates
+        self._default_cache: dict[Any, torch.Tensor] = {}
+        # Host-side upper bound on used bucket slots: lets inserts skip a device sync until
+        # the bound nears the limit.
+        used = int(state.counts[1])
+        self._used_bound = used
+
+    # --- properties -------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """The device the table lives on."""
+        return self._state.device
+
+    @property
+    def capacity(self) -> int:
+        """Entries the table holds before it must grow (or, if not growable, refuse)."""
+        return self._state.spec.max_entries
+
+    @property
+    def load_factor(self) -> float:
+        """Live entries over bucket slots. Synchronises with the device."""
+        return len(self) / self._state.spec.num_slots
+
+    @property
+    def spec(self) -> TableSpec:
+        """The frozen description of the table's format."""
+        return self._state.spec
+
+    def __len__(self) -> int:
+        """Live entries. Synchronises with the device (Python must know the number)."""
+        return int(self._state.counts[0])
+
+    def __repr__(self) -> str:
+        spec = self._state.spec
+        return (f"{type(self).__name__}(key_dtype={spec.key_dtype}, len={len(self)}, "
+                f"capacity={self.capacity}, device='{self.device}')")
+
+    # --- helpers ----------------------------------------------------------------------
+    def _stream(self, stream: Any):
+        if stream is None or self.device.type != "cuda":
+            return contextlib.nullcontext()
+        if isinstance(stream, torch.cuda.Stream):
+            return torch.cuda.stream(stream)
+        if hasattr(stream, "__cuda_stream__"):
+            _, handle = stream.__cuda_stream__()
+            return torch.cuda.stream(torch.cuda.ExternalStream(handle, device=self.device))
+        raise TypeError(f"stream must be a torch.cuda.Stream or have __cuda_stream__, "
+                        f"got {type(stream).__name__}")
+
+    def _keys(self, keys: Any) -> tuple[torch.Tensor, str]:
+        return _arrays.check_keys(keys, self._state.spec, self.device)
+
+    def _rehash(self, num_buckets: int) -> None:
+        target = empty_state(self._state.spec.with_buckets(num_buckets), self.device)
+        self._engine.rehash(self._state, target)
+        self._state = target
+        self._used_bound = int(target.counts[1])
+
+    def _new_keys(self, keys: torch.Tensor, active: torch.Tensor | None) -> int:
+        """Exact number of distinct keys of the batch not yet in the table (syncs)."""
+        spec = self._state.spec
+        empty = spec.empty_key - (1 << 8 * spec.key_bytes)
+        out_of_band = (keys == empty) | (keys == empty - 1)
+        chosen = last_occurrence(keys) if active is None else active
+        fresh = ~self._engine.contains(self._state, keys) & chosen & ~out_of_band
+        return int(fresh.sum())
+
+    def _make_room(self, keys: torch.Tensor, active: torch.Tensor | None) -> None:
+        """Ensure every new key of the batch gets a slot, before the table is touched."""
+        spec = self._state.spec
+        rows = keys.shape[0]
+        if self._used_bound + rows <= spec.max_entries:
+            return
+        live, used = (int(x) for x in self._state.counts.tolist())
+        self._used_bound = used
+        if used + rows <= spec.max_entries:
+            return
+        new = self._new_keys(keys, active)
+        if used + new <= spec.max_entries:
+            return
+        if live + new <= spec.max_entries and used > live:
+            self._rehash(spec.num_buckets)  # tombstones make the room: compact in place
+            return
+        if not self._growable:
+            raise TableFullError(
+                f"inserting {new} new keys into a table holding {live} of at most "
+                f"{spec.max_entries} (max_load_factor={spec.max_load_factor}); create it with "
+                f"a larger capacity or growable=True"
+            )
+        want = max(2 * spec.num_buckets, buckets_for(live + new, spec.max_load_factor))
+        self._rehash(want)
+
+    # --- operations shared by map and set ---------------------------------------------
+    def _insert(self, keys: Any, values: Any, *, stream: Any) -> Any:
+        bits, kind = self._keys(keys)
+        spec = self._state.spec
+        rows = bits.shape[0]
+        checked = None
+        if spec.value_dtype is not None:
+            checked = _arrays.check_values(values, spec, self.device, rows)
+        if rows == 0:
+            return _arrays.to_kind(torch.zeros(0, dtype=torch.bool, device=self.device), kind)
+        with self._stream(stream):
+            active = last_occurrence(bits) if self._duplicates == "last" else None
+            self._make_room(bits, active)
+            inserted = self._engine.insert(self._state, bits, checked, active=active)
+            self._used_bound += rows
+        return _arrays.to_kind(inserted, kind)
+
+    def contains(self, keys: Any, *, stream: Any = None) -> Any:
+        """True where the key is in the table. No host synchronisation.
+
+        Example:
+            >>> s = HashSet(key_dtype=torch.int64)
+            >>> _ = s.insert(torch.tensor([4, 9]))
+            >>> s.contains(torch.tensor([9, 5])).tolist()
+            [True, False]
+        """
+        bits, kind = self._keys(keys)
+        with self._stream(stream):
+            return _arrays.to_kind(self._engine.contains(self._state, bits), kind)
+
+    def erase(self, keys: Any, *, stream: Any = None) -> Any:
+        """Remove keys; True on one row per removed key (for a repeated key, which row is
+        unspecified). Missing keys are ignored. No host synchronisation.
+
+        Example:
+            >>> s = HashSet(key_dtype=torch.int32)
+            >>> _ = s.insert(torch.tensor([1, 2], dtype=torch.int32))
+            >>> s.erase(torch.tensor([2, 3], dtype=torch.int32)).tolist()
+            [True, False]
+        """
+        bits, kind = self._keys(keys)
+        with self._stream(stream):
+            return _arrays.to_kind(self._engine.erase(self._state, bits), kind)
+
+    def clear(self) -> None:
+        """Remove every entry, keeping the capacity (and any views of the value storage).
+
+        Example:
+            >>> s = HashSet(key_dtype=torch.int64)
+            >>> _ = s.insert(torch.tensor([1]))
+            >>> s.clear(); len(s)
+            0
+        """
+        state = self._state
+        state.slots.fill_(-1)
+        reset_out_of_band(state)
+        state.overflow.zero_()
+        state.counts.zero_()
+        self._used_bound = 0
+
+    def reserve(self, entries: int) -> None:
+        """Grow now so that ``entries`` keys fit without further growth.
+
+        Example:
+            >>> s = HashSet(key_dtype=torch.int64, capacity=10)
+            >>> s.reserve(1000); s.capacity >= 1000
+            True
+        """
+        spec = self._state.spec
+        if entries > spec.max_entries:
+            self._rehash(buckets_for(entries, spec.max_load_factor))
+
+    def _live(self) -> torch.Tensor:
+        return live_slots(self._state).nonzero().squeeze(1)
+
+    def _live_keys(self, rows: torch.Tensor) -> torch.Tensor:
+        return self._state.key_view()[rows].view(self._state.spec.key_dtype)
+
+    def _copy_to(self, device: Any):
+        other = object.__new__(type(self))
+        other._adopt(copy_state(self._state, _resolve_device(device)),
+                     growable=self._growable, duplicates=self._duplicates)
+        return other
+
+    def save(self, path: str | Path) -> None:
+        """Write the table to ``path`` (format version and checksum included).
+
+        Example:
+            >>> s = HashSet(key_dtype=torch.int64)
+            >>> s.save("/tmp/gpuhash_doc_set.pt")
+        """
+        save_state(self._state, path, kind=self._kind)
+
+    @classmethod
+    def _load(cls, path: str | Path, device: Any, growable: bool, duplicates: str):
+        table = object.__new__(cls)
+        state = load_state(path, _resolve_device(device), kind=cls._kind)
+        table._adopt(state, growable=growable, duplicates=duplicates)
+        return table

@@ -1,0 +1,238 @@
+"""The CPU engine: the table operations as vectorised torch ops over the shared table format.
+
+It serves machines without a GPU and is the reference the CUDA engine is tested against. The
+probe order, hash and bucket choice are exactly the CUDA engine's (kernels/open_addressing.cuh),
+so a table built by either engine answers identically on the other. Each probe round handles
+every still-unresolved key at once; rows that want the same bucket are ranked so each takes a
+different empty slot, which is what the CUDA engine's compare-and-swap achieves.
+
+Keys reach the engine as raw bits: int32 views for 32-bit keys, int64 for 64-bit keys.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._batch import first_occurrence, last_occurrence
+from .._format import BUCKET_SLOTS, TableState, live_slots
+
+_M32 = 0xFFFFFFFF
+_MIX1 = 0xFF51AFD7ED558CCD - (1 << 64)  # fmix64 constants as signed int64
+_MIX2 = 0xC4CEB9FE1A85EC53 - (1 << 64)
+_LANES = torch.arange(BUCKET_SLOTS)
+
+
+def _shift_right(x: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 bits (torch's >> is arithmetic)."""
+    return (x >> s) & ((1 << (64 - s)) - 1)
+
+
+def _mix64(x: torch.Tensor) -> torch.Tensor:
+    x = x ^ _shift_right(x, 33)
+    x = x * _MIX1  # int64 multiply wraps, as unsigned multiply does in CUDA
+    x = x ^ _shift_right(x, 33)
+    x = x * _MIX2
+    return x ^ _shift_right(x, 33)
+
+
+def _signed(value: int, nbytes: int) -> int:
+    return value - (1 << (8 * nbytes)) if value >= 1 << (8 * nbytes - 1) else value
+
+
+def _sentinels(state: TableState) -> tuple[int, int]:
+    spec = state.spec
+    return _signed(spec.empty_key, spec.key_bytes), _signed(spec.tombstone_key, spec.key_bytes)
+
+
+def bucket_choices(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """First and second bucket of each key (same arithmetic as gh_buckets in the kernels)."""
+    spec = state.spec
+    bits = keys.to(torch.int64)
+    if spec.key_bytes == 4:
+        bits = bits & _M32
+    h = _mix64(bits ^ spec.seed)
+    b1 = ((h & _M32) * spec.num_buckets) >> 32
+    b2 = (_shift_right(h, 32) * spec.num_buckets) >> 32
+    return b1, b2
+
+
+def _overflow_bit(state: TableState, buckets: torch.Tensor) -> torch.Tensor:
+    words = state.overflow[buckets >> 5].to(torch.int64)
+    return ((words >> (buckets & 31)) & 1).bool()
+
+
+def _set_overflow_bits(state: TableState, buckets: torch.Tensor) -> None:
+    if buckets.numel() == 0:
+        return
+    unique = torch.unique(buckets)
+    acc = torch.zeros(state.overflow.shape[0], dtype=torch.int64)
+    acc.index_add_(0, unique >> 5, torch.ones_like(unique) << (unique & 31))
+    acc = torch.where(acc >= 1 << 31, acc - (1 << 32), acc)
+    state.overflow |= acc.to(torch.int32)
+
+
+def _out_of_band_slot(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    _, tomb = _sentinels(state)
+    return state.spec.num_slots + (keys == tomb).to(torch.int64)
+
+
+def _next_bucket(state: TableState, step: int, bucket, second):
+    if step == 0:
+        return second
+    return torch.where(bucket + 1 == state.spec.num_buckets, 0, bucket + 1)
+
+
+def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    """Slot of each key, -1 where absent: the probe loop every read operation shares."""
+    spec = state.spec
+    key_view = state.key_view()
+    empty, tomb = _sentinels(state)
+    slot = torch.full((keys.shape[0],), -1, dtype=torch.int64)
+    special = (keys == empty) | (keys == tomb)
+    if bool(special.any()):
+        rows = special.nonzero().squeeze(1)
+        where = _out_of_band_slot(state, keys[rows])
+        present = key_view[where] == keys[rows]
+        slot[rows[present]] = where[present]
+    rows = (~special).nonzero().squeeze(1)
+    first, second = bucket_choices(state, keys[rows])
+    bucket = first
+    for step in range(spec.num_buckets + 1):
+        if rows.numel() == 0:
+            break
+        words = key_view[(bucket * BUCKET_SLOTS)[:, None] + _LANES]
+        match = words == keys[rows][:, None]
+        hit = match.any(1)
+        slot[rows[hit]] = bucket[hit] * BUCKET_SLOTS + match[hit].int().argmax(1)
+        done = hit | (words == empty).any(1)
+        if step == 0:
+            done |= ~_overflow_bit(state, first)
+        keep = ~done
+        rows, first, second, bucket = rows[keep], first[keep], second[keep], bucket[keep]
+        bucket = _next_bucket(state, step, bucket, second)
+    return slot
+
+
+def _rank_within(groups: torch.Tensor) -> torch.Tensor:
+    """0, 1, 2, ... among the rows that share a group value."""
+    order = torch.argsort(groups, stable=True)
+    ordered = groups[order]
+    index = torch.arange(groups.shape[0])
+    starts = torch.ones_like(ordered, dtype=torch.bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    start_of = torch.cummax(torch.where(starts, index, 0), 0).values
+    rank = torch.empty_like(index)
+    rank[order] = index - start_of
+    return rank
+
+
+def _claim(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    """Place distinct absent keys in EMPTY bucket slots; returns each key's slot.
+
+    Walks the same bucket sequence as _locate. Never takes tombstones, so a key erased and
+    inserted again cannot end up stored twice (the rule the CUDA engine follows too).
+    """
+    spec = state.spec
+    key_view = state.key_view()
+    empty, _ = _sentinels(state)
+    placed = torch.full((keys.shape[0],), -1, dtype=torch.int64)
+    rows = torch.arange(keys.shape[0])
+    first, second = bucket_choices(state, keys)
+    bucket = first
+    spilled = []
+    for step in range(spec.num_buckets + 1):
+        if rows.numel() == 0:
+            break
+        words = key_view[(bucket * BUCKET_SLOTS)[:, None] + _LANES]
+        free = words == empty
+        rank = _rank_within(bucket)
+        fits = rank < free.sum(1)
+        lane = ((free.cumsum(1) == (rank + 1)[:, None]) & free).int().argmax(1)
+        slot = bucket[fits] * BUCKET_SLOTS + lane[fits]
+        key_view[slot] = keys[rows[fits]]
+        placed[rows[fits]] = slot
+        if step > 0:
+            spilled.append(first[fits])
+        keep = ~fits
+        rows, first, second, bucket = rows[keep], first[keep], second[keep], bucket[keep]
+        bucket = _next_bucket(state, step, bucket, second)
+    if rows.numel():
+        raise RuntimeError("internal error: no free slot although the load check passed")
+    if spilled:
+        _set_overflow_bits(state, torch.cat(spilled))
+    return placed
+
+
+def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
+           active: torch.Tensor | None = None, stream=None) -> torch.Tensor:
+    """Insert or assign each active row; True where the row added a new key."""
+    inserted = torch.zeros(keys.shape[0], dtype=torch.bool)
+    if active is None:
+        active = last_occurrence(keys)
+    rows = active.nonzero().squeeze(1)
+    slot = _locate(state, keys[rows])
+    value_view = state.value_view()
+    found = slot >= 0
+    if values is not None:
+        value_view[slot[found]] = values[rows[found]]
+    missing = rows[~found]
+    empty, tomb = _sentinels(state)
+    special = (keys[missing] == empty) | (keys[missing] == tomb)
+    out_of_band = missing[special]
+    where = _out_of_band_slot(state, keys[out_of_band])
+    state.key_view()[where] = keys[out_of_band]
+    in_buckets = missing[~special]
+    placed = _claim(state, keys[in_buckets])
+    if values is not None:
+        value_view[where] = values[out_of_band]
+        value_view[placed] = values[in_buckets]
+    inserted[missing] = True
+    state.counts[0] += missing.shape[0]
+    state.counts[1] += in_buckets.shape[0]
+    return inserted
+
+
+def find(state: TableState, keys: torch.Tensor, default: torch.Tensor, *,
+         stream=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Values of each key (``default`` where missing) and a found mask."""
+    slot = _locate(state, keys)
+    found = slot >= 0
+    out = default.expand(keys.shape[0], *default.shape).clone()
+    out[found] = state.value_view()[slot[found]]
+    return out, found
+
+
+def find_index(state: TableState, keys: torch.Tensor, *,
+               stream=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row of each key in the value storage (-1 where missing) and a found mask."""
+    slot = _locate(state, keys)
+    return slot, slot >= 0
+
+
+def contains(state: TableState, keys: torch.Tensor, *, stream=None) -> torch.Tensor:
+    """True where the key is in the table."""
+    return _locate(state, keys) >= 0
+
+
+def erase(state: TableState, keys: torch.Tensor, *, stream=None) -> torch.Tensor:
+    """Remove each key; True on one row per removed key (the first, here)."""
+    slot = _locate(state, keys)
+    erased = (slot >= 0) & first_occurrence(keys)
+    gone = slot[erased]
+    empty, tomb = _sentinels(state)
+    marker = torch.full_like(gone, tomb)
+    out_of_band = gone >= state.spec.num_slots
+    # an out-of-band slot is absent when it holds the other sentinel
+    marker[out_of_band] = torch.where(gone[out_of_band] == state.spec.num_slots, tomb, empty)
+    state.key_view()[gone] = marker.to(state.key_view().dtype)
+    state.counts[0] -= gone.shape[0]
+    return erased
+
+
+def rehash(source: TableState, target: TableState, *, stream=None) -> None:
+    """Insert every live entry of ``source`` into the empty table ``target``."""
+    live = live_slots(source).nonzero().squeeze(1)
+    keys = source.key_view()[live]
+    value_view = source.value_view()
+    values = None if value_view is None else value_view[live]
+    insert(target, keys, values, active=torch.ones_like(keys, dtype=torch.bool))
