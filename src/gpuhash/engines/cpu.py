@@ -164,7 +164,7 @@ def _claim(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 
 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
-           active: torch.Tensor | None = None, stream=None) -> torch.Tensor:
+           active: torch.Tensor | None = None) -> torch.Tensor:
     """Insert or assign each active row; True where the row added a new key."""
     inserted = torch.zeros(keys.shape[0], dtype=torch.bool)
     if active is None:
@@ -192,8 +192,7 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
     return inserted
 
 
-def find(state: TableState, keys: torch.Tensor, default: torch.Tensor, *,
-         stream=None) -> tuple[torch.Tensor, torch.Tensor]:
+def find(state: TableState, keys: torch.Tensor, default: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Values of each key (``default`` where missing) and a found mask."""
     slot = _locate(state, keys)
     found = slot >= 0
@@ -202,19 +201,18 @@ def find(state: TableState, keys: torch.Tensor, default: torch.Tensor, *,
     return out, found
 
 
-def find_index(state: TableState, keys: torch.Tensor, *,
-               stream=None) -> tuple[torch.Tensor, torch.Tensor]:
+def find_index(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Row of each key in the value storage (-1 where missing) and a found mask."""
     slot = _locate(state, keys)
     return slot, slot >= 0
 
 
-def contains(state: TableState, keys: torch.Tensor, *, stream=None) -> torch.Tensor:
+def contains(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """True where the key is in the table."""
     return _locate(state, keys) >= 0
 
 
-def erase(state: TableState, keys: torch.Tensor, *, stream=None) -> torch.Tensor:
+def erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """Remove each key; True on one row per removed key (the first, here)."""
     slot = _locate(state, keys)
     erased = (slot >= 0) & first_occurrence(keys)
@@ -229,7 +227,7 @@ def erase(state: TableState, keys: torch.Tensor, *, stream=None) -> torch.Tensor
     return erased
 
 
-def rehash(source: TableState, target: TableState, *, stream=None) -> None:
+def rehash(source: TableState, target: TableState) -> None:
     """Insert every live entry of ``source`` into the empty table ``target``."""
     live = live_slots(source).nonzero().squeeze(1)
     keys = source.key_view()[live]

@@ -1,0 +1,107 @@
+"""The CUDA engine: the table operations as kernels over the shared table format.
+
+Same operation names and signatures as engines/cpu.py. Each operation allocates its outputs
+with torch (on the current stream) and launches one kernel from kernels/map.cu, compiled for
+the table's key width, value width and layout. Nothing here synchronises with the host.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .._cuda.compile import load_module
+from .._cuda.launch import launch
+from .._format import LAYOUT_CODES, TableSpec, TableState
+
+_KERNELS = ("gh_insert", "gh_lookup", "gh_erase", "gh_rehash")
+
+
+def defines(spec: TableSpec) -> tuple[tuple[str, int], ...]:
+    """The compile-time parameters of the kernels for tables of this spec."""
+    return (
+        ("GH_KEY_BYTES", spec.key_bytes),
+        ("GH_VALUE_BYTES", spec.value_bytes),
+        ("GH_LAYOUT", LAYOUT_CODES[spec.layout]),
+    )
+
+
+@functools.cache
+def _kernels(definitions: tuple[tuple[str, int], ...], device_index: int) -> dict:
+    module = load_module("map.cu", definitions, device_index)
+    return {name: module.get_kernel(name) for name in _KERNELS}
+
+
+def _kernel(state: TableState, name: str):
+    return _kernels(defines(state.spec), state.device.index or 0)[name]
+
+
+def _table_args(state: TableState) -> tuple[int, ...]:
+    values = 0 if state.values is None else state.values.data_ptr()
+    return (state.slots.data_ptr(), values, state.overflow.data_ptr(), state.counts.data_ptr(),
+            state.spec.num_buckets, state.spec.seed)
+
+
+def _ptr(tensor: torch.Tensor | None) -> int:
+    return 0 if tensor is None else tensor.data_ptr()
+
+
+def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
+           active: torch.Tensor | None = None) -> torch.Tensor:
+    """Insert or assign each active row; True where the row added a new key."""
+    rows = keys.shape[0]
+    inserted = torch.empty(rows, dtype=torch.bool, device=keys.device)
+    launch(_kernel(state, "gh_insert"), rows, *_table_args(state), keys.data_ptr(),
+           _ptr(values), _ptr(active), inserted.data_ptr(), rows, device=state.device)
+    return inserted
+
+
+def _lookup(state: TableState, keys: torch.Tensor, values: torch.Tensor | None,
+            default: torch.Tensor | None, index: torch.Tensor | None,
+            found: torch.Tensor) -> None:
+    rows = keys.shape[0]
+    launch(_kernel(state, "gh_lookup"), rows, *_table_args(state), keys.data_ptr(), rows,
+           _ptr(values), _ptr(default), _ptr(index), found.data_ptr(), device=state.device)
+
+
+def find(state: TableState, keys: torch.Tensor,
+         default: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Values of each key (``default`` where missing) and a found mask."""
+    spec = state.spec
+    values = torch.empty((keys.shape[0], *spec.value_shape), dtype=spec.value_dtype,
+                         device=keys.device)
+    found = torch.empty(keys.shape[0], dtype=torch.bool, device=keys.device)
+    _lookup(state, keys, values, default, None, found)
+    return values, found
+
+
+def find_index(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row of each key in the value storage (-1 where missing) and a found mask."""
+    index = torch.empty(keys.shape[0], dtype=torch.int64, device=keys.device)
+    found = torch.empty(keys.shape[0], dtype=torch.bool, device=keys.device)
+    _lookup(state, keys, None, None, index, found)
+    return index, found
+
+
+def contains(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    """True where the key is in the table."""
+    found = torch.empty(keys.shape[0], dtype=torch.bool, device=keys.device)
+    _lookup(state, keys, None, None, None, found)
+    return found
+
+
+def erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    """Remove each key; True on one row per removed key (which row of a repeated key is
+    unspecified)."""
+    erased = torch.empty(keys.shape[0], dtype=torch.bool, device=keys.device)
+    launch(_kernel(state, "gh_erase"), keys.shape[0], *_table_args(state), keys.data_ptr(),
+           keys.shape[0], erased.data_ptr(), device=state.device)
+    return erased
+
+
+def rehash(source: TableState, target: TableState) -> None:
+    """Insert every live entry of ``source`` into the empty table ``target``, on the GPU."""
+    rows = source.slots.shape[0]
+    launch(_kernel(target, "gh_rehash"), rows, *_table_args(target), source.slots.data_ptr(),
+           _ptr(source.values), source.spec.num_slots, device=target.device)

@@ -1,0 +1,71 @@
+// Shared device helpers: fixed-width types, the hash, bucket choice, value copies, counters.
+// Compiled by NVRTC without the standard library, so types are spelled out here.
+#pragma once
+
+typedef unsigned long long gh_u64;
+typedef long long gh_i64;
+typedef unsigned int gh_u32;
+typedef unsigned short gh_u16;
+typedef unsigned char gh_u8;
+
+// MurmurHash3's 64-bit finalizer: every key bit reaches every hash bit. The CPU engine
+// computes the same function (engines/cpu.py: _mix64).
+__device__ __forceinline__ gh_u64 gh_mix64(gh_u64 x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+// Maps 32 hash bits onto [0, n) by a multiply-high instead of a modulo, so any bucket count
+// works (no power-of-two rounding of memory) and costs one multiply.
+__device__ __forceinline__ gh_u64 gh_range(gh_u64 bits32, gh_u64 n) {
+    return (bits32 * n) >> 32;
+}
+
+// The widest aligned word that divides the value width: rows are copied in such words.
+template <int BYTES> struct GhCopyWord { typedef gh_u8 type; };
+template <> struct GhCopyWord<2> { typedef gh_u16 type; };
+template <> struct GhCopyWord<4> { typedef gh_u32 type; };
+template <> struct GhCopyWord<8> { typedef gh_u64 type; };
+template <> struct GhCopyWord<16> { typedef ulonglong2 type; };
+
+template <int VALUE_BYTES>
+__device__ __forceinline__ void gh_copy_value(char* dst, const char* src) {
+    constexpr int W = (VALUE_BYTES % 16 == 0) ? 16 : (VALUE_BYTES % 8 == 0) ? 8
+                    : (VALUE_BYTES % 4 == 0) ? 4 : (VALUE_BYTES % 2 == 0) ? 2 : 1;
+    typedef typename GhCopyWord<W>::type word;
+#pragma unroll
+    for (int i = 0; i < VALUE_BYTES / W; ++i) {
+        reinterpret_cast<word*>(dst)[i] = reinterpret_cast<const word*>(src)[i];
+    }
+}
+
+// Reads up to 8 value bytes into the low bytes of a word (little-endian, as the slot holds them).
+template <int VALUE_BYTES>
+__device__ __forceinline__ gh_u64 gh_value_bits(const char* src) {
+    gh_u64 bits = 0;
+    if (VALUE_BYTES > 0) gh_copy_value<(VALUE_BYTES > 8 ? 8 : VALUE_BYTES)>(
+        reinterpret_cast<char*>(&bits), src);
+    return bits;
+}
+
+// Adds each lane's amount to a global counter with one atomic per warp. Every lane of the
+// warp must call it (kernels have no early return before it).
+__device__ __forceinline__ void gh_count(gh_i64* counter, unsigned amount) {
+    unsigned total = __reduce_add_sync(0xffffffffu, amount);
+    if ((threadIdx.x & 31) == 0 && total != 0) {
+        atomicAdd(reinterpret_cast<unsigned long long*>(counter),
+                  static_cast<unsigned long long>(static_cast<gh_i64>(total)));
+    }
+}
+
+__device__ __forceinline__ void gh_uncount(gh_i64* counter, unsigned amount) {
+    unsigned total = __reduce_add_sync(0xffffffffu, amount);
+    if ((threadIdx.x & 31) == 0 && total != 0) {
+        atomicAdd(reinterpret_cast<unsigned long long*>(counter),
+                  static_cast<unsigned long long>(-static_cast<gh_i64>(total)));
+    }
+}

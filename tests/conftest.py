@@ -1,0 +1,44 @@
+"""Shared test helpers: key generators and a dict model of a table."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+KEY_DTYPES = [torch.int32, torch.uint32, torch.int64, torch.uint64]
+BITS = {torch.int32: 32, torch.uint32: 32, torch.int64: 64, torch.uint64: 64}
+
+
+def key_tensor(values: list[int], dtype: torch.dtype, device="cpu") -> torch.Tensor:
+    """Keys from Python ints given as unsigned bit patterns (0 .. 2**bits - 1)."""
+    bits = BITS[dtype]
+    signed = [v - (1 << bits) if v >= 1 << (bits - 1) else v for v in values]
+    raw = torch.tensor(signed, dtype=torch.int32 if bits == 32 else torch.int64)
+    return raw.view(dtype).to(device)
+
+
+def key_list(keys: torch.Tensor) -> list[int]:
+    """Keys as unsigned bit patterns, whatever their dtype."""
+    bits = BITS[keys.dtype]
+    raw = keys.cpu().view(torch.int32 if bits == 32 else torch.int64).tolist()
+    return [v % (1 << bits) for v in raw]
+
+
+def adversarial_keys(dtype: torch.dtype) -> list[int]:
+    """Sentinels and their neighbours, dtype limits, shared low bits, sequential runs."""
+    bits = BITS[dtype]
+    top = (1 << bits) - 1
+    keys = {0, 1, 2, top, top - 1, top - 2, top - 3, 1 << (bits - 1), (1 << (bits - 1)) - 1,
+            (1 << (bits - 1)) + 1}
+    keys.update(i << (bits - 8) for i in range(64))  # identical low bits
+    keys.update(range(100, 164))  # sequential
+    return sorted(keys)
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
