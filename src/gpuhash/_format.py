@@ -166,6 +166,30 @@ class TableState:
         return cells.view(raw.shape[0], *spec.value_shape)
 
 
+def value_bytes_view(state: TableState) -> torch.Tensor | None:
+    """Value storage as raw bytes, shape ``(rows, value_bytes)``: dtype-blind copies."""
+    spec = state.spec
+    if spec.value_dtype is None:
+        return None
+    if spec.layout == ROWS:
+        return state.values.view(torch.uint8).view(state.values.shape[0], spec.value_bytes)
+    start = spec.value_offset
+    return state.slots.view(torch.uint8)[:, start : start + spec.value_bytes]
+
+
+def as_value_bytes(values: torch.Tensor) -> torch.Tensor:
+    """A contiguous batch of values as raw bytes, shape ``(n, value_bytes)``."""
+    width = values.element_size() * math.prod(values.shape[1:])
+    return values.contiguous().view(torch.uint8).view(values.shape[0], width)
+
+
+def gather_values(state: TableState, rows: torch.Tensor) -> torch.Tensor:
+    """Copies of the values at the given slot rows, as ``(len(rows), *value_shape)``."""
+    spec = state.spec
+    raw = value_bytes_view(state)[rows]
+    return raw.view(spec.value_dtype).view(rows.shape[0], *spec.value_shape)
+
+
 def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
     """A table with no entries: every bucket slot EMPTY, both out-of-band slots absent."""
     if spec.num_buckets > MAX_BUCKETS:

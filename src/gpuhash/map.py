@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from . import _arrays
+from ._format import gather_values
 from ._table import _Table
 
 
@@ -129,7 +130,7 @@ class HashMap(_Table):
             [[2], [4]]
         """
         rows = self._live()
-        return self._live_keys(rows), self._state.value_view()[rows]
+        return self._live_keys(rows), gather_values(self._state, rows)
 
     def to(self, device: str | torch.device) -> HashMap:
         """A copy of the table on ``device``.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from .._batch import first_occurrence, last_occurrence
-from .._format import BUCKET_SLOTS, TableState, live_slots
+from .._format import BUCKET_SLOTS, TableState, as_value_bytes, live_slots, value_bytes_view
 
 _M32 = 0xFFFFFFFF
 _MIX1 = 0xFF51AFD7ED558CCD - (1 << 64)  # fmix64 constants as signed int64
@@ -171,9 +171,10 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
         active = last_occurrence(keys)
     rows = active.nonzero().squeeze(1)
     slot = _locate(state, keys[rows])
-    value_view = state.value_view()
+    value_view = value_bytes_view(state)
     found = slot >= 0
     if values is not None:
+        values = as_value_bytes(values)
         value_view[slot[found]] = values[rows[found]]
     missing = rows[~found]
     empty, tomb = _sentinels(state)
@@ -192,13 +193,16 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
     return inserted
 
 
-def find(state: TableState, keys: torch.Tensor, default: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def find(state: TableState, keys: torch.Tensor,
+         default: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Values of each key (``default`` where missing) and a found mask."""
     slot = _locate(state, keys)
     found = slot >= 0
-    out = default.expand(keys.shape[0], *default.shape).clone()
-    out[found] = state.value_view()[slot[found]]
-    return out, found
+    row = as_value_bytes(default.reshape(1, *default.shape))
+    out = row.expand(keys.shape[0], row.shape[1]).clone()
+    out[found] = value_bytes_view(state)[slot[found]]
+    spec = state.spec
+    return out.view(spec.value_dtype).view(keys.shape[0], *spec.value_shape), found
 
 
 def find_index(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -231,6 +235,6 @@ def rehash(source: TableState, target: TableState) -> None:
     """Insert every live entry of ``source`` into the empty table ``target``."""
     live = live_slots(source).nonzero().squeeze(1)
     keys = source.key_view()[live]
-    value_view = source.value_view()
+    value_view = value_bytes_view(source)
     values = None if value_view is None else value_view[live]
     insert(target, keys, values, active=torch.ones_like(keys, dtype=torch.bool))

@@ -1,0 +1,94 @@
+"""Timing and statistics, following seed 000's method made stricter.
+
+GPU regions are timed with CUDA events (device time of everything the region launches), CPU
+regions with a monotonic clock. Each measurement: warm-up runs, timed runs, outliers dropped by
+the IQR rule, then median with min and max kept so noise stays visible.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+
+
+@dataclass
+class Timing:
+    """One measured region, in milliseconds."""
+
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    runs: int
+    dropped: int
+
+    def rate(self, items: int) -> float:
+        """Items per second (at the median), in billions."""
+        return items / (self.median_ms * 1e-3) / 1e9
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def iqr_filter(samples: list[float]) -> list[float]:
+    """Samples inside [Q1 - 1.5 IQR, Q3 + 1.5 IQR] (all of them when there are too few)."""
+    if len(samples) < 4:
+        return list(samples)
+    q1, _, q3 = statistics.quantiles(samples, n=4)
+    low, high = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+    return [s for s in samples if low <= s <= high]
+
+
+def _summarise(samples: list[float]) -> Timing:
+    kept = iqr_filter(samples)
+    return Timing(statistics.median(kept), min(kept), max(kept), len(samples),
+                  len(samples) - len(kept))
+
+
+def time_gpu(region: Callable[[], object], *, setup: Callable[[], object] | None = None,
+             warmup: int = 2, runs: int = 7) -> Timing:
+    """Device time of ``region`` by CUDA events; ``setup`` runs untimed before each run."""
+    samples = []
+    for i in range(warmup + runs):
+        if setup is not None:
+            setup()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        region()
+        end.record()
+        end.synchronize()
+        if i >= warmup:
+            samples.append(start.elapsed_time(end))
+    return _summarise(samples)
+
+
+def time_cpu(region: Callable[[], object], *, setup: Callable[[], object] | None = None,
+             warmup: int = 1, runs: int = 5) -> Timing:
+    """Wall-clock time of ``region`` on the host."""
+    samples = []
+    for i in range(warmup + runs):
+        if setup is not None:
+            setup()
+        start = time.perf_counter()
+        region()
+        elapsed = (time.perf_counter() - start) * 1e3
+        if i >= warmup:
+            samples.append(elapsed)
+    return _summarise(samples)
+
+
+def time_host_calls(call: Callable[[], object], *, calls: int = 2000) -> float:
+    """Host wall clock per call in microseconds, calls queued back to back, one sync at the
+    end: the overhead Python and the launch add to every call."""
+    for _ in range(50):
+        call()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6

@@ -1,0 +1,46 @@
+"""A small workload that runs every kernel of every table layout once or twice; the GPU tests
+run it under compute-sanitizer (memcheck, racecheck). Exits non-zero on a wrong result."""
+
+from __future__ import annotations
+
+import torch
+
+import gpuhash as gh
+from gpuhash.bench import ceilings, peers
+
+torch.manual_seed(1)
+LAYOUTS = [  # (key dtype, value dtype, value shape): packed, pair, rows, sets
+    (torch.int32, torch.int32, ()),
+    (torch.int64, torch.float64, ()),
+    (torch.int32, torch.float32, (8,)),
+    (torch.uint32, torch.uint8, (3,)),
+]
+
+for key_dtype, value_dtype, shape in LAYOUTS:
+    table = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
+                       capacity=64, device="cuda")
+    keys = torch.randint(-1000, 1000, (3000,), dtype=torch.int64).to(torch.int32)
+    keys[:2] = torch.tensor([-1, -2])  # the sentinel bit patterns, kept out of band
+    keys = keys.view(torch.uint32) if key_dtype == torch.uint32 else keys.to(key_dtype)
+    keys = keys.cuda()
+    values = torch.randn(3000, *shape).to(value_dtype).cuda()
+    table.insert(keys, values)  # grows several times: gh_rehash
+    table.find(keys, default=1)
+    table.find_index(keys)
+    table.contains(keys)
+    table.erase(keys[::2].contiguous())
+    assert int(table.contains(keys[1::2].contiguous()).sum()) > 0
+    torch.cuda.synchronize()
+
+for key_dtype in (torch.int32, torch.uint64):
+    keys = torch.arange(500).to(key_dtype).cuda()
+    s = gh.HashSet(key_dtype=key_dtype, capacity=100, device="cuda", duplicates="any")
+    assert bool(s.insert(keys).all())
+    assert bool(s.contains(keys).all())
+    assert bool(s.erase(keys).all())
+
+device = torch.device("cuda")
+ceilings._gather_rate(2**20, 2**16, device)
+peers.seed_layouts(2**12, device, 1.0, runs=1)
+torch.cuda.synchronize()
+print("sanitize workload done")
