@@ -45,7 +45,8 @@ def _nvrtc_version() -> str:
 def _options(arch: str, defines: tuple[tuple[str, int], ...]):
     from cuda.core import ProgramOptions
 
-    return ProgramOptions(arch=arch, std="c++17", define_macro=[(k, str(v)) for k, v in defines])
+    macros = [(k, str(v)) for k, v in defines] or None  # cuda.core refuses an empty list
+    return ProgramOptions(arch=arch, std="c++17", define_macro=macros)
 
 
 @functools.cache
