@@ -65,6 +65,14 @@ def random_values(count: int, dtype: torch.dtype, shape: tuple, device) -> torch
     return raw.view(dtype)
 
 
+_RAW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def take(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """tensor[index] for any dtype (torch cannot index uint32/uint64 tensors on CUDA)."""
+    return tensor.view(_RAW[tensor.element_size()])[index].view(tensor.dtype)
+
+
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit-for-bit equality for any dtype (torch lacks == for some unsigned types on CUDA)."""
     return a.shape == b.shape and torch.equal(a.contiguous().view(torch.uint8),
@@ -119,13 +127,13 @@ def run_config(config: Config, device: torch.device, ceilings: dict, *, runs: in
     queries = L2_QUERIES if n <= 2**20 else n
     pick = (torch.randint(0, n, (queries,), device=device) if queries != n
             else torch.randperm(n, device=device))
-    hit_queries, miss_queries = hits[pick], misses[pick]
+    hit_queries, miss_queries = take(hits, pick), take(misses, pick)
     got, found = table.find(hit_queries)
-    assert bool(found.all()) and same(got, values[pick]), f"{config}: wrong find results"
+    assert bool(found.all()) and same(got, take(values, pick)), f"{config}: wrong results"
     _, found = table.find(miss_queries)
     assert not bool(found.any()), f"{config}: a miss was found"
     index, found = table.find_index(hit_queries)
-    assert bool(found.all()) and same(table.values[index], values[pick])
+    assert bool(found.all()) and same(take(table.values, index), take(values, pick))
 
     find_hit = time_gpu(lambda t=table: t.find(hit_queries), runs=runs)
     find_miss = time_gpu(lambda t=table: t.find(miss_queries), runs=runs)
