@@ -14,6 +14,7 @@ import torch
 from ._format import KEY_DTYPES, TableSpec
 
 TORCH, NUMPY, CUPY = "torch", "numpy", "cupy"
+_UNSIGNED = {torch.uint32: torch.int32, torch.uint64: torch.int64}
 
 
 def as_tensor(array: Any, name: str) -> tuple[torch.Tensor, str]:
@@ -70,8 +71,9 @@ def check_keys(array: Any, spec: TableSpec, device: torch.device) -> tuple[torch
         raise ValueError(f"keys must be 1-D, got shape {tuple(keys.shape)}")
     _check_device(keys, "keys", device)
     _check_contiguous(keys, "keys")
-    bits = torch.int32 if spec.key_bytes == 4 else torch.int64
-    return keys.view(bits), kind
+    if keys.dtype in _UNSIGNED:  # engines take raw bits as signed ints (torch lacks uint ops)
+        keys = keys.view(_UNSIGNED[keys.dtype])
+    return keys, kind
 
 
 def check_values(array: Any, spec: TableSpec, device: torch.device, rows: int) -> torch.Tensor:

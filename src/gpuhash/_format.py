@@ -7,8 +7,9 @@ A table is stored as
   internal sentinel (so no user key is refused).
 * ``values``: only for the ``rows`` layout, shape ``(num_slots + 2, *value_shape)``; row ``i``
   belongs to slot ``i``.
-* ``overflow``: int32 bitmap, one bit per bucket, set when a key whose first bucket is that
-  bucket was placed elsewhere; a miss whose first bucket has the bit clear stops there.
+* ``overflow``: int32 words holding 8 filter bits per bucket. A key placed outside its first
+  bucket sets the bit its hash fingerprint picks among its first bucket's 8; a miss whose
+  first bucket is full stops there unless its own bit is set.
 * ``counts``: int64 ``[live entries, used bucket slots]`` (used counts tombstones too).
 
 Layouts (chosen from key and value width):
@@ -201,7 +202,8 @@ def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
     if spec.layout == ROWS:
         state_values = torch.zeros((rows, *spec.value_shape), dtype=spec.value_dtype,
                                    device=device)
-    overflow = torch.zeros(((spec.num_buckets + 31) // 32,), dtype=torch.int32, device=device)
+    overflow = torch.zeros(((spec.num_buckets * 8 + 31) // 32,), dtype=torch.int32,
+                           device=device)
     counts = torch.zeros((2,), dtype=torch.int64, device=device)
     state = TableState(spec, slots, state_values, overflow, counts)
     reset_out_of_band(state)

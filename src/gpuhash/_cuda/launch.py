@@ -1,8 +1,8 @@
 """Kernel launches from Python on torch's current stream, with as little host work as possible.
 
 Every kernel parameter is 8 bytes wide, so pointers and counts go to cuda.core as plain Python
-ints. cuda.core Stream wrappers and launch configurations are cached, since a find on a small
-batch is dominated by host overhead.
+ints. cuda.core Stream wrappers and launch configurations are cached, and the stream handle is
+read straight from torch, since a find on a small batch is dominated by host overhead.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import functools
 import torch
 
 THREADS = 256
+BLOCKS_PER_SM = 8  # 8 x 256 threads: a full H100/A100 multiprocessor (2048 threads)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)
 def _stream(handle: int):
     from cuda.core import Stream
 
@@ -28,11 +29,26 @@ def _config(blocks: int):
     return LaunchConfig(grid=blocks, block=THREADS)
 
 
-def launch(kernel, rows: int, *args: int, device: torch.device) -> None:
-    """Launch ``kernel`` with one thread per row on torch's current stream of ``device``."""
+@functools.cache
+def _full_grid(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count * BLOCKS_PER_SM
+
+
+@functools.cache
+def _launcher():
+    from cuda.core import launch
+
+    return launch
+
+
+def launch(kernel, rows: int, *args: int, device: torch.device, persistent: bool = False) -> None:
+    """Launch ``kernel`` over ``rows`` on torch's current stream of ``device``: one thread per
+    row, or (``persistent``) a grid that fills the GPU once and loops over the rows."""
     if rows <= 0:
         return
-    from cuda.core import launch as cuda_launch
-
-    stream = _stream(torch.cuda.current_stream(device).cuda_stream)
-    cuda_launch(stream, _config((rows + THREADS - 1) // THREADS), kernel, *args)
+    index = device.index or 0
+    blocks = (rows + THREADS - 1) // THREADS
+    if persistent:
+        blocks = min(blocks, _full_grid(index))
+    stream = _stream(torch._C._cuda_getCurrentRawStream(index))
+    _launcher()(stream, _config(blocks), kernel, *args)

@@ -85,19 +85,19 @@ def probe_stats(table: HashMap, hits: torch.Tensor, misses: torch.Tensor) -> dic
     spec = state.spec
     bits = torch.int32 if spec.key_bytes == 4 else torch.int64
     hit_bits, miss_bits = hits.view(bits), misses.view(bits)
-    first, second = cpu_engine.bucket_choices(state, hit_bits)
+    first, second, _ = cpu_engine.bucket_choices(state, hit_bits)
     index, found = table.find_index(hits)
     assert bool(found.all())
     bucket = index // 4
     steps = torch.where(bucket == first, 1,
                         torch.where(bucket == second, 2,
                                     2 + torch.remainder(bucket - second, spec.num_buckets)))
-    first_m, _ = cpu_engine.bucket_choices(state, miss_bits)
+    first_m, _, flag = cpu_engine.bucket_choices(state, miss_bits)
     lanes = torch.arange(4, device=first_m.device)
     words = state.key_view()[(first_m * 4)[:, None] + lanes]
     empty = spec.empty_key - (1 << 8 * spec.key_bytes)
     full = ~(words == empty).any(1)
-    flagged = ((state.overflow[first_m >> 5].long() >> (first_m & 31)) & 1).bool()
+    flagged = cpu_engine.overflow_flag(state, flag)
     return {
         "hit_buckets_mean": float(steps.float().mean()),
         "hit_buckets_max": int(steps.max()),
@@ -138,7 +138,8 @@ def run_config(config: Config, device: torch.device, ceilings: dict, *, runs: in
     find_hit = time_gpu(lambda t=table: t.find(hit_queries), runs=runs)
     find_miss = time_gpu(lambda t=table: t.find(miss_queries), runs=runs)
     find_index_hit = time_gpu(lambda t=table: t.find_index(hit_queries), runs=runs)
-    stats = probe_stats(table, hits[: 2**20], misses[: 2**20])
+    sample = torch.randperm(n, device=device)[: 2**20]  # not the first rows: they went in first
+    stats = probe_stats(table, take(hits, sample), take(misses, sample))
     size = table_bytes(table)
     slots = table.spec.num_slots
     del table

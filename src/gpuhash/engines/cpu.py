@@ -44,8 +44,9 @@ def _sentinels(state: TableState) -> tuple[int, int]:
     return _signed(spec.empty_key, spec.key_bytes), _signed(spec.tombstone_key, spec.key_bytes)
 
 
-def bucket_choices(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """First and second bucket of each key (same arithmetic as gh_buckets in the kernels)."""
+def bucket_choices(state: TableState, keys: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """First and second bucket of each key and its overflow-filter bit (gh_buckets)."""
     spec = state.spec
     bits = keys.to(torch.int64)
     if spec.key_bytes == 4:
@@ -53,18 +54,19 @@ def bucket_choices(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor,
     h = _mix64(bits ^ spec.seed)
     b1 = ((h & _M32) * spec.num_buckets) >> 32
     b2 = (_shift_right(h, 32) * spec.num_buckets) >> 32
-    return b1, b2
+    return b1, b2, b1 * 8 + (h & 7)
 
 
-def _overflow_bit(state: TableState, buckets: torch.Tensor) -> torch.Tensor:
-    words = state.overflow[buckets >> 5].to(torch.int64)
-    return ((words >> (buckets & 31)) & 1).bool()
+def overflow_flag(state: TableState, filter_bits: torch.Tensor) -> torch.Tensor:
+    """Whether each filter bit is set (device-neutral: the benchmark uses it on GPU tables)."""
+    words = state.overflow[filter_bits >> 5].to(torch.int64)
+    return ((words >> (filter_bits & 31)) & 1).bool()
 
 
-def _set_overflow_bits(state: TableState, buckets: torch.Tensor) -> None:
-    if buckets.numel() == 0:
+def _set_overflow_bits(state: TableState, filter_bits: torch.Tensor) -> None:
+    if filter_bits.numel() == 0:
         return
-    unique = torch.unique(buckets)
+    unique = torch.unique(filter_bits)
     acc = torch.zeros(state.overflow.shape[0], dtype=torch.int64)
     acc.index_add_(0, unique >> 5, torch.ones_like(unique) << (unique & 31))
     acc = torch.where(acc >= 1 << 31, acc - (1 << 32), acc)
@@ -95,8 +97,7 @@ def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
         present = key_view[where] == keys[rows]
         slot[rows[present]] = where[present]
     rows = (~special).nonzero().squeeze(1)
-    first, second = bucket_choices(state, keys[rows])
-    bucket = first
+    bucket, second, flag = bucket_choices(state, keys[rows])
     for step in range(spec.num_buckets + 1):
         if rows.numel() == 0:
             break
@@ -106,9 +107,9 @@ def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
         slot[rows[hit]] = bucket[hit] * BUCKET_SLOTS + match[hit].int().argmax(1)
         done = hit | (words == empty).any(1)
         if step == 0:
-            done |= ~_overflow_bit(state, first)
+            done |= ~overflow_flag(state, flag)
         keep = ~done
-        rows, first, second, bucket = rows[keep], first[keep], second[keep], bucket[keep]
+        rows, second, flag, bucket = rows[keep], second[keep], flag[keep], bucket[keep]
         bucket = _next_bucket(state, step, bucket, second)
     return slot
 
@@ -137,8 +138,7 @@ def _claim(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     empty, _ = _sentinels(state)
     placed = torch.full((keys.shape[0],), -1, dtype=torch.int64)
     rows = torch.arange(keys.shape[0])
-    first, second = bucket_choices(state, keys)
-    bucket = first
+    bucket, second, flag = bucket_choices(state, keys)
     spilled = []
     for step in range(spec.num_buckets + 1):
         if rows.numel() == 0:
@@ -152,9 +152,9 @@ def _claim(state: TableState, keys: torch.Tensor) -> torch.Tensor:
         key_view[slot] = keys[rows[fits]]
         placed[rows[fits]] = slot
         if step > 0:
-            spilled.append(first[fits])
+            spilled.append(flag[fits])
         keep = ~fits
-        rows, first, second, bucket = rows[keep], first[keep], second[keep], bucket[keep]
+        rows, flag, second, bucket = rows[keep], flag[keep], second[keep], bucket[keep]
         bucket = _next_bucket(state, step, bucket, second)
     if rows.numel():
         raise RuntimeError("internal error: no free slot although the load check passed")

@@ -33,14 +33,24 @@ def _kernels(definitions: tuple[tuple[str, int], ...], device_index: int) -> dic
     return {name: module.get_kernel(name) for name in _KERNELS}
 
 
+def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...]]:
+    """Kernels and table arguments of a state, worked out once: its tensors never move."""
+    info = state.__dict__.get("_cuda_launch_info")
+    if info is None:
+        values = 0 if state.values is None else state.values.data_ptr()
+        args = (state.slots.data_ptr(), values, state.overflow.data_ptr(),
+                state.counts.data_ptr(), state.spec.num_buckets, state.spec.seed)
+        info = (_kernels(defines(state.spec), state.device.index or 0), args)
+        state.__dict__["_cuda_launch_info"] = info
+    return info
+
+
 def _kernel(state: TableState, name: str):
-    return _kernels(defines(state.spec), state.device.index or 0)[name]
+    return _launch_info(state)[0][name]
 
 
 def _table_args(state: TableState) -> tuple[int, ...]:
-    values = 0 if state.values is None else state.values.data_ptr()
-    return (state.slots.data_ptr(), values, state.overflow.data_ptr(), state.counts.data_ptr(),
-            state.spec.num_buckets, state.spec.seed)
+    return _launch_info(state)[1]
 
 
 def _ptr(tensor: torch.Tensor | None) -> int:
@@ -53,7 +63,8 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
     rows = keys.shape[0]
     inserted = torch.empty(rows, dtype=torch.bool, device=keys.device)
     launch(_kernel(state, "gh_insert"), rows, *_table_args(state), keys.data_ptr(),
-           _ptr(values), _ptr(active), inserted.data_ptr(), rows, device=state.device)
+           _ptr(values), _ptr(active), inserted.data_ptr(), rows, device=state.device,
+           persistent=True)
     return inserted
 
 
@@ -96,7 +107,7 @@ def erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     unspecified)."""
     erased = torch.empty(keys.shape[0], dtype=torch.bool, device=keys.device)
     launch(_kernel(state, "gh_erase"), keys.shape[0], *_table_args(state), keys.data_ptr(),
-           keys.shape[0], erased.data_ptr(), device=state.device)
+           keys.shape[0], erased.data_ptr(), device=state.device, persistent=True)
     return erased
 
 
@@ -104,4 +115,4 @@ def rehash(source: TableState, target: TableState) -> None:
     """Insert every live entry of ``source`` into the empty table ``target``, on the GPU."""
     rows = source.slots.shape[0]
     launch(_kernel(target, "gh_rehash"), rows, *_table_args(target), source.slots.data_ptr(),
-           _ptr(source.values), source.spec.num_slots, device=target.device)
+           _ptr(source.values), source.spec.num_slots, device=target.device, persistent=True)

@@ -52,20 +52,29 @@ __device__ __forceinline__ gh_u64 gh_value_bits(const char* src) {
     return bits;
 }
 
-// Adds each lane's amount to a global counter with one atomic per warp. Every lane of the
-// warp must call it (kernels have no early return before it).
-__device__ __forceinline__ void gh_count(gh_i64* counter, unsigned amount) {
-    unsigned total = __reduce_add_sync(0xffffffffu, amount);
-    if ((threadIdx.x & 31) == 0 && total != 0) {
-        atomicAdd(reinterpret_cast<unsigned long long*>(counter),
-                  static_cast<unsigned long long>(static_cast<gh_i64>(total)));
+// Adds two per-thread amounts to two global counters with one atomic per block each (per-warp
+// atomics on one address serialise: measured 4.5 G inserts/s instead of the table's rate).
+// Every thread of the block must call it; the block size must be a multiple of 32, at most 1024.
+__device__ __forceinline__ void gh_block_count(gh_i64* first, gh_i64 a, gh_i64* second, gh_i64 b) {
+    __shared__ gh_i64 partial[2][32];
+    // per-thread amounts are small (a few keys each), so a signed 32-bit warp sum is exact
+    a = __reduce_add_sync(0xffffffffu, static_cast<int>(a));
+    b = __reduce_add_sync(0xffffffffu, static_cast<int>(b));
+    const int warp = threadIdx.x >> 5;
+    if ((threadIdx.x & 31) == 0) {
+        partial[0][warp] = a;
+        partial[1][warp] = b;
     }
-}
-
-__device__ __forceinline__ void gh_uncount(gh_i64* counter, unsigned amount) {
-    unsigned total = __reduce_add_sync(0xffffffffu, amount);
-    if ((threadIdx.x & 31) == 0 && total != 0) {
-        atomicAdd(reinterpret_cast<unsigned long long*>(counter),
-                  static_cast<unsigned long long>(-static_cast<gh_i64>(total)));
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        gh_i64 sum_a = 0, sum_b = 0;
+        for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) {
+            sum_a += partial[0][w];
+            sum_b += partial[1][w];
+        }
+        if (sum_a) atomicAdd(reinterpret_cast<unsigned long long*>(first),
+                             static_cast<unsigned long long>(sum_a));
+        if (second != nullptr && sum_b) atomicAdd(reinterpret_cast<unsigned long long*>(second),
+                                                  static_cast<unsigned long long>(sum_b));
     }
 }

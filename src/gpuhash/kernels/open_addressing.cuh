@@ -44,10 +44,16 @@ struct GhSlot {
     bool claimed;  // the probe put the key there
 };
 
-__device__ __forceinline__ void gh_buckets(const GhTable& t, gh_u64 key, gh_u64& b1, gh_u64& b2) {
+// Bucket choices and the overflow-filter bit of a key. The filter has 8 bits per bucket; a key
+// that could not stay in its first bucket sets the bit its fingerprint (3 low hash bits) picks,
+// so a miss whose first bucket is full goes on only if its own bit is set (about 1 in 8 when one
+// key overflowed) instead of whenever any key overflowed.
+__device__ __forceinline__ void gh_buckets(const GhTable& t, gh_u64 key, gh_u64& b1, gh_u64& b2,
+                                           gh_u64& filter_bit) {
     const gh_u64 h = gh_mix64(key ^ t.seed);
     b1 = gh_range(h & 0xffffffffULL, t.num_buckets);
     b2 = gh_range(h >> 32, t.num_buckets);
+    filter_bit = b1 * 8 + (h & 7);
 }
 
 // The word a claim writes: the new key part, and for packed maps the value beside it, so one
@@ -73,13 +79,13 @@ __device__ __forceinline__ void gh_load_bucket(const GhTable& t, gh_u64 bucket, 
     }
 }
 
-__device__ __forceinline__ bool gh_overflowed(const GhTable& t, gh_u64 bucket) {
-    return (__ldg(t.overflow + (bucket >> 5)) >> (bucket & 31)) & 1u;
+__device__ __forceinline__ bool gh_overflowed(const GhTable& t, gh_u64 filter_bit) {
+    return (__ldg(t.overflow + (filter_bit >> 5)) >> (filter_bit & 31)) & 1u;
 }
 
-__device__ __forceinline__ void gh_mark_overflow(const GhTable& t, gh_u64 bucket) {
-    gh_u32* word = t.overflow + (bucket >> 5);
-    const gh_u32 bit = 1u << (bucket & 31);
+__device__ __forceinline__ void gh_mark_overflow(const GhTable& t, gh_u64 filter_bit) {
+    gh_u32* word = t.overflow + (filter_bit >> 5);
+    const gh_u32 bit = 1u << (filter_bit & 31);
     if (!(__ldcg(word) & bit)) atomicOr(word, bit);
 }
 
@@ -118,8 +124,8 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
             cur = prev;
         }
     }
-    gh_u64 b1, b2;
-    gh_buckets(t, key, b1, b2);
+    gh_u64 b1, b2, filter_bit;
+    gh_buckets(t, key, b1, b2, filter_bit);
     gh_u64 bucket = b1;
     for (gh_u64 step = 0; step <= t.num_buckets; ++step) {
         gh_u64 w[GH_BUCKET];
@@ -138,12 +144,12 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
             const gh_u64 seen = gh_lane(w, free_lane);
             const gh_u64 prev = atomicCAS(t.word(slot), seen, gh_make_word(seen, key, vbits));
             if (prev == seen) {
-                if (step != 0) gh_mark_overflow(t, b1);
+                if (step != 0) gh_mark_overflow(t, filter_bit);
                 return {static_cast<gh_i64>(slot), true};
             }
             gh_set_lane(w, free_lane, prev);  // lost the race: look at the slot's new word
         }
-        if (!CLAIM && step == 0 && !gh_overflowed(t, b1)) return {-1, false};
+        if (!CLAIM && step == 0 && !gh_overflowed(t, filter_bit)) return {-1, false};
         bucket = (step == 0) ? b2 : (bucket + 1 == t.num_buckets ? 0 : bucket + 1);
     }
     return {-1, false};
