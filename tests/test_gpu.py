@@ -166,10 +166,15 @@ def test_kernels_under_compute_sanitizer(tool):
     sanitizer = "compute-sanitizer"
     if subprocess.run(["which", sanitizer], capture_output=True).returncode:
         pytest.skip("compute-sanitizer not installed")
+    # cuda.core probes optional driver entry points (cuGetProcAddress), which memcheck would
+    # report as API errors; only device-side findings matter here
     result = subprocess.run(
-        [sanitizer, f"--tool={tool}", "--error-exitcode=3", sys.executable,
-         str(HERE / "sanitize_workload.py")],
+        [sanitizer, f"--tool={tool}", "--report-api-errors", "no", "--error-exitcode=3",
+         sys.executable, str(HERE / "sanitize_workload.py")],
         capture_output=True, text=True, timeout=900,
     )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert "ERROR SUMMARY: 0 errors" in result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "sanitize workload done" in output
+    summary = "ERROR SUMMARY: 0 errors" if tool == "memcheck" else "(0 errors, 0 warnings)"
+    assert summary in output, output[-4000:]
