@@ -39,6 +39,14 @@ for key_dtype in (torch.int32, torch.uint64):
     assert bool(s.contains(keys).all())
     assert bool(s.erase(keys).all())
 
+# load 0.99 with distinct keys: gh_insert_deferred places the keys whose buckets are full
+for key_dtype, value_dtype in ((torch.int32, torch.int32), (torch.int64, torch.int64)):
+    keys = torch.randperm(4000).to(key_dtype).cuda()
+    full = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, capacity=4000,
+                      max_load_factor=0.99, growable=False, device="cuda")
+    full.insert(keys, keys.to(value_dtype))
+    assert bool(full.find(keys)[1].all())
+
 device = torch.device("cuda")
 ceilings._gather_rate(2**20, 2**16, device)
 peers.seed_layouts(2**12, device, 1.0, runs=1)

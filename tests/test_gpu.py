@@ -178,3 +178,37 @@ def test_kernels_under_compute_sanitizer(tool):
     assert "sanitize workload done" in output
     summary = "ERROR SUMMARY: 0 errors" if tool == "memcheck" else "(0 errors, 0 warnings)"
     assert summary in output, output[-4000:]
+
+
+@pytest.mark.parametrize(("key_dtype", "value_shape"), [(torch.int32, ()), (torch.int64, (1,))],
+                         ids=str)
+def test_gpu_high_load_table_behaves_like_a_dict(key_dtype, value_shape):
+    machine = make_machine(key_dtype=key_dtype, value_shape=value_shape, device="cuda",
+                           max_load_factor=0.99)
+    machine.TestCase.settings = settings(max_examples=15, stateful_step_count=25,
+                                         deadline=None, suppress_health_check=list(HealthCheck))
+    machine.TestCase().runTest()
+
+
+@pytest.mark.parametrize(("key_dtype", "value_dtype"),
+                         [(torch.uint32, torch.int32), (torch.int64, torch.float64),
+                          (torch.int32, torch.int64)], ids=str)
+def test_displacement_at_load_099_keeps_every_key(key_dtype, value_dtype):
+    n = 1 << 20
+    keys = random_unique(2 * n, key_dtype)
+    hits, misses = keys[:n].cuda(), keys[n:].cuda()
+    values = random_values(n, value_dtype, ()).cuda()
+    table = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, capacity=n,
+                       max_load_factor=0.99, growable=False, device="cuda")
+    assert bool(table.insert(hits, values).all()) and len(table) == n
+    got, found = table.find(hits)
+    assert bool(found.all()) and torch.equal(got, values)
+    assert not bool(table.contains(misses).any())
+    # the CPU engine reads and extends a table the GPU built by displacement
+    cpu = table.to("cpu")
+    erase = hits[: n // 2].cpu()
+    assert bool(cpu.erase(erase).all())
+    again = cpu.insert(erase, values[: n // 2].cpu())
+    assert bool(again.all()) and len(cpu) == n
+    got, found = cpu.find(hits.cpu())
+    assert bool(found.all()) and torch.equal(got, values.cpu())

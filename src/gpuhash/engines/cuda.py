@@ -13,9 +13,10 @@ import torch
 
 from .._cuda.compile import load_module
 from .._cuda.launch import launch
-from .._format import LAYOUT_CODES, TableSpec, TableState
+from .._format import LAYOUT_CODES, PAIR, ROWS, TableSpec, TableState
 
-_KERNELS = ("gh_insert", "gh_lookup", "gh_erase", "gh_rehash")
+_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_rehash",
+            "gh_rehash_deferred")
 
 
 def defines(spec: TableSpec) -> tuple[tuple[str, int], ...]:
@@ -57,14 +58,34 @@ def _ptr(tensor: torch.Tensor | None) -> int:
     return 0 if tensor is None else tensor.data_ptr()
 
 
+def _locks(state: TableState) -> int:
+    """Per-bucket locks for displacement in pair layouts (all zero between launches)."""
+    if state.spec.layout != PAIR:
+        return 0
+    locks = state.__dict__.get("_cuda_locks")
+    if locks is None:
+        locks = torch.zeros(state.spec.num_buckets, dtype=torch.int32, device=state.device)
+        state.__dict__["_cuda_locks"] = locks
+    return locks.data_ptr()
+
+
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
            active: torch.Tensor | None = None) -> torch.Tensor:
-    """Insert or assign each active row; True where the row added a new key."""
+    """Insert or assign each active row; True where the row added a new key.
+
+    Active rows hold distinct keys (the table layer's duplicate policy), so keys whose two
+    buckets are full are placed by displacement in a second launch instead of the linear probe.
+    """
     rows = keys.shape[0]
     inserted = torch.empty(rows, dtype=torch.bool, device=keys.device)
+    defer = active is not None and state.spec.layout != ROWS
     launch(_kernel(state, "gh_insert"), rows, *_table_args(state), keys.data_ptr(),
-           _ptr(values), _ptr(active), inserted.data_ptr(), rows, device=state.device,
-           persistent=True)
+           _ptr(values), _ptr(active), inserted.data_ptr(), rows, int(defer),
+           device=state.device, persistent=True)
+    if defer:
+        launch(_kernel(state, "gh_insert_deferred"), rows, *_table_args(state),
+               keys.data_ptr(), _ptr(values), inserted.data_ptr(), rows, _locks(state),
+               device=state.device, persistent=True)
     return inserted
 
 
@@ -114,5 +135,10 @@ def erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 def rehash(source: TableState, target: TableState) -> None:
     """Insert every live entry of ``source`` into the empty table ``target``, on the GPU."""
     rows = source.slots.shape[0]
+    pending = torch.empty(rows, dtype=torch.uint8, device=target.device)
     launch(_kernel(target, "gh_rehash"), rows, *_table_args(target), source.slots.data_ptr(),
-           _ptr(source.values), source.spec.num_slots, device=target.device, persistent=True)
+           _ptr(source.values), source.spec.num_slots, pending.data_ptr(),
+           device=target.device, persistent=True)
+    launch(_kernel(target, "gh_rehash_deferred"), rows, *_table_args(target),
+           source.slots.data_ptr(), _ptr(source.values), source.spec.num_slots,
+           pending.data_ptr(), _locks(target), device=target.device, persistent=True)

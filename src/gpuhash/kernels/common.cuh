@@ -52,6 +52,13 @@ __device__ __forceinline__ gh_u64 gh_value_bits(const char* src) {
     return bits;
 }
 
+// Writes the low VALUE_BYTES bytes of a word (the inverse of gh_value_bits).
+template <int VALUE_BYTES>
+__device__ __forceinline__ void gh_store_value_bits(char* dst, gh_u64 bits) {
+    if (VALUE_BYTES > 0) gh_copy_value<(VALUE_BYTES > 8 ? 8 : VALUE_BYTES)>(
+        dst, reinterpret_cast<const char*>(&bits));
+}
+
 // Adds two per-thread amounts to two global counters with one atomic per block each (per-warp
 // atomics on one address serialise: measured 4.5 G inserts/s instead of the table's rate).
 // Every thread of the block must call it; the block size must be a multiple of 32, at most 1024.

@@ -23,23 +23,52 @@ __device__ __forceinline__ gh_u64 gh_key_at(const char* keys, gh_u64 row) {
 // Kernels that change the entry counts loop over rows with a grid sized to fill the GPU
 // (launch.py: persistent=True) and add their counts once per block.
 
+// Displacement keeps every key in one of its two buckets at high load; it moves values with
+// their keys, so the rows layout (values addressed by slot) keeps the linear fallback instead.
+constexpr bool GH_CAN_DEFER = (GH_LAYOUT != GH_ROWS);
+constexpr gh_u8 GH_PENDING = 2;  // inserted[row] while the row waits for gh_insert_deferred
+
 // Insert or assign rows whose `active` byte is set (all rows when active is null);
-// inserted[row] (if not null) says whether the row added a new key.
+// inserted[row] says whether the row added a new key. With `defer` (only when the active keys
+// are distinct), a new key whose two buckets are full is left for gh_insert_deferred.
 extern "C" __global__ void gh_insert(GH_TABLE_PARAMS, const char* keys, const char* in_values,
-                                     const gh_u8* active, gh_u8* inserted, gh_u64 n) {
+                                     const gh_u8* active, gh_u8* inserted, gh_u64 n,
+                                     gh_u64 defer) {
     const GhTable t = GH_TABLE;
     gh_i64 live = 0, used = 0;  // every claim adds a live entry; bucket claims use a slot
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
-        bool claimed = false;
+        gh_u8 state = 0;
         if (active == nullptr || active[row]) {
             const gh_u64 key = gh_key_at(keys, row);
-            claimed = gh_insert_one(t, key, in_values + row * GH_VALUE_BYTES);
+            const char* src = in_values + row * GH_VALUE_BYTES;
+            bool deferred = false;
+            const bool claimed = (GH_CAN_DEFER && defer)
+                                     ? gh_insert_one<GH_CAN_DEFER>(t, key, src, &deferred)
+                                     : gh_insert_one(t, key, src);
+            state = deferred ? GH_PENDING : claimed;
             live += claimed;
             used += claimed && key < GH_TOMB;
         }
-        if (inserted != nullptr) inserted[row] = claimed;
+        inserted[row] = state;
     }
     gh_block_count(&t.counts[0], live, &t.counts[1], used);
+}
+
+// Second pass of a deferred insert: places the rows gh_insert left pending by displacement.
+extern "C" __global__ void gh_insert_deferred(GH_TABLE_PARAMS, const char* keys,
+                                              const char* in_values, gh_u8* inserted, gh_u64 n,
+                                              gh_u32* locks) {
+    const GhTable t = GH_TABLE;
+    gh_i64 placed = 0;
+    for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
+        if (inserted[row] != GH_PENDING) continue;
+        const gh_u64 vbits = gh_value_bits<(GH_VALUE_BYTES > 8 ? 8 : GH_VALUE_BYTES)>(
+            in_values + row * GH_VALUE_BYTES);
+        gh_place_displacing(t, locks, gh_key_at(keys, row), vbits);
+        inserted[row] = 1;
+        ++placed;
+    }
+    gh_block_count(&t.counts[0], placed, &t.counts[1], placed);
 }
 
 // find / find_index / contains: each output is optional (null to skip).
@@ -51,8 +80,14 @@ extern "C" __global__ void gh_lookup(GH_TABLE_PARAMS, const char* keys, gh_u64 n
     if (row >= n) return;
     const GhSlot s = gh_probe<false, false>(t, gh_key_at(keys, row), 0);
     if (out_values != nullptr) {
-        gh_copy_value<GH_VALUE_BYTES>(out_values + row * GH_VALUE_BYTES,
-                                      s.slot >= 0 ? t.value(s.slot) : default_value);
+        char* out = out_values + row * GH_VALUE_BYTES;
+        if (s.slot < 0) {
+            gh_copy_value<GH_VALUE_BYTES>(out, default_value);
+        } else if (GH_LAYOUT == GH_ROWS) {
+            gh_copy_value<GH_VALUE_BYTES>(out, t.value(s.slot));
+        } else {
+            gh_store_value_bits<GH_VALUE_BYTES>(out, s.value);  // already loaded by the probe
+        }
     }
     if (out_index != nullptr) out_index[row] = s.slot;
     if (out_found != nullptr) out_found[row] = s.slot >= 0;
@@ -72,8 +107,17 @@ extern "C" __global__ void gh_erase(GH_TABLE_PARAMS, const char* keys, gh_u64 n,
 
 // Inserts every live entry of a source table (same key and value types) into this one:
 // growth and compaction. The value is read straight from the source's slot or row.
+// Source keys are distinct, so entries whose two buckets are full are marked in `pending` (one
+// byte per source slot) and placed by gh_rehash_deferred.
+__device__ __forceinline__ const char* gh_source_value(const gh_u64* source_slots,
+                                                       const char* source_values, gh_u64 i) {
+    if (GH_LAYOUT == GH_ROWS) return source_values + i * GH_VALUE_BYTES;
+    return reinterpret_cast<const char*>(source_slots + i * GH_WORDS) + GH_VALUE_OFFSET;
+}
+
 extern "C" __global__ void gh_rehash(GH_TABLE_PARAMS, const gh_u64* source_slots,
-                                     const char* source_values, gh_u64 source_num_slots) {
+                                     const char* source_values, gh_u64 source_num_slots,
+                                     gh_u8* pending) {
     const GhTable t = GH_TABLE;
     gh_i64 live = 0, used = 0;
     for (gh_u64 i = gh_row(); i < source_num_slots + 2; i += gh_stride()) {
@@ -81,15 +125,30 @@ extern "C" __global__ void gh_rehash(GH_TABLE_PARAMS, const gh_u64* source_slots
         const bool present = (i < source_num_slots)
                                  ? key < GH_TOMB
                                  : key == (i == source_num_slots ? GH_EMPTY : GH_TOMB);
+        bool deferred = false;
         if (present) {
-            const char* src = (GH_LAYOUT == GH_ROWS)
-                                  ? source_values + i * GH_VALUE_BYTES
-                                  : reinterpret_cast<const char*>(source_slots + i * GH_WORDS) +
-                                        GH_VALUE_OFFSET;
-            const bool claimed = gh_insert_one(t, key, src);
+            const char* src = gh_source_value(source_slots, source_values, i);
+            const bool claimed = gh_insert_one<GH_CAN_DEFER>(t, key, src, &deferred);
             live += claimed;
             used += claimed && key < GH_TOMB;
         }
+        pending[i] = deferred;
     }
     gh_block_count(&t.counts[0], live, &t.counts[1], used);
+}
+
+extern "C" __global__ void gh_rehash_deferred(GH_TABLE_PARAMS, const gh_u64* source_slots,
+                                              const char* source_values,
+                                              gh_u64 source_num_slots, const gh_u8* pending,
+                                              gh_u32* locks) {
+    const GhTable t = GH_TABLE;
+    gh_i64 placed = 0;
+    for (gh_u64 i = gh_row(); i < source_num_slots + 2; i += gh_stride()) {
+        if (!pending[i]) continue;
+        const gh_u64 vbits = gh_value_bits<(GH_VALUE_BYTES > 8 ? 8 : GH_VALUE_BYTES)>(
+            gh_source_value(source_slots, source_values, i));
+        gh_place_displacing(t, locks, source_slots[i * GH_WORDS] & GH_KEY_MASK, vbits);
+        ++placed;
+    }
+    gh_block_count(&t.counts[0], placed, &t.counts[1], placed);
 }

@@ -42,6 +42,8 @@ struct GhTable {
 struct GhSlot {
     gh_i64 slot;   // -1: absent (or, for a claim, no free slot anywhere)
     bool claimed;  // the probe put the key there
+    gh_u64 value;  // packed / pair: the value bits as loaded by the probe (finds use them
+                   // instead of reading the slot again, which costs a second memory access)
 };
 
 // Bucket choices and the overflow-filter bit of a key. The filter has 8 bits per bucket; a key
@@ -63,19 +65,27 @@ __device__ __forceinline__ gh_u64 gh_make_word(gh_u64 old, gh_u64 key, gh_u64 vb
     return (old & ~GH_KEY_MASK) | key;
 }
 
-// Loads the first word of each slot of a bucket with 16-byte vector loads (one 32-byte sector
-// for 8-byte slots). COHERENT loads go to L2 (ld.cg) because other threads of the same kernel
-// may be changing the bucket; plain finds use the read-only path.
+// Loads a bucket with 16-byte vector loads (one 32-byte sector for 8-byte slots): the first
+// word of each slot into w, and for pair slots the value word into v. COHERENT loads go to L2
+// (ld.cg) because other threads of the same kernel may be changing the bucket; finds use the
+// read-only path.
 template <bool COHERENT>
-__device__ __forceinline__ void gh_load_bucket(const GhTable& t, gh_u64 bucket, gh_u64 (&w)[4]) {
+__device__ __forceinline__ void gh_load_bucket(const GhTable& t, gh_u64 bucket, gh_u64 (&w)[4],
+                                               gh_u64 (&v)[4]) {
     const ulonglong2* p = reinterpret_cast<const ulonglong2*>(t.word(bucket * GH_BUCKET));
     if (GH_WORDS == 1) {
         const ulonglong2 a = COHERENT ? __ldcg(p) : __ldg(p);
         const ulonglong2 b = COHERENT ? __ldcg(p + 1) : __ldg(p + 1);
         w[0] = a.x; w[1] = a.y; w[2] = b.x; w[3] = b.y;
+#pragma unroll
+        for (int i = 0; i < GH_BUCKET; ++i) v[i] = w[i] >> 32;
     } else {
 #pragma unroll
-        for (int i = 0; i < GH_BUCKET; ++i) w[i] = (COHERENT ? __ldcg(p + i) : __ldg(p + i)).x;
+        for (int i = 0; i < GH_BUCKET; ++i) {
+            const ulonglong2 s = COHERENT ? __ldcg(p + i) : __ldg(p + i);
+            w[i] = s.x;
+            v[i] = s.y;
+        }
     }
 }
 
@@ -102,25 +112,33 @@ __device__ __forceinline__ void gh_set_lane(gh_u64 (&w)[4], int lane, gh_u64 val
     for (int i = 0; i < GH_BUCKET; ++i) w[i] = (lane == i) ? value : w[i];
 }
 
-// The probe loop. Buckets are visited in the order b1, b2, b2+1, b2+2, ... (wrapping). A key
-// lives in the first bucket of its sequence that had an EMPTY slot when it was inserted, so a
-// search stops at the first bucket holding an EMPTY slot; a search whose first bucket is full
-// also stops there when the bucket's overflow bit says no key of it went further.
+// The probe loop. Buckets are visited in the order b1, b2, b2+1, b2+2, ... (wrapping). The
+// invariant every writer keeps: each bucket of a key's sequence before the key's own bucket is
+// full (slots never become EMPTY again), and the key's filter bit is set unless it sits in b1.
+// So a search stops at the first bucket holding an EMPTY slot, or after b1 when b1 is full but
+// the key's filter bit is clear.
 // CLAIM: take the first EMPTY slot by CAS if the key is absent (never a tombstone, so two
 // copies of a key can never arise: every claimant of a key races for the same first EMPTY).
+// DEFER: claim only in b1 or b2; a key that is absent with both full comes back as
+// GH_DEFERRED, for gh_place_displacing (only for batches of distinct keys).
 // The two sentinel keys live out of band in slots num_slots and num_slots + 1; there an
 // "absent" marker (the other sentinel) plays the part of EMPTY.
-template <bool CLAIM, bool COHERENT>
+constexpr gh_i64 GH_DEFERRED = -2;
+
+template <bool CLAIM, bool COHERENT, bool DEFER = false>
 __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
     if (key >= GH_TOMB) {
         const gh_u64 slot = t.num_slots() + (key == GH_TOMB ? 1 : 0);
         gh_u64* w = t.word(slot);
         gh_u64 cur = __ldcg(w);
         while (true) {
-            if ((cur & GH_KEY_MASK) == key) return {static_cast<gh_i64>(slot), false};
-            if (!CLAIM) return {-1, false};
+            if ((cur & GH_KEY_MASK) == key) {
+                const gh_u64 value = (GH_WORDS == 1) ? cur >> 32 : __ldcg(w + 1);
+                return {static_cast<gh_i64>(slot), false, value};
+            }
+            if (!CLAIM) return {-1, false, 0};
             const gh_u64 prev = atomicCAS(w, cur, gh_make_word(cur, key, vbits));
-            if (prev == cur) return {static_cast<gh_i64>(slot), true};
+            if (prev == cur) return {static_cast<gh_i64>(slot), true, vbits};
             cur = prev;
         }
     }
@@ -128,38 +146,46 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
     gh_buckets(t, key, b1, b2, filter_bit);
     gh_u64 bucket = b1;
     for (gh_u64 step = 0; step <= t.num_buckets; ++step) {
-        gh_u64 w[GH_BUCKET];
-        gh_load_bucket<COHERENT>(t, bucket, w);
+        gh_u64 w[GH_BUCKET], v[GH_BUCKET];
+        gh_load_bucket<COHERENT>(t, bucket, w, v);
         while (true) {
             int free_lane = -1;
 #pragma unroll
             for (int i = 0; i < GH_BUCKET; ++i) {
                 const gh_u64 part = w[i] & GH_KEY_MASK;
-                if (part == key) return {static_cast<gh_i64>(bucket * GH_BUCKET + i), false};
+                if (part == key) return {static_cast<gh_i64>(bucket * GH_BUCKET + i), false, v[i]};
                 if (part == GH_EMPTY && free_lane < 0) free_lane = i;
             }
             if (free_lane < 0) break;
-            if (!CLAIM) return {-1, false};
+            if (!CLAIM) return {-1, false, 0};
+            if (DEFER && step >= 2) return {GH_DEFERRED, false, 0};
             const gh_u64 slot = bucket * GH_BUCKET + free_lane;
             const gh_u64 seen = gh_lane(w, free_lane);
             const gh_u64 prev = atomicCAS(t.word(slot), seen, gh_make_word(seen, key, vbits));
             if (prev == seen) {
                 if (step != 0) gh_mark_overflow(t, filter_bit);
-                return {static_cast<gh_i64>(slot), true};
+                return {static_cast<gh_i64>(slot), true, vbits};
             }
             gh_set_lane(w, free_lane, prev);  // lost the race: look at the slot's new word
         }
         if (!CLAIM && step == 0 && !gh_overflowed(t, filter_bit)) return {-1, false};
         bucket = (step == 0) ? b2 : (bucket + 1 == t.num_buckets ? 0 : bucket + 1);
     }
-    return {-1, false};
+    return {-1, false, 0};
 }
 
 // Inserts or assigns one key; the value is read from value_src (GH_VALUE_BYTES bytes).
-// Returns whether the key was new. The host checks room first, so a claim always finds a slot.
-__device__ __forceinline__ bool gh_insert_one(const GhTable& t, gh_u64 key, const char* value_src) {
+// Returns whether the key was new (with DEFER, sets *deferred instead when both buckets were
+// full). The host checks room first, so a claim always finds a slot.
+template <bool DEFER = false>
+__device__ __forceinline__ bool gh_insert_one(const GhTable& t, gh_u64 key, const char* value_src,
+                                              bool* deferred = nullptr) {
     const gh_u64 vbits = (GH_LAYOUT == GH_PACKED) ? gh_value_bits<GH_VALUE_BYTES>(value_src) : 0;
-    const GhSlot s = gh_probe<true, true>(t, key, vbits);
+    const GhSlot s = gh_probe<true, true, DEFER>(t, key, vbits);
+    if (DEFER && s.slot == GH_DEFERRED) {
+        *deferred = true;
+        return false;
+    }
     if (s.slot < 0) return false;
     if (GH_VALUE_BYTES > 0) {
         if (GH_LAYOUT == GH_PACKED) {
@@ -184,4 +210,118 @@ __device__ __forceinline__ bool gh_erase_one(const GhTable& t, gh_u64 key) {
         cur = prev;
     }
     return false;
+}
+
+// --- Displacement (cuckoo) placement for keys whose two buckets were full ------------------
+// Used only on keys known to be absent and distinct within the launch, after every plain claim
+// of the batch has finished (a separate launch), so a key "in hand" between two buckets is
+// never one that another thread is looking for. Packed slots swap key and value in one CAS;
+// pair slots change two words, so every change to a bucket here happens under that bucket's
+// lock (one int per bucket; claims outside this pass never overlap it in time).
+
+#ifndef GH_MAX_KICKS
+#define GH_MAX_KICKS 128
+#endif
+constexpr bool GH_LOCKED = (GH_LAYOUT == GH_PAIR);
+
+__device__ __forceinline__ void gh_lock(gh_u32* locks, gh_u64 bucket) {
+    if constexpr (GH_LOCKED) {
+        while (atomicCAS(locks + bucket, 0u, 1u) != 0u) __nanosleep(32);
+        __threadfence();
+    }
+}
+
+__device__ __forceinline__ void gh_unlock(gh_u32* locks, gh_u64 bucket) {
+    if constexpr (GH_LOCKED) {
+        __threadfence();
+        atomicExch(locks + bucket, 0u);
+    }
+}
+
+// Claims an EMPTY slot of one bucket for (key, value); false if the bucket is full.
+__device__ bool gh_claim_in(const GhTable& t, gh_u64 bucket, gh_u64 key, gh_u64 vbits) {
+    gh_u64 w[GH_BUCKET], v[GH_BUCKET];
+    gh_load_bucket<true>(t, bucket, w, v);
+#pragma unroll
+    for (int i = 0; i < GH_BUCKET; ++i) {
+        while ((w[i] & GH_KEY_MASK) == GH_EMPTY) {
+            gh_u64* word = t.word(bucket * GH_BUCKET + i);
+            const gh_u64 prev = atomicCAS(word, w[i], gh_make_word(w[i], key, vbits));
+            if (prev == w[i]) {
+                if (GH_WORDS == 2) *reinterpret_cast<volatile gh_u64*>(word + 1) = vbits;
+                return true;
+            }
+            w[i] = prev;
+        }
+    }
+    return false;
+}
+
+__device__ __forceinline__ bool gh_claim_locked(const GhTable& t, gh_u32* locks, gh_u64 bucket,
+                                                gh_u64 key, gh_u64 vbits) {
+    gh_lock(locks, bucket);
+    const bool ok = gh_claim_in(t, bucket, key, vbits);
+    gh_unlock(locks, bucket);
+    return ok;
+}
+
+// Swaps (key, value) into a slot of `bucket` holding a key that may also live in its other
+// bucket; returns true with the evicted key and value in *key / *vbits.
+__device__ __forceinline__ bool gh_evict_in(const GhTable& t, gh_u32* locks, gh_u64 bucket, gh_u64* key,
+                            gh_u64* vbits, gh_u64 random) {
+    gh_lock(locks, bucket);
+    bool done = false;
+    for (int j = 0; j < GH_BUCKET && !done; ++j) {
+        const gh_u64 slot = bucket * GH_BUCKET + ((random + j) & (GH_BUCKET - 1));
+        gh_u64* word = t.word(slot);
+        const gh_u64 seen = __ldcg(word);
+        const gh_u64 victim = seen & GH_KEY_MASK;
+        if (victim >= GH_TOMB) continue;  // a tombstone (EMPTY cannot occur: the bucket is full)
+        gh_u64 vb1, vb2, vfilter;
+        gh_buckets(t, victim, vb1, vb2, vfilter);
+        if (vb1 == vb2 || (bucket != vb1 && bucket != vb2)) continue;  // nowhere else to go
+        const gh_u64 victim_bits = (GH_WORDS == 1) ? seen >> 32 : __ldcg(word + 1);
+        if (atomicCAS(word, seen, gh_make_word(seen, *key, *vbits)) != seen) continue;
+        if (GH_WORDS == 2) *reinterpret_cast<volatile gh_u64*>(word + 1) = *vbits;
+        *key = victim;
+        *vbits = victim_bits;
+        done = true;
+    }
+    gh_unlock(locks, bucket);
+    return done;
+}
+
+// Places an absent key whose two buckets were full: claims a free slot in either bucket, else
+// evicts a key to its other bucket and carries that one on (at most GH_MAX_KICKS times), and
+// finally falls back to the linear probe after the carried key's second bucket.
+__device__ void gh_place_displacing(const GhTable& t, gh_u32* locks, gh_u64 key, gh_u64 vbits) {
+    gh_u64 random = gh_mix64(key ^ 0x9e3779b97f4a7c15ULL);
+    gh_u64 came_from = ~0ULL;  // the bucket the carried key was just evicted from
+    for (int kick = 0; kick < GH_MAX_KICKS; ++kick) {
+        gh_u64 b1, b2, filter_bit;
+        gh_buckets(t, key, b1, b2, filter_bit);
+        if (gh_claim_locked(t, locks, b1, key, vbits)) return;
+        if (gh_claim_locked(t, locks, b2, key, vbits)) {
+            gh_mark_overflow(t, filter_bit);
+            return;
+        }
+        random = gh_mix64(random + kick);
+        // evict from the bucket the key did not come from (either, for the first key)
+        const gh_u64 target = (came_from == b1)   ? b2
+                              : (came_from == b2) ? b1
+                              : ((random >> 40) & 1) ? b2 : b1;
+        if (!gh_evict_in(t, locks, target, &key, &vbits, random)) continue;
+        if (target != b1) gh_mark_overflow(t, filter_bit);  // the key placed, not the victim
+        came_from = target;
+    }
+    // the carried key (maybe a fresh victim) tries its own buckets, then the linear probe
+    gh_u64 b1, b2, filter_bit;
+    gh_buckets(t, key, b1, b2, filter_bit);
+    if (gh_claim_locked(t, locks, b1, key, vbits)) return;
+    gh_mark_overflow(t, filter_bit);
+    if (gh_claim_locked(t, locks, b2, key, vbits)) return;
+    for (gh_u64 bucket = b2 + 1, step = 0; step < t.num_buckets; ++step, ++bucket) {
+        if (bucket == t.num_buckets) bucket = 0;
+        if (gh_claim_locked(t, locks, bucket, key, vbits)) return;
+    }
 }
