@@ -27,8 +27,10 @@ VALUES = [(None, ()), (torch.int8, ()), (torch.int8, (3,)), (torch.float16, ()),
 
 def configurations() -> list[tuple[tuple[str, int], ...]]:
     seen = []
-    for key, (value, shape) in itertools.product((torch.int32, torch.int64), VALUES):
-        spec = TableSpec(key_dtype=key, value_dtype=value, value_shape=shape, num_buckets=1)
+    for key, (value, shape), width in itertools.product((torch.int32, torch.int64), VALUES,
+                                                        (4, 8)):
+        spec = TableSpec(key_dtype=key, value_dtype=value, value_shape=shape, num_buckets=1,
+                         bucket_slots=width)
         if defines(spec) not in seen:
             seen.append(defines(spec))
     return seen

@@ -2,9 +2,10 @@
 
 A table is stored as
 
-* ``slots``: int64 words, shape ``(num_slots + 2, words_per_slot)``. Slots come in buckets of
-  ``BUCKET_SLOTS``; the last two rows are the out-of-band slots for the two keys that equal an
-  internal sentinel (so no user key is refused).
+* ``slots``: int64 words, shape ``(num_slots + 2, words_per_slot)``, in buckets of
+  ``bucket_slots`` slots: 4, or 8 for tables meant to fill past ``WIDE_BUCKETS_ABOVE`` (two
+  choices of 4-slot buckets cannot be filled past about 0.976). The last two rows are the
+  out-of-band slots for the two keys that equal an internal sentinel (so no key is refused).
 * ``values``: only for the ``rows`` layout, shape ``(num_slots + 2, *value_shape)``; row ``i``
   belongs to slot ``i``.
 * ``overflow``: int32 words holding 8 filter bits per bucket. A key placed outside its first
@@ -38,7 +39,9 @@ import torch
 
 FORMAT_NAME = "gpuhash.table"
 FORMAT_VERSION = 1
-BUCKET_SLOTS = 4
+BUCKET_SLOTS = 4  # one 32-byte sector of 8-byte slots: a find reads one sector
+WIDE_BUCKET_SLOTS = 8
+WIDE_BUCKETS_ABOVE = 0.95  # max_load_factor above which buckets are 8 slots wide
 DEFAULT_SEED = 0x2545F4914F6CDD1D  # below 2**63 so it travels as a signed kernel argument
 MAX_LOAD_FACTOR = 0.99
 MAX_BUCKETS = 2**31 - 1  # bucket choice multiplies a 32-bit hash by the bucket count in 64 bits
@@ -65,6 +68,7 @@ class TableSpec:
     num_buckets: int
     seed: int = DEFAULT_SEED
     max_load_factor: float = 0.9
+    bucket_slots: int = BUCKET_SLOTS
 
     @property
     def key_bytes(self) -> int:
@@ -95,7 +99,7 @@ class TableSpec:
 
     @property
     def num_slots(self) -> int:
-        return self.num_buckets * BUCKET_SLOTS
+        return self.num_buckets * self.bucket_slots
 
     @property
     def key_mask(self) -> int:
@@ -122,9 +126,14 @@ class TableSpec:
         return 8 * self.words_per_slot + row
 
 
-def buckets_for(entries: int, max_load_factor: float) -> int:
+def bucket_slots_for(max_load_factor: float) -> int:
+    """Slots per bucket for a table that may fill up to ``max_load_factor``."""
+    return WIDE_BUCKET_SLOTS if max_load_factor > WIDE_BUCKETS_ABOVE else BUCKET_SLOTS
+
+
+def buckets_for(entries: int, max_load_factor: float, bucket_slots: int) -> int:
     """The fewest buckets that hold ``entries`` keys without passing ``max_load_factor``."""
-    need = math.ceil(max(entries, 1) / max_load_factor / BUCKET_SLOTS)
+    need = math.ceil(max(entries, 1) / max_load_factor / bucket_slots)
     return max(need, 1)
 
 
@@ -275,6 +284,7 @@ def save_state(state: TableState, path: str | Path, *, kind: str) -> None:
             "num_buckets": spec.num_buckets,
             "seed": spec.seed,
             "max_load_factor": spec.max_load_factor,
+            "bucket_slots": spec.bucket_slots,
         },
         "tensors": tensors,
         "checksum": _checksum(tensors),
@@ -303,6 +313,7 @@ def load_state(path: str | Path, device: torch.device | str, *, kind: str) -> Ta
         num_buckets=int(raw["num_buckets"]),
         seed=int(raw["seed"]),
         max_load_factor=float(raw["max_load_factor"]),
+        bucket_slots=int(raw["bucket_slots"]),
     )
     device = torch.device(device)
     return TableState(

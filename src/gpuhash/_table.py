@@ -20,6 +20,7 @@ from ._format import (
     MAX_LOAD_FACTOR,
     TableSpec,
     TableState,
+    bucket_slots_for,
     buckets_for,
     copy_state,
     empty_state,
@@ -84,9 +85,10 @@ class _Table:
         if duplicates not in DUPLICATE_POLICIES:
             raise ValueError(f"duplicates must be one of {DUPLICATE_POLICIES}, "
                              f"got {duplicates!r}")
+        slots = bucket_slots_for(max_load_factor)
         spec = TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
-                         num_buckets=buckets_for(capacity, max_load_factor),
-                         max_load_factor=float(max_load_factor),
+                         num_buckets=buckets_for(capacity, max_load_factor, slots),
+                         max_load_factor=float(max_load_factor), bucket_slots=slots,
                          **({} if seed is None else {"seed": int(seed)}))
         device = _resolve_device(device)
         self._adopt(empty_state(spec, device), growable=growable, duplicates=duplicates)
@@ -184,7 +186,8 @@ class _Table:
                 f"{spec.max_entries} (max_load_factor={spec.max_load_factor}); create it with "
                 f"a larger capacity or growable=True"
             )
-        want = max(2 * spec.num_buckets, buckets_for(live + new, spec.max_load_factor))
+        want = max(2 * spec.num_buckets,
+                   buckets_for(live + new, spec.max_load_factor, spec.bucket_slots))
         self._rehash(want)
 
     # --- operations shared by map and set ---------------------------------------------
@@ -257,7 +260,7 @@ class _Table:
         """
         spec = self._state.spec
         if entries > spec.max_entries:
-            self._rehash(buckets_for(entries, spec.max_load_factor))
+            self._rehash(buckets_for(entries, spec.max_load_factor, spec.bucket_slots))
 
     def _live(self) -> torch.Tensor:
         return live_slots(self._state).nonzero().squeeze(1)

@@ -14,12 +14,11 @@ from __future__ import annotations
 import torch
 
 from .._batch import first_occurrence, last_occurrence
-from .._format import BUCKET_SLOTS, TableState, as_value_bytes, live_slots, value_bytes_view
+from .._format import TableState, as_value_bytes, live_slots, value_bytes_view
 
 _M32 = 0xFFFFFFFF
 _MIX1 = 0xFF51AFD7ED558CCD - (1 << 64)  # fmix64 constants as signed int64
 _MIX2 = 0xC4CEB9FE1A85EC53 - (1 << 64)
-_LANES = torch.arange(BUCKET_SLOTS)
 
 
 def _shift_right(x: torch.Tensor, s: int) -> torch.Tensor:
@@ -98,13 +97,15 @@ def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
         slot[rows[present]] = where[present]
     rows = (~special).nonzero().squeeze(1)
     bucket, second, flag = bucket_choices(state, keys[rows])
+    width = spec.bucket_slots
+    lanes = torch.arange(width)
     for step in range(spec.num_buckets + 1):
         if rows.numel() == 0:
             break
-        words = key_view[(bucket * BUCKET_SLOTS)[:, None] + _LANES]
+        words = key_view[(bucket * width)[:, None] + lanes]
         match = words == keys[rows][:, None]
         hit = match.any(1)
-        slot[rows[hit]] = bucket[hit] * BUCKET_SLOTS + match[hit].int().argmax(1)
+        slot[rows[hit]] = bucket[hit] * width + match[hit].int().argmax(1)
         done = hit | (words == empty).any(1)
         if step == 0:
             done |= ~overflow_flag(state, flag)
@@ -139,16 +140,18 @@ def _claim(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     placed = torch.full((keys.shape[0],), -1, dtype=torch.int64)
     rows = torch.arange(keys.shape[0])
     bucket, second, flag = bucket_choices(state, keys)
+    width = spec.bucket_slots
+    lanes = torch.arange(width)
     spilled = []
     for step in range(spec.num_buckets + 1):
         if rows.numel() == 0:
             break
-        words = key_view[(bucket * BUCKET_SLOTS)[:, None] + _LANES]
+        words = key_view[(bucket * width)[:, None] + lanes]
         free = words == empty
         rank = _rank_within(bucket)
         fits = rank < free.sum(1)
         lane = ((free.cumsum(1) == (rank + 1)[:, None]) & free).int().argmax(1)
-        slot = bucket[fits] * BUCKET_SLOTS + lane[fits]
+        slot = bucket[fits] * width + lane[fits]
         key_view[slot] = keys[rows[fits]]
         placed[rows[fits]] = slot
         if step > 0:

@@ -25,6 +25,7 @@ def defines(spec: TableSpec) -> tuple[tuple[str, int], ...]:
         ("GH_KEY_BYTES", spec.key_bytes),
         ("GH_VALUE_BYTES", spec.value_bytes),
         ("GH_LAYOUT", LAYOUT_CODES[spec.layout]),
+        ("GH_BUCKET_SLOTS", spec.bucket_slots),
     )
 
 

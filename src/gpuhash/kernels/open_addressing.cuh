@@ -5,18 +5,20 @@
 //   GH_VALUE_BYTES bytes of one value (0 for a set)
 //   GH_LAYOUT      0 packed (key|value in one word), 1 pair (key word, value word),
 //                  2 rows (key words; values in a separate array indexed by slot)
+//   GH_BUCKET_SLOTS 4 or 8 slots per bucket
 #pragma once
 #include "common.cuh"
 
-#if !defined(GH_KEY_BYTES) || !defined(GH_VALUE_BYTES) || !defined(GH_LAYOUT)
-#error "define GH_KEY_BYTES, GH_VALUE_BYTES and GH_LAYOUT"
+#if !defined(GH_KEY_BYTES) || !defined(GH_VALUE_BYTES) || !defined(GH_LAYOUT) || \
+    !defined(GH_BUCKET_SLOTS)
+#error "define GH_KEY_BYTES, GH_VALUE_BYTES, GH_LAYOUT and GH_BUCKET_SLOTS"
 #endif
 
 #define GH_PACKED 0
 #define GH_PAIR 1
 #define GH_ROWS 2
 
-constexpr int GH_BUCKET = 4;                                  // slots per bucket
+constexpr int GH_BUCKET = GH_BUCKET_SLOTS;                    // slots per bucket
 constexpr int GH_WORDS = (GH_LAYOUT == GH_PAIR) ? 2 : 1;      // 64-bit words per slot
 constexpr gh_u64 GH_KEY_MASK = (GH_KEY_BYTES == 4) ? 0xffffffffULL : ~0ULL;
 constexpr gh_u64 GH_EMPTY = GH_KEY_MASK;                      // never-used slot
@@ -70,13 +72,16 @@ __device__ __forceinline__ gh_u64 gh_make_word(gh_u64 old, gh_u64 key, gh_u64 vb
 // (ld.cg) because other threads of the same kernel may be changing the bucket; finds use the
 // read-only path.
 template <bool COHERENT>
-__device__ __forceinline__ void gh_load_bucket(const GhTable& t, gh_u64 bucket, gh_u64 (&w)[4],
-                                               gh_u64 (&v)[4]) {
+__device__ __forceinline__ void gh_load_bucket(const GhTable& t, gh_u64 bucket,
+                                               gh_u64 (&w)[GH_BUCKET], gh_u64 (&v)[GH_BUCKET]) {
     const ulonglong2* p = reinterpret_cast<const ulonglong2*>(t.word(bucket * GH_BUCKET));
     if (GH_WORDS == 1) {
-        const ulonglong2 a = COHERENT ? __ldcg(p) : __ldg(p);
-        const ulonglong2 b = COHERENT ? __ldcg(p + 1) : __ldg(p + 1);
-        w[0] = a.x; w[1] = a.y; w[2] = b.x; w[3] = b.y;
+#pragma unroll
+        for (int i = 0; i < GH_BUCKET / 2; ++i) {
+            const ulonglong2 pair = COHERENT ? __ldcg(p + i) : __ldg(p + i);
+            w[2 * i] = pair.x;
+            w[2 * i + 1] = pair.y;
+        }
 #pragma unroll
         for (int i = 0; i < GH_BUCKET; ++i) v[i] = w[i] >> 32;
     } else {
@@ -100,14 +105,14 @@ __device__ __forceinline__ void gh_mark_overflow(const GhTable& t, gh_u64 filter
 }
 
 // Register-array access with a run-time lane, unrolled so the array stays in registers.
-__device__ __forceinline__ gh_u64 gh_lane(const gh_u64 (&w)[4], int lane) {
+__device__ __forceinline__ gh_u64 gh_lane(const gh_u64 (&w)[GH_BUCKET], int lane) {
     gh_u64 out = w[0];
 #pragma unroll
     for (int i = 1; i < GH_BUCKET; ++i) out = (lane == i) ? w[i] : out;
     return out;
 }
 
-__device__ __forceinline__ void gh_set_lane(gh_u64 (&w)[4], int lane, gh_u64 value) {
+__device__ __forceinline__ void gh_set_lane(gh_u64 (&w)[GH_BUCKET], int lane, gh_u64 value) {
 #pragma unroll
     for (int i = 0; i < GH_BUCKET; ++i) w[i] = (lane == i) ? value : w[i];
 }
