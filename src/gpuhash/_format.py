@@ -8,9 +8,10 @@ A table is stored as
   out-of-band slots for the two keys that equal an internal sentinel (so no key is refused).
 * ``values``: only for the ``rows`` layout, shape ``(num_slots + 2, *value_shape)``; row ``i``
   belongs to slot ``i``.
-* ``overflow``: int32 words holding 8 filter bits per bucket. A key placed outside its first
-  bucket sets the bit its hash fingerprint picks among its first bucket's 8; a miss whose
-  first bucket is full stops there unless its own bit is set.
+* ``overflow``: int32 words holding 16 filter bits per bucket. A key placed outside its first
+  bucket sets the bit its hash fingerprint picks among its first bucket's low 8; a key placed
+  past its second bucket also sets its fingerprint's bit among the second bucket's high 8. A
+  miss whose bucket is full stops there unless its own bit is set.
 * ``counts``: int64 ``[live entries, used bucket slots]`` (used counts tombstones too).
 
 Layouts (chosen from key and value width):
@@ -41,6 +42,7 @@ FORMAT_NAME = "gpuhash.table"
 FORMAT_VERSION = 1
 BUCKET_SLOTS = 4  # one 32-byte sector of 8-byte slots: a find reads one sector
 WIDE_BUCKET_SLOTS = 8
+FILTER_BITS = 16  # per bucket: 8 "left its first bucket" + 8 "went past its second bucket"
 WIDE_BUCKETS_ABOVE = 0.95  # max_load_factor above which buckets are 8 slots wide
 DEFAULT_SEED = 0x2545F4914F6CDD1D  # below 2**63 so it travels as a signed kernel argument
 MAX_LOAD_FACTOR = 0.99
@@ -211,7 +213,7 @@ def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
     if spec.layout == ROWS:
         state_values = torch.zeros((rows, *spec.value_shape), dtype=spec.value_dtype,
                                    device=device)
-    overflow = torch.zeros(((spec.num_buckets * 8 + 31) // 32,), dtype=torch.int32,
+    overflow = torch.zeros(((spec.num_buckets * FILTER_BITS + 31) // 32,), dtype=torch.int32,
                            device=device)
     counts = torch.zeros((2,), dtype=torch.int64, device=device)
     state = TableState(spec, slots, state_values, overflow, counts)

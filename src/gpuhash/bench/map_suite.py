@@ -85,7 +85,7 @@ def probe_stats(table: HashMap, hits: torch.Tensor, misses: torch.Tensor) -> dic
     spec = state.spec
     bits = torch.int32 if spec.key_bytes == 4 else torch.int64
     hit_bits, miss_bits = hits.view(bits), misses.view(bits)
-    first, second, _ = cpu_engine.bucket_choices(state, hit_bits)
+    first, second, _, _ = cpu_engine.bucket_choices(state, hit_bits)
     index, found = table.find_index(hits)
     assert bool(found.all())
     width = spec.bucket_slots
@@ -93,7 +93,7 @@ def probe_stats(table: HashMap, hits: torch.Tensor, misses: torch.Tensor) -> dic
     steps = torch.where(bucket == first, 1,
                         torch.where(bucket == second, 2,
                                     2 + torch.remainder(bucket - second, spec.num_buckets)))
-    first_m, _, flag = cpu_engine.bucket_choices(state, miss_bits)
+    first_m, _, flag, _ = cpu_engine.bucket_choices(state, miss_bits)
     lanes = torch.arange(width, device=first_m.device)
     words = state.key_view()[(first_m * width)[:, None] + lanes]
     empty = spec.empty_key - (1 << 8 * spec.key_bytes)

@@ -44,8 +44,8 @@ def _sentinels(state: TableState) -> tuple[int, int]:
 
 
 def bucket_choices(state: TableState, keys: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """First and second bucket of each key and its overflow-filter bit (gh_buckets)."""
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """First and second bucket of each key and its two overflow-filter bits (gh_home)."""
     spec = state.spec
     bits = keys.to(torch.int64)
     if spec.key_bytes == 4:
@@ -53,7 +53,7 @@ def bucket_choices(state: TableState, keys: torch.Tensor
     h = _mix64(bits ^ spec.seed)
     b1 = ((h & _M32) * spec.num_buckets) >> 32
     b2 = (_shift_right(h, 32) * spec.num_buckets) >> 32
-    return b1, b2, b1 * 8 + (h & 7)
+    return b1, b2, b1 * 16 + (h & 7), b2 * 16 + 8 + (h & 7)
 
 
 def overflow_flag(state: TableState, filter_bits: torch.Tensor) -> torch.Tensor:
@@ -96,7 +96,7 @@ def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
         present = key_view[where] == keys[rows]
         slot[rows[present]] = where[present]
     rows = (~special).nonzero().squeeze(1)
-    bucket, second, flag = bucket_choices(state, keys[rows])
+    bucket, second, flag, flag2 = bucket_choices(state, keys[rows])
     width = spec.bucket_slots
     lanes = torch.arange(width)
     for step in range(spec.num_buckets + 1):
@@ -109,8 +109,11 @@ def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
         done = hit | (words == empty).any(1)
         if step == 0:
             done |= ~overflow_flag(state, flag)
+        elif step == 1:
+            done |= ~overflow_flag(state, flag2)
         keep = ~done
-        rows, second, flag, bucket = rows[keep], second[keep], flag[keep], bucket[keep]
+        rows, second, flag, flag2 = rows[keep], second[keep], flag[keep], flag2[keep]
+        bucket = bucket[keep]
         bucket = _next_bucket(state, step, bucket, second)
     return slot
 
@@ -139,7 +142,7 @@ def _claim(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     empty, _ = _sentinels(state)
     placed = torch.full((keys.shape[0],), -1, dtype=torch.int64)
     rows = torch.arange(keys.shape[0])
-    bucket, second, flag = bucket_choices(state, keys)
+    bucket, second, flag, flag2 = bucket_choices(state, keys)
     width = spec.bucket_slots
     lanes = torch.arange(width)
     spilled = []
@@ -154,10 +157,13 @@ def _claim(state: TableState, keys: torch.Tensor) -> torch.Tensor:
         slot = bucket[fits] * width + lane[fits]
         key_view[slot] = keys[rows[fits]]
         placed[rows[fits]] = slot
-        if step > 0:
+        if step >= 1:
             spilled.append(flag[fits])
+        if step >= 2:
+            spilled.append(flag2[fits])
         keep = ~fits
-        rows, flag, second, bucket = rows[keep], flag[keep], second[keep], bucket[keep]
+        rows, flag, flag2, second = rows[keep], flag[keep], flag2[keep], second[keep]
+        bucket = bucket[keep]
         bucket = _next_bucket(state, step, bucket, second)
     if rows.numel():
         raise RuntimeError("internal error: no free slot although the load check passed")

@@ -48,16 +48,22 @@ struct GhSlot {
                    // instead of reading the slot again, which costs a second memory access)
 };
 
-// Bucket choices and the overflow-filter bit of a key. The filter has 8 bits per bucket; a key
-// that could not stay in its first bucket sets the bit its fingerprint (3 low hash bits) picks,
-// so a miss whose first bucket is full goes on only if its own bit is set (about 1 in 8 when one
-// key overflowed) instead of whenever any key overflowed.
-__device__ __forceinline__ void gh_buckets(const GhTable& t, gh_u64 key, gh_u64& b1, gh_u64& b2,
-                                           gh_u64& filter_bit) {
+// Bucket choices and the two overflow-filter bits of a key. The filter has 16 bits per bucket:
+// a key not in its first bucket sets bit (its fingerprint, 3 low hash bits) among the first
+// bucket's low 8; a key past its second bucket (the linear fallback) also sets its fingerprint's
+// bit among the second bucket's high 8. A miss whose bucket is full goes on only if its own bit
+// there is set, instead of whenever any key went further.
+struct GhHome {
+    gh_u64 b1, b2;
+    gh_u64 left_first;    // filter bit: "a key like this is not in b1"
+    gh_u64 left_second;   // filter bit: "a key like this is past b2"
+};
+
+__device__ __forceinline__ GhHome gh_home(const GhTable& t, gh_u64 key) {
     const gh_u64 h = gh_mix64(key ^ t.seed);
-    b1 = gh_range(h & 0xffffffffULL, t.num_buckets);
-    b2 = gh_range(h >> 32, t.num_buckets);
-    filter_bit = b1 * 8 + (h & 7);
+    const gh_u64 b1 = gh_range(h & 0xffffffffULL, t.num_buckets);
+    const gh_u64 b2 = gh_range(h >> 32, t.num_buckets);
+    return {b1, b2, b1 * 16 + (h & 7), b2 * 16 + 8 + (h & 7)};
 }
 
 // The word a claim writes: the new key part, and for packed maps the value beside it, so one
@@ -147,9 +153,8 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
             cur = prev;
         }
     }
-    gh_u64 b1, b2, filter_bit;
-    gh_buckets(t, key, b1, b2, filter_bit);
-    gh_u64 bucket = b1;
+    const GhHome home = gh_home(t, key);
+    gh_u64 bucket = home.b1;
     for (gh_u64 step = 0; step <= t.num_buckets; ++step) {
         gh_u64 w[GH_BUCKET], v[GH_BUCKET];
         gh_load_bucket<COHERENT>(t, bucket, w, v);
@@ -168,13 +173,15 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
             const gh_u64 seen = gh_lane(w, free_lane);
             const gh_u64 prev = atomicCAS(t.word(slot), seen, gh_make_word(seen, key, vbits));
             if (prev == seen) {
-                if (step != 0) gh_mark_overflow(t, filter_bit);
+                if (step >= 1) gh_mark_overflow(t, home.left_first);
+                if (step >= 2) gh_mark_overflow(t, home.left_second);
                 return {static_cast<gh_i64>(slot), true, vbits};
             }
             gh_set_lane(w, free_lane, prev);  // lost the race: look at the slot's new word
         }
-        if (!CLAIM && step == 0 && !gh_overflowed(t, filter_bit)) return {-1, false};
-        bucket = (step == 0) ? b2 : (bucket + 1 == t.num_buckets ? 0 : bucket + 1);
+        if (!CLAIM && step == 0 && !gh_overflowed(t, home.left_first)) return {-1, false, 0};
+        if (!CLAIM && step == 1 && !gh_overflowed(t, home.left_second)) return {-1, false, 0};
+        bucket = (step == 0) ? home.b2 : (bucket + 1 == t.num_buckets ? 0 : bucket + 1);
     }
     return {-1, false, 0};
 }
@@ -270,27 +277,52 @@ __device__ __forceinline__ bool gh_claim_locked(const GhTable& t, gh_u32* locks,
     return ok;
 }
 
+// Whether a bucket holds an EMPTY slot (a hint: it may change before anyone claims it).
+__device__ __forceinline__ bool gh_has_room(const GhTable& t, gh_u64 bucket) {
+    gh_u64 w[GH_BUCKET], v[GH_BUCKET];
+    gh_load_bucket<true>(t, bucket, w, v);
+    bool room = false;
+#pragma unroll
+    for (int i = 0; i < GH_BUCKET; ++i) room |= (w[i] & GH_KEY_MASK) == GH_EMPTY;
+    return room;
+}
+
 // Swaps (key, value) into a slot of `bucket` holding a key that may also live in its other
-// bucket; returns true with the evicted key and value in *key / *vbits.
-__device__ __forceinline__ bool gh_evict_in(const GhTable& t, gh_u32* locks, gh_u64 bucket, gh_u64* key,
-                            gh_u64* vbits, gh_u64 random) {
+// bucket; returns true with the evicted key and value in *key / *vbits. Looks one step ahead:
+// a victim whose other bucket has room is preferred, so most chains end after one move and
+// fewer keys leave their first bucket.
+__device__ __forceinline__ bool gh_evict_in(const GhTable& t, gh_u32* locks, gh_u64 bucket,
+                                            gh_u64* key, gh_u64* vbits, gh_u64 random) {
+    int chosen = -1;
+    for (int pass = 0; pass < 2 && chosen < 0; ++pass) {
+        for (int j = 0; j < GH_BUCKET; ++j) {
+            const int lane = static_cast<int>((random + j) & (GH_BUCKET - 1));
+            const gh_u64 victim = __ldcg(t.word(bucket * GH_BUCKET + lane)) & GH_KEY_MASK;
+            if (victim >= GH_TOMB) continue;  // a tombstone (EMPTY cannot occur: bucket full)
+            const GhHome home = gh_home(t, victim);
+            if (home.b1 == home.b2 || (bucket != home.b1 && bucket != home.b2)) continue;
+            if (pass == 0 && !gh_has_room(t, bucket == home.b1 ? home.b2 : home.b1)) continue;
+            chosen = lane;
+            break;
+        }
+    }
+    if (chosen < 0) return false;
     gh_lock(locks, bucket);
+    gh_u64* word = t.word(bucket * GH_BUCKET + chosen);
+    const gh_u64 seen = __ldcg(word);
+    const gh_u64 victim = seen & GH_KEY_MASK;
     bool done = false;
-    for (int j = 0; j < GH_BUCKET && !done; ++j) {
-        const gh_u64 slot = bucket * GH_BUCKET + ((random + j) & (GH_BUCKET - 1));
-        gh_u64* word = t.word(slot);
-        const gh_u64 seen = __ldcg(word);
-        const gh_u64 victim = seen & GH_KEY_MASK;
-        if (victim >= GH_TOMB) continue;  // a tombstone (EMPTY cannot occur: the bucket is full)
-        gh_u64 vb1, vb2, vfilter;
-        gh_buckets(t, victim, vb1, vb2, vfilter);
-        if (vb1 == vb2 || (bucket != vb1 && bucket != vb2)) continue;  // nowhere else to go
-        const gh_u64 victim_bits = (GH_WORDS == 1) ? seen >> 32 : __ldcg(word + 1);
-        if (atomicCAS(word, seen, gh_make_word(seen, *key, *vbits)) != seen) continue;
-        if (GH_WORDS == 2) *reinterpret_cast<volatile gh_u64*>(word + 1) = *vbits;
-        *key = victim;
-        *vbits = victim_bits;
-        done = true;
+    if (victim < GH_TOMB) {  // re-checked under the lock: another thread may have moved it
+        const GhHome home = gh_home(t, victim);
+        if (home.b1 != home.b2 && (bucket == home.b1 || bucket == home.b2)) {
+            const gh_u64 victim_bits = (GH_WORDS == 1) ? seen >> 32 : __ldcg(word + 1);
+            if (atomicCAS(word, seen, gh_make_word(seen, *key, *vbits)) == seen) {
+                if (GH_WORDS == 2) *reinterpret_cast<volatile gh_u64*>(word + 1) = *vbits;
+                *key = victim;
+                *vbits = victim_bits;
+                done = true;
+            }
+        }
     }
     gh_unlock(locks, bucket);
     return done;
@@ -303,11 +335,11 @@ __device__ void gh_place_displacing(const GhTable& t, gh_u32* locks, gh_u64 key,
     gh_u64 random = gh_mix64(key ^ 0x9e3779b97f4a7c15ULL);
     gh_u64 came_from = ~0ULL;  // the bucket the carried key was just evicted from
     for (int kick = 0; kick < GH_MAX_KICKS; ++kick) {
-        gh_u64 b1, b2, filter_bit;
-        gh_buckets(t, key, b1, b2, filter_bit);
+        const GhHome home = gh_home(t, key);
+        const gh_u64 b1 = home.b1, b2 = home.b2;
         if (gh_claim_locked(t, locks, b1, key, vbits)) return;
         if (gh_claim_locked(t, locks, b2, key, vbits)) {
-            gh_mark_overflow(t, filter_bit);
+            gh_mark_overflow(t, home.left_first);
             return;
         }
         random = gh_mix64(random + kick);
@@ -316,16 +348,16 @@ __device__ void gh_place_displacing(const GhTable& t, gh_u32* locks, gh_u64 key,
                               : (came_from == b2) ? b1
                               : ((random >> 40) & 1) ? b2 : b1;
         if (!gh_evict_in(t, locks, target, &key, &vbits, random)) continue;
-        if (target != b1) gh_mark_overflow(t, filter_bit);  // the key placed, not the victim
+        if (target != b1) gh_mark_overflow(t, home.left_first);  // the key placed, not the victim
         came_from = target;
     }
     // the carried key (maybe a fresh victim) tries its own buckets, then the linear probe
-    gh_u64 b1, b2, filter_bit;
-    gh_buckets(t, key, b1, b2, filter_bit);
-    if (gh_claim_locked(t, locks, b1, key, vbits)) return;
-    gh_mark_overflow(t, filter_bit);
-    if (gh_claim_locked(t, locks, b2, key, vbits)) return;
-    for (gh_u64 bucket = b2 + 1, step = 0; step < t.num_buckets; ++step, ++bucket) {
+    const GhHome home = gh_home(t, key);
+    if (gh_claim_locked(t, locks, home.b1, key, vbits)) return;
+    gh_mark_overflow(t, home.left_first);
+    if (gh_claim_locked(t, locks, home.b2, key, vbits)) return;
+    gh_mark_overflow(t, home.left_second);
+    for (gh_u64 bucket = home.b2 + 1, step = 0; step < t.num_buckets; ++step, ++bucket) {
         if (bucket == t.num_buckets) bucket = 0;
         if (gh_claim_locked(t, locks, bucket, key, vbits)) return;
     }
