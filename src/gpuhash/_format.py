@@ -3,9 +3,12 @@
 A table is stored as
 
 * ``slots``: int64 words, shape ``(num_slots + 2, words_per_slot)``, in buckets of
-  ``bucket_slots`` slots: 4, or 8 for tables meant to fill past ``WIDE_BUCKETS_ABOVE`` (two
-  choices of 4-slot buckets cannot be filled past about 0.976). The last two rows are the
-  out-of-band slots for the two keys that equal an internal sentinel (so no key is refused).
+  ``bucket_slots`` slots: 4 (32 bytes of 8-byte slots), or 8 for tables meant to run at high
+  load. HBM serves 64-byte pieces on the H100 (ncu: a 32-byte bucket read costs two sectors of
+  DRAM traffic), so 64-byte buckets cost about the same per find and keep far more keys in
+  their first bucket at load 0.8-0.9; and two choices of 4-slot buckets cannot be filled past
+  about 0.976 at all. The last two rows are the out-of-band slots for the two keys that equal
+  an internal sentinel (so no key is refused).
 * ``values``: only for the ``rows`` layout, shape ``(num_slots + 2, *value_shape)``; row ``i``
   belongs to slot ``i``.
 * ``overflow``: int32 words holding 16 filter bits per bucket. A key placed outside its first
