@@ -43,10 +43,12 @@ import torch
 
 FORMAT_NAME = "gpuhash.table"
 FORMAT_VERSION = 1
-BUCKET_SLOTS = 4  # one 32-byte sector of 8-byte slots: a find reads one sector
+BUCKET_SLOTS = 4  # one 32-byte sector of 8-byte slots
 WIDE_BUCKET_SLOTS = 8
 FILTER_BITS = 16  # per bucket: 8 "left its first bucket" + 8 "went past its second bucket"
-WIDE_BUCKETS_ABOVE = 0.95  # max_load_factor above which buckets are 8 slots wide
+# max_load_factor above which buckets are 8 slots wide: 64 bytes for 8-byte slots; 16-byte
+# (pair) slots widen only where 4-slot buckets cannot reach the load at all
+WIDE_BUCKETS_ABOVE = {1: 0.75, 2: 0.95}
 DEFAULT_SEED = 0x2545F4914F6CDD1D  # below 2**63 so it travels as a signed kernel argument
 MAX_LOAD_FACTOR = 0.99
 MAX_BUCKETS = 2**31 - 1  # bucket choice multiplies a 32-bit hash by the bucket count in 64 bits
@@ -131,9 +133,10 @@ class TableSpec:
         return 8 * self.words_per_slot + row
 
 
-def bucket_slots_for(max_load_factor: float) -> int:
-    """Slots per bucket for a table that may fill up to ``max_load_factor``."""
-    return WIDE_BUCKET_SLOTS if max_load_factor > WIDE_BUCKETS_ABOVE else BUCKET_SLOTS
+def bucket_slots_for(spec: TableSpec) -> int:
+    """Slots per bucket for a table of this key/value layout and ``max_load_factor``."""
+    wide = spec.max_load_factor > WIDE_BUCKETS_ABOVE[spec.words_per_slot]
+    return WIDE_BUCKET_SLOTS if wide else BUCKET_SLOTS
 
 
 def buckets_for(entries: int, max_load_factor: float, bucket_slots: int) -> int:

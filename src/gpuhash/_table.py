@@ -8,6 +8,7 @@ tables), so no entries travel through the host.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -85,11 +86,12 @@ class _Table:
         if duplicates not in DUPLICATE_POLICIES:
             raise ValueError(f"duplicates must be one of {DUPLICATE_POLICIES}, "
                              f"got {duplicates!r}")
-        slots = bucket_slots_for(max_load_factor)
         spec = TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
-                         num_buckets=buckets_for(capacity, max_load_factor, slots),
-                         max_load_factor=float(max_load_factor), bucket_slots=slots,
+                         num_buckets=1, max_load_factor=float(max_load_factor),
                          **({} if seed is None else {"seed": int(seed)}))
+        slots = bucket_slots_for(spec)
+        spec = dataclasses.replace(spec, bucket_slots=slots,
+                                   num_buckets=buckets_for(capacity, max_load_factor, slots))
         device = _resolve_device(device)
         self._adopt(empty_state(spec, device), growable=growable, duplicates=duplicates)
 
