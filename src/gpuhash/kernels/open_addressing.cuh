@@ -24,6 +24,10 @@ constexpr gh_u64 GH_KEY_MASK = (GH_KEY_BYTES == 4) ? 0xffffffffULL : ~0ULL;
 constexpr gh_u64 GH_EMPTY = GH_KEY_MASK;                      // never-used slot
 constexpr gh_u64 GH_TOMB = GH_KEY_MASK - 1;                   // erased slot
 constexpr int GH_VALUE_OFFSET = (GH_LAYOUT == GH_PACKED) ? 4 : 8;
+constexpr gh_u64 GH_EMPTY_WORD = ~0ULL;                       // a never-used slot word
+#ifndef GH_OPTIMISTIC_CLAIM
+#define GH_OPTIMISTIC_CLAIM 1
+#endif
 
 struct GhTable {
     gh_u64* slots;
@@ -155,6 +159,19 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
     }
     const GhHome home = gh_home(t, key);
     gh_u64 bucket = home.b1;
+#if GH_OPTIMISTIC_CLAIM
+    // Lanes fill in order and never become EMPTY again, so an EMPTY first lane means the whole
+    // first bucket is empty and the key is absent: one CAS, without reading the bucket first.
+    if (CLAIM) {
+        const gh_u64 slot = bucket * GH_BUCKET;
+        const gh_u64 prev = atomicCAS(t.word(slot), GH_EMPTY_WORD,
+                                      gh_make_word(GH_EMPTY_WORD, key, vbits));
+        if (prev == GH_EMPTY_WORD) return {static_cast<gh_i64>(slot), true, vbits};
+        if ((prev & GH_KEY_MASK) == key) {
+            return {static_cast<gh_i64>(slot), false, (GH_WORDS == 1) ? prev >> 32 : 0};
+        }
+    }
+#endif
     for (gh_u64 step = 0; step <= t.num_buckets; ++step) {
         gh_u64 w[GH_BUCKET], v[GH_BUCKET];
         gh_load_bucket<COHERENT>(t, bucket, w, v);
