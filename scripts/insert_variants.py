@@ -28,14 +28,15 @@ for kind, key_dtype, value_dtype in (("u32->u32", torch.uint32, torch.uint32),
             module = load_module("map.cu", defines(state.spec) + (("GH_OPTIMISTIC_CLAIM",
                                                                    optimistic),), 0)
             kernel = module.get_kernel("gh_insert")
+            args = (*_table_args(state), keys.data_ptr(), values.data_ptr(), 0,
+                    inserted.data_ptr(), n, 0)
             for persistent in (True, False):
-                def run(kernel=kernel, persistent=persistent):
-                    launch(kernel, n, *_table_args(state), keys.data_ptr(), values.data_ptr(),
-                           0, inserted.data_ptr(), n, 0, device=device, persistent=persistent)
+                def run(kernel=kernel, persistent=persistent, args=args):
+                    launch(kernel, n, *args, device=device, persistent=persistent)
                 timing = time_gpu(run, setup=table.clear, runs=5)
                 assert len(table) == n and bool(inserted.all())
                 row.append(f"opt={optimistic} {'persistent' if persistent else 'per-row  '}"
                            f" {timing.rate(n):5.2f}")
         print(f"{kind} load {load}: " + " | ".join(row))
-        del table, state
+        del table
         torch.cuda.empty_cache()
