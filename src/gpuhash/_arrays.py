@@ -62,6 +62,11 @@ def _check_contiguous(tensor: torch.Tensor, name: str) -> None:
 def check_keys(array: Any, spec: TableSpec, device: torch.device) -> tuple[torch.Tensor, str]:
     """Validate a batch of keys; returns the keys as raw int32/int64 bits and the array kind."""
     keys, kind = as_tensor(array, "keys")
+    if (keys.dtype is spec.key_dtype and keys.dim() == 1 and keys.device == device
+            and keys.is_contiguous()):  # the common case, checked cheaply: small calls are
+        if keys.dtype in _UNSIGNED:     # dominated by host overhead
+            keys = keys.view(_UNSIGNED[keys.dtype])
+        return keys, kind
     if keys.dtype not in KEY_DTYPES:
         raise TypeError(f"keys must hold integers of dtype {spec.key_dtype}, got {keys.dtype}")
     if keys.dtype != spec.key_dtype:

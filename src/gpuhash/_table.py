@@ -32,6 +32,7 @@ from ._format import (
 )
 
 DUPLICATE_POLICIES = ("last", "any")
+_CURRENT_STREAM = contextlib.nullcontext()  # reusable: no stream given, run on the current one
 
 
 class TableFullError(RuntimeError):
@@ -139,7 +140,7 @@ class _Table:
     # --- helpers ----------------------------------------------------------------------
     def _stream(self, stream: Any):
         if stream is None or self.device.type != "cuda":
-            return contextlib.nullcontext()
+            return _CURRENT_STREAM
         if isinstance(stream, torch.cuda.Stream):
             return torch.cuda.stream(stream)
         if hasattr(stream, "__cuda_stream__"):

@@ -82,11 +82,11 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
     defer = active is not None and state.spec.layout != ROWS
     launch(_kernel(state, "gh_insert"), rows, *_table_args(state), keys.data_ptr(),
            _ptr(values), _ptr(active), inserted.data_ptr(), rows, int(defer),
-           device=state.device, persistent=True)
+           device=state.device)
     if defer:
         launch(_kernel(state, "gh_insert_deferred"), rows, *_table_args(state),
                keys.data_ptr(), _ptr(values), inserted.data_ptr(), rows, _locks(state),
-               device=state.device, persistent=True)
+               device=state.device)
     return inserted
 
 
@@ -129,7 +129,7 @@ def erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     unspecified)."""
     erased = torch.empty(keys.shape[0], dtype=torch.bool, device=keys.device)
     launch(_kernel(state, "gh_erase"), keys.shape[0], *_table_args(state), keys.data_ptr(),
-           keys.shape[0], erased.data_ptr(), device=state.device, persistent=True)
+           keys.shape[0], erased.data_ptr(), device=state.device)
     return erased
 
 
@@ -139,7 +139,7 @@ def rehash(source: TableState, target: TableState) -> None:
     pending = torch.empty(rows, dtype=torch.uint8, device=target.device)
     launch(_kernel(target, "gh_rehash"), rows, *_table_args(target), source.slots.data_ptr(),
            _ptr(source.values), source.spec.num_slots, pending.data_ptr(),
-           device=target.device, persistent=True)
+           device=target.device)
     launch(_kernel(target, "gh_rehash_deferred"), rows, *_table_args(target),
            source.slots.data_ptr(), _ptr(source.values), source.spec.num_slots,
-           pending.data_ptr(), _locks(target), device=target.device, persistent=True)
+           pending.data_ptr(), _locks(target), device=target.device)

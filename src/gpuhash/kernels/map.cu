@@ -20,8 +20,8 @@ __device__ __forceinline__ gh_u64 gh_key_at(const char* keys, gh_u64 row) {
     return reinterpret_cast<const gh_u64*>(keys)[row];
 }
 
-// Kernels that change the entry counts loop over rows with a grid sized to fill the GPU
-// (launch.py: persistent=True) and add their counts once per block.
+// Kernels that change the entry counts loop over rows (any grid works) and add their counts
+// once per block: per-warp atomics on one counter serialised inserts (4.5 G/s on the H100).
 
 // Displacement keeps every key in one of its two buckets at high load; it moves values with
 // their keys, so the rows layout (values addressed by slot) keeps the linear fallback instead.
