@@ -1,4 +1,5 @@
-"""Where the host time of a small find goes (run on the GPU machine)."""
+"""Where the host time of a small find goes (run on the GPU machine): the whole call, its
+parts timed alone, and a cProfile of the call."""
 
 import cProfile
 import pstats
@@ -7,27 +8,40 @@ import time
 import torch
 
 import gpuhash as gh
+from gpuhash._cuda.launch import launch
+from gpuhash.engines import cuda as engine
+
+
+def per_call(fn, calls=3000):
+    for _ in range(100):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
 
 table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=1 << 16,
                    device="cuda")
 keys = torch.arange(1024, device="cuda")
 table.insert(keys, torch.ones(1024, device="cuda"))
-for _ in range(200):
-    table.find(keys)
-torch.cuda.synchronize()
-start = time.perf_counter()
-for _ in range(2000):
-    table.find(keys)
-torch.cuda.synchronize()
-print(f"find 1K: {(time.perf_counter() - start) / 2000 * 1e6:.1f} us per call")
-start = time.perf_counter()
-for _ in range(2000):
-    torch.empty(1024, device="cuda")
-print(f"torch.empty alone: {(time.perf_counter() - start) / 2000 * 1e6:.1f} us")
+state = table._state
+default = table._default(0)
+found = torch.empty(1024, dtype=torch.bool, device="cuda")
+kernel = engine._kernel(state, "gh_lookup")
+args = (*engine._table_args(state), keys.data_ptr(), 1024, 0, 0, 0, found.data_ptr())
+print(f"table.find            {per_call(lambda: table.find(keys)):6.1f} us")
+print(f"table.contains        {per_call(lambda: table.contains(keys)):6.1f} us")
+print(f"engine.find           {per_call(lambda: engine.find(state, keys, default)):6.1f} us")
+print(f"launch alone          {per_call(lambda: launch(kernel, 1024, *args, device=keys.device)):6.1f} us")
+print(f"torch.empty           {per_call(lambda: torch.empty(1024, device='cuda')):6.1f} us")
+print(f"torch.cuda stream id  {per_call(lambda: torch._C._cuda_getCurrentRawStream(0)):6.1f} us")
 profile = cProfile.Profile()
 profile.enable()
-for _ in range(2000):
+for _ in range(3000):
     table.find(keys)
 profile.disable()
 torch.cuda.synchronize()
-pstats.Stats(profile).sort_stats("tottime").print_stats(14)
+pstats.Stats(profile).sort_stats("tottime").print_stats(12)

@@ -77,16 +77,35 @@ def _out_of_band_slot(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     return state.spec.num_slots + (keys == tomb).to(torch.int64)
 
 
-def _next_bucket(state: TableState, step: int, bucket, second):
+def _bucket_rows(state: TableState) -> torch.Tensor:
+    """The key words of the bucket region as (num_buckets, bucket_slots): a bucket is a row."""
+    spec = state.spec
+    return state.key_view()[: spec.num_slots].view(spec.num_buckets, spec.bucket_slots)
+
+
+# Per-key probe state travels as one int64 tensor with these columns, so each probe round
+# filters it with one index operation.
+_ROW, _BUCKET, _SECOND, _LEFT_FIRST, _LEFT_SECOND = range(5)
+
+
+def _probe_state(state: TableState, keys: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    first, second, left_first, left_second = bucket_choices(state, keys)
+    return torch.stack([rows, first, second, left_first, left_second], dim=1)
+
+
+def _advance(state: TableState, step: int, probe: torch.Tensor) -> None:
+    """Move each key on to its next bucket: b1 -> b2 -> b2 + 1 -> ... (wrapping)."""
     if step == 0:
-        return second
-    return torch.where(bucket + 1 == state.spec.num_buckets, 0, bucket + 1)
+        probe[:, _BUCKET] = probe[:, _SECOND]
+    else:
+        probe[:, _BUCKET] = (probe[:, _BUCKET] + 1) % state.spec.num_buckets
 
 
 def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """Slot of each key, -1 where absent: the probe loop every read operation shares."""
     spec = state.spec
     key_view = state.key_view()
+    buckets = _bucket_rows(state)
     empty, tomb = _sentinels(state)
     slot = torch.full((keys.shape[0],), -1, dtype=torch.int64)
     special = (keys == empty) | (keys == tomb)
@@ -96,25 +115,22 @@ def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
         present = key_view[where] == keys[rows]
         slot[rows[present]] = where[present]
     rows = (~special).nonzero().squeeze(1)
-    bucket, second, flag, flag2 = bucket_choices(state, keys[rows])
-    width = spec.bucket_slots
-    lanes = torch.arange(width)
+    wanted = keys[rows]
+    probe = _probe_state(state, wanted, rows)
     for step in range(spec.num_buckets + 1):
-        if rows.numel() == 0:
+        if probe.shape[0] == 0:
             break
-        words = key_view[(bucket * width)[:, None] + lanes]
-        match = words == keys[rows][:, None]
+        words = buckets[probe[:, _BUCKET]]
+        match = words == wanted[:, None]
         hit = match.any(1)
-        slot[rows[hit]] = bucket[hit] * width + match[hit].int().argmax(1)
+        slot[probe[hit, _ROW]] = (probe[hit, _BUCKET] * spec.bucket_slots
+                                  + match[hit].int().argmax(1))
         done = hit | (words == empty).any(1)
-        if step == 0:
-            done |= ~overflow_flag(state, flag)
-        elif step == 1:
-            done |= ~overflow_flag(state, flag2)
+        if step < 2:  # a full bucket ends the search unless the key's filter bit is set
+            done |= ~overflow_flag(state, probe[:, _LEFT_FIRST if step == 0 else _LEFT_SECOND])
         keep = ~done
-        rows, second, flag, flag2 = rows[keep], second[keep], flag[keep], flag2[keep]
-        bucket = bucket[keep]
-        bucket = _next_bucket(state, step, bucket, second)
+        probe, wanted = probe[keep], wanted[keep]
+        _advance(state, step, probe)
     return slot
 
 
@@ -134,38 +150,39 @@ def _rank_within(groups: torch.Tensor) -> torch.Tensor:
 def _claim(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """Place distinct absent keys in EMPTY bucket slots; returns each key's slot.
 
-    Walks the same bucket sequence as _locate. Never takes tombstones, so a key erased and
-    inserted again cannot end up stored twice (the rule the CUDA engine follows too).
+    Walks the same bucket sequence as _locate, taking the first bucket with room (rows that
+    want the same bucket are ranked so each takes a different EMPTY slot). Never takes
+    tombstones, so a key erased and inserted again cannot end up stored twice. The CUDA engine
+    may also displace keys between their two buckets; both keep the invariant the probe
+    relies on (see kernels/open_addressing.cuh).
     """
     spec = state.spec
     key_view = state.key_view()
+    buckets = _bucket_rows(state)
     empty, _ = _sentinels(state)
     placed = torch.full((keys.shape[0],), -1, dtype=torch.int64)
-    rows = torch.arange(keys.shape[0])
-    bucket, second, flag, flag2 = bucket_choices(state, keys)
-    width = spec.bucket_slots
-    lanes = torch.arange(width)
+    probe = _probe_state(state, keys, torch.arange(keys.shape[0]))
+    pending = keys
     spilled = []
     for step in range(spec.num_buckets + 1):
-        if rows.numel() == 0:
+        if probe.shape[0] == 0:
             break
-        words = key_view[(bucket * width)[:, None] + lanes]
-        free = words == empty
-        rank = _rank_within(bucket)
-        fits = rank < free.sum(1)
-        lane = ((free.cumsum(1) == (rank + 1)[:, None]) & free).int().argmax(1)
-        slot = bucket[fits] * width + lane[fits]
-        key_view[slot] = keys[rows[fits]]
-        placed[rows[fits]] = slot
+        # Lanes fill in order and never become EMPTY again (both engines), so a bucket's EMPTY
+        # lanes are a suffix: the k-th row wanting a bucket takes lane used + k.
+        used = (buckets[probe[:, _BUCKET]] != empty).sum(1)
+        lane = used + _rank_within(probe[:, _BUCKET])
+        fits = lane < spec.bucket_slots
+        slot = probe[fits, _BUCKET] * spec.bucket_slots + lane[fits]
+        key_view[slot] = pending[fits]
+        placed[probe[fits, _ROW]] = slot
         if step >= 1:
-            spilled.append(flag[fits])
+            spilled.append(probe[fits, _LEFT_FIRST])
         if step >= 2:
-            spilled.append(flag2[fits])
+            spilled.append(probe[fits, _LEFT_SECOND])
         keep = ~fits
-        rows, flag, flag2, second = rows[keep], flag[keep], flag2[keep], second[keep]
-        bucket = bucket[keep]
-        bucket = _next_bucket(state, step, bucket, second)
-    if rows.numel():
+        probe, pending = probe[keep], pending[keep]
+        _advance(state, step, probe)
+    if probe.shape[0]:
         raise RuntimeError("internal error: no free slot although the load check passed")
     if spilled:
         _set_overflow_bits(state, torch.cat(spilled))
