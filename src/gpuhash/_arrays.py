@@ -59,10 +59,12 @@ def _check_contiguous(tensor: torch.Tensor, name: str) -> None:
                          f"pass {name}.contiguous()")
 
 
-def check_keys(array: Any, spec: TableSpec, device: torch.device) -> tuple[torch.Tensor, str]:
-    """Validate a batch of keys; returns the keys as raw int32/int64 bits and the array kind."""
+def check_keys(array: Any, spec: TableSpec, device: torch.device,
+               device_index: int) -> tuple[torch.Tensor, str]:
+    """Validate a batch of keys; returns the keys as raw int32/int64 bits and the array kind.
+    ``device_index`` is ``device``'s as ``Tensor.get_device()`` gives it (-1 for the CPU)."""
     keys, kind = as_tensor(array, "keys")
-    if (keys.dtype is spec.key_dtype and keys.dim() == 1 and keys.device == device
+    if (keys.dtype is spec.key_dtype and keys.dim() == 1 and keys.get_device() == device_index
             and keys.is_contiguous()):  # the common case, checked cheaply: small calls are
         if keys.dtype in _UNSIGNED:     # dominated by host overhead
             keys = keys.view(_UNSIGNED[keys.dtype])

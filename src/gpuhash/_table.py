@@ -98,6 +98,8 @@ class _Table:
 
     def _adopt(self, state: TableState, *, growable: bool, duplicates: str) -> None:
         self._state = state
+        self._device = state.device  # cached: small calls are dominated by host overhead
+        self._device_index = state.slots.get_device()
         self._engine = _engine_for(state.device)
         self._growable = bool(growable)
         self._duplicates = duplicates
@@ -111,7 +113,7 @@ class _Table:
     @property
     def device(self) -> torch.device:
         """The device the table lives on."""
-        return self._state.device
+        return self._device
 
     @property
     def capacity(self) -> int:
@@ -150,7 +152,7 @@ class _Table:
                         f"got {type(stream).__name__}")
 
     def _keys(self, keys: Any) -> tuple[torch.Tensor, str]:
-        return _arrays.check_keys(keys, self._state.spec, self.device)
+        return _arrays.check_keys(keys, self._state.spec, self._device, self._device_index)
 
     def _rehash(self, num_buckets: int) -> None:
         target = empty_state(self._state.spec.with_buckets(num_buckets), self.device)
@@ -220,6 +222,8 @@ class _Table:
             [True, False]
         """
         bits, kind = self._keys(keys)
+        if stream is None:
+            return _arrays.to_kind(self._engine.contains(self._state, bits), kind)
         with self._stream(stream):
             return _arrays.to_kind(self._engine.contains(self._state, bits), kind)
 

@@ -86,8 +86,13 @@ class HashMap(_Table):
         """
         bits, kind = self._keys(keys)
         default_row = self._default(default)
-        with self._stream(stream):
+        if stream is None:
             values, found = self._engine.find(self._state, bits, default_row)
+        else:
+            with self._stream(stream):
+                values, found = self._engine.find(self._state, bits, default_row)
+        if kind is _arrays.TORCH:
+            return values, found
         return _arrays.to_kind(values, kind), _arrays.to_kind(found, kind)
 
     def find_index(self, keys: Any, *, stream: Any = None) -> tuple[Any, Any]:

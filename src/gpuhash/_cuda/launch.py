@@ -48,7 +48,7 @@ def launch(kernel, rows: int, *args: int, device: torch.device, persistent: bool
     and every kernel loops over rows, so either grid is correct."""
     if rows <= 0:
         return
-    index = device.index or 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
     blocks = (rows + THREADS - 1) // THREADS
     if persistent:
         blocks = min(blocks, _full_grid(index))

@@ -94,8 +94,9 @@ def _lookup(state: TableState, keys: torch.Tensor, values: torch.Tensor | None,
             default: torch.Tensor | None, index: torch.Tensor | None,
             found: torch.Tensor) -> None:
     rows = keys.shape[0]
-    launch(_kernel(state, "gh_lookup"), rows, *_table_args(state), keys.data_ptr(), rows,
-           _ptr(values), _ptr(default), _ptr(index), found.data_ptr(), device=state.device)
+    kernels, table = _launch_info(state)
+    launch(kernels["gh_lookup"], rows, *table, keys.data_ptr(), rows, _ptr(values),
+           _ptr(default), _ptr(index), found.data_ptr(), device=keys.device)
 
 
 def find(state: TableState, keys: torch.Tensor,
