@@ -1,6 +1,11 @@
-"""Insert-kernel variants on the H100, timed side by side (a record of the experiment behind the
-default): the optimistic first-lane claim on or off, and a persistent grid that loops over rows
-against one thread per row. 32M keys, `duplicates="any"` path (one kernel, no sort)."""
+"""Insert-kernel variants on the H100, timed side by side: a record of the experiments behind
+the defaults. 32M distinct keys into an empty table:
+  plain     one gh_insert launch, linear fallback (the duplicates="any" path)
+  no-count  the same without the entry counters (what counting costs; not a usable table)
+  deferred  gh_insert with defer + gh_insert_deferred: displacement for keys whose two buckets
+            are full (the path of batches with distinct keys), without the batch sort
+Earlier runs of this script also compared the optimistic first-lane claim and a persistent
+grid; both lost (see GH_OPTIMISTIC_CLAIM and launch.py)."""
 
 import torch
 
@@ -9,7 +14,7 @@ from gpuhash._cuda.compile import load_module
 from gpuhash._cuda.launch import launch
 from gpuhash.bench.harness import time_gpu
 from gpuhash.bench.map_suite import random_values, unique_keys
-from gpuhash.engines.cuda import _table_args, defines
+from gpuhash.engines.cuda import _locks, _table_args, defines
 
 device = torch.device("cuda")
 n = 32 * 2**20
@@ -23,20 +28,31 @@ for kind, key_dtype, value_dtype in (("u32->u32", torch.uint32, torch.uint32),
                            max_load_factor=load, growable=False, device=device,
                            duplicates="any")
         state = table._state
+        base = defines(state.spec)
+        plain = load_module("map.cu", base, 0)
+        uncounted = load_module("map.cu", base + (("GH_COUNT", 0),), 0)
+        args = (*_table_args(state), keys.data_ptr(), values.data_ptr(), 0,
+                inserted.data_ptr(), n)
+        locks = _locks(state)
+
+        def run_plain(module=plain, args=args):
+            launch(module.get_kernel("gh_insert"), n, *args, 0, device=device)
+
+        def run_uncounted(module=uncounted, args=args):
+            launch(module.get_kernel("gh_insert"), n, *args, 0, device=device)
+
+        def run_deferred(module=plain, args=args, locks=locks):
+            launch(module.get_kernel("gh_insert"), n, *args, 1, device=device)
+            launch(module.get_kernel("gh_insert_deferred"), n, *args[:6], keys.data_ptr(),
+                   values.data_ptr(), inserted.data_ptr(), n, locks, device=device)
+
         row = []
-        for optimistic in (0, 1):
-            module = load_module("map.cu", defines(state.spec) + (("GH_OPTIMISTIC_CLAIM",
-                                                                   optimistic),), 0)
-            kernel = module.get_kernel("gh_insert")
-            args = (*_table_args(state), keys.data_ptr(), values.data_ptr(), 0,
-                    inserted.data_ptr(), n, 0)
-            for persistent in (True, False):
-                def run(kernel=kernel, persistent=persistent, args=args):
-                    launch(kernel, n, *args, device=device, persistent=persistent)
-                timing = time_gpu(run, setup=table.clear, runs=5)
-                assert len(table) == n and bool(inserted.all())
-                row.append(f"opt={optimistic} {'persistent' if persistent else 'per-row  '}"
-                           f" {timing.rate(n):5.2f}")
-        print(f"{kind} load {load}: " + " | ".join(row))
-        del table
+        for name, run in (("plain", run_plain), ("no-count", run_uncounted),
+                          ("deferred", run_deferred)):
+            timing = time_gpu(run, setup=table.clear, runs=5)
+            if name != "no-count":
+                assert len(table) == n and bool(inserted.all()), name
+            row.append(f"{name} {timing.rate(n):5.2f}")
+        print(f"{kind} load {load} (bucket {state.spec.bucket_slots}): " + " | ".join(row))
+        del table, state
         torch.cuda.empty_cache()

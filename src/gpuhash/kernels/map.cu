@@ -26,6 +26,9 @@ __device__ __forceinline__ gh_u64 gh_key_at(const char* keys, gh_u64 row) {
 // Displacement keeps every key in one of its two buckets at high load; it moves values with
 // their keys, so the rows layout (values addressed by slot) keeps the linear fallback instead.
 constexpr bool GH_CAN_DEFER = (GH_LAYOUT != GH_ROWS);
+#ifndef GH_COUNT  // 0 only in scripts/insert_variants.py, to time what counting costs
+#define GH_COUNT 1
+#endif
 constexpr gh_u8 GH_PENDING = 2;  // inserted[row] while the row waits for gh_insert_deferred
 
 // Insert or assign rows whose `active` byte is set (all rows when active is null);
@@ -51,7 +54,7 @@ extern "C" __global__ void gh_insert(GH_TABLE_PARAMS, const char* keys, const ch
         }
         inserted[row] = state;
     }
-    gh_block_count(&t.counts[0], live, &t.counts[1], used);
+    if (GH_COUNT) gh_block_count(&t.counts[0], live, &t.counts[1], used);
 }
 
 // Second pass of a deferred insert: places the rows gh_insert left pending by displacement.
