@@ -41,10 +41,11 @@ for kind, key_dtype, value_dtype in (("u32->u32", torch.uint32, torch.uint32),
         def run_uncounted(module=uncounted, args=args):
             launch(module.get_kernel("gh_insert"), n, *args, 0, device=device)
 
-        def run_deferred(module=plain, args=args, locks=locks):
+        second = (*args[:6], keys.data_ptr(), values.data_ptr(), inserted.data_ptr(), n, locks)
+
+        def run_deferred(module=plain, args=args, second=second):
             launch(module.get_kernel("gh_insert"), n, *args, 1, device=device)
-            launch(module.get_kernel("gh_insert_deferred"), n, *args[:6], keys.data_ptr(),
-                   values.data_ptr(), inserted.data_ptr(), n, locks, device=device)
+            launch(module.get_kernel("gh_insert_deferred"), n, *second, device=device)
 
         row = []
         for name, run in (("plain", run_plain), ("no-count", run_uncounted),

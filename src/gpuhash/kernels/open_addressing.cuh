@@ -24,7 +24,6 @@ constexpr gh_u64 GH_KEY_MASK = (GH_KEY_BYTES == 4) ? 0xffffffffULL : ~0ULL;
 constexpr gh_u64 GH_EMPTY = GH_KEY_MASK;                      // never-used slot
 constexpr gh_u64 GH_TOMB = GH_KEY_MASK - 1;                   // erased slot
 constexpr int GH_VALUE_OFFSET = (GH_LAYOUT == GH_PACKED) ? 4 : 8;
-constexpr gh_u64 GH_EMPTY_WORD = ~0ULL;                       // a never-used slot word
 // Off: measured slower on the H100 (scripts/insert_variants.py, 32M u32 keys to load 0.5:
 // 8.5 against 10.8 G inserts/s); a CAS that misses L2 costs more than a load and a CAS.
 #ifndef GH_OPTIMISTIC_CLAIM
@@ -165,6 +164,7 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
     // Lanes fill in order and never become EMPTY again, so an EMPTY first lane means the whole
     // first bucket is empty and the key is absent: one CAS, without reading the bucket first.
     if (CLAIM) {
+        constexpr gh_u64 GH_EMPTY_WORD = ~0ULL;  // a never-used slot word
         const gh_u64 slot = bucket * GH_BUCKET;
         const gh_u64 prev = atomicCAS(t.word(slot), GH_EMPTY_WORD,
                                       gh_make_word(GH_EMPTY_WORD, key, vbits));
