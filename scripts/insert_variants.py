@@ -14,6 +14,7 @@ from gpuhash._cuda.compile import load_module
 from gpuhash._cuda.launch import launch
 from gpuhash.bench.harness import time_gpu
 from gpuhash.bench.map_suite import random_values, unique_keys
+from gpuhash.engines import cpu as cpu_engine
 from gpuhash.engines.cuda import _locks, _table_args, defines
 
 device = torch.device("cuda")
@@ -31,6 +32,8 @@ for kind, key_dtype, value_dtype in (("u32->u32", torch.uint32, torch.uint32),
         base = defines(state.spec)
         plain = load_module("map.cu", base, 0)
         uncounted = load_module("map.cu", base + (("GH_COUNT", 0),), 0)
+        short_chains = {kicks: load_module("map.cu", base + (("GH_MAX_KICKS", kicks),), 0)
+                        for kicks in (8, 32)}
         args = (*_table_args(state), keys.data_ptr(), values.data_ptr(), 0,
                 inserted.data_ptr(), n)
         locks = _locks(state)
@@ -47,13 +50,27 @@ for kind, key_dtype, value_dtype in (("u32->u32", torch.uint32, torch.uint32),
             launch(module.get_kernel("gh_insert"), n, *args, 1, device=device)
             launch(module.get_kernel("gh_insert_deferred"), n, *second, device=device)
 
+        variants = [("plain", run_plain), ("no-count", run_uncounted),
+                    ("deferred", run_deferred)]
+        variants += [(f"deferred/{kicks} kicks",
+                      lambda module=module, args=args, second=second: run_deferred(
+                          module, args, second))
+                     for kicks, module in short_chains.items()]
         row = []
-        for name, run in (("plain", run_plain), ("no-count", run_uncounted),
-                          ("deferred", run_deferred)):
+        for name, run in variants:
             timing = time_gpu(run, setup=table.clear, runs=5)
-            if name != "no-count":
-                assert len(table) == n and bool(inserted.all()), name
-            row.append(f"{name} {timing.rate(n):5.2f}")
-        print(f"{kind} load {load} (bucket {state.spec.bucket_slots}): " + " | ".join(row))
+            if name == "no-count":
+                row.append(f"{name} {timing.rate(n):5.2f}")
+                continue
+            assert len(table) == n and bool(inserted.all()), name
+            # keys left past their second bucket (the linear fallback), from a sample
+            sample = keys[: 1 << 20]
+            index, _ = table.find_index(sample)
+            bits = sample.view(torch.int32 if sample.element_size() == 4 else torch.int64)
+            first, second_b, _, _ = cpu_engine.bucket_choices(state, bits)
+            bucket = index // state.spec.bucket_slots
+            past = ((bucket != first) & (bucket != second_b)).float().mean().item()
+            row.append(f"{name} {timing.rate(n):5.2f} (past b2 {past:.4f})")
+        print(f"{kind} load {load} (bucket {state.spec.bucket_slots}):\n  " + "\n  ".join(row))
         del table, state
         torch.cuda.empty_cache()
