@@ -64,7 +64,10 @@ for kind, key_dtype, value_dtype in (("u32->u32", torch.uint32, torch.uint32),
                 continue
             assert len(table) == n and bool(inserted.all()), name
             # keys left past their second bucket (the linear fallback), from a sample
-            sample = keys[: 1 << 20]
+            # a random sample: the batch's first rows went in first, into an emptier table
+            pick = torch.randperm(n, device=device)[: 1 << 20]
+            sample = keys.view(torch.int32 if keys.element_size() == 4 else torch.int64)[pick]
+            sample = sample.view(keys.dtype)
             index, _ = table.find_index(sample)
             bits = sample.view(torch.int32 if sample.element_size() == 4 else torch.int64)
             first, second_b, _, _ = cpu_engine.bucket_choices(state, bits)
