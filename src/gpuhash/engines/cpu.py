@@ -147,46 +147,56 @@ def _rank_within(groups: torch.Tensor) -> torch.Tensor:
     return rank
 
 
-def _claim(state: TableState, keys: torch.Tensor) -> torch.Tensor:
-    """Place distinct absent keys in EMPTY bucket slots; returns each key's slot.
+def _find_or_claim(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Slot of each of the distinct (in-bucket) keys, placing the absent ones; returns the
+    slots and whether each key was placed here.
 
-    Walks the same bucket sequence as _locate, taking the first bucket with room (rows that
-    want the same bucket are ranked so each takes a different EMPTY slot). Never takes
-    tombstones, so a key erased and inserted again cannot end up stored twice. The CUDA engine
-    may also displace keys between their two buckets; both keep the invariant the probe
-    relies on (see kernels/open_addressing.cuh).
+    One walk along each key's bucket sequence: a match means the key is present; a bucket with
+    room and no match means it is absent (by the invariant no key lives past a bucket with
+    room), and it takes an EMPTY slot there (rows that want the same bucket are ranked so each
+    takes a different one). Never takes tombstones, so a key erased and inserted again cannot
+    end up stored twice. The CUDA engine may also displace keys between their two buckets;
+    both keep the invariant the probe relies on (see kernels/open_addressing.cuh).
     """
     spec = state.spec
     key_view = state.key_view()
     buckets = _bucket_rows(state)
     empty, _ = _sentinels(state)
-    placed = torch.full((keys.shape[0],), -1, dtype=torch.int64)
+    slot = torch.full((keys.shape[0],), -1, dtype=torch.int64)
+    claimed = torch.zeros(keys.shape[0], dtype=torch.bool)
     probe = _probe_state(state, keys, torch.arange(keys.shape[0]))
     pending = keys
     spilled = []
     for step in range(spec.num_buckets + 1):
         if probe.shape[0] == 0:
             break
+        words = buckets[probe[:, _BUCKET]]
+        match = words == pending[:, None]
+        hit = match.any(1)
+        lanes = match[hit].int().argmax(1)
+        slot[probe[hit, _ROW]] = probe[hit, _BUCKET] * spec.bucket_slots + lanes
         # Lanes fill in order and never become EMPTY again (both engines), so a bucket's EMPTY
-        # lanes are a suffix: the k-th row wanting a bucket takes lane used + k.
-        used = (buckets[probe[:, _BUCKET]] != empty).sum(1)
-        lane = used + _rank_within(probe[:, _BUCKET])
-        fits = lane < spec.bucket_slots
-        slot = probe[fits, _BUCKET] * spec.bucket_slots + lane[fits]
-        key_view[slot] = pending[fits]
-        placed[probe[fits, _ROW]] = slot
+        # lanes are a suffix: the k-th absent row wanting a bucket takes lane used + k.
+        used = (words != empty).sum(1)
+        room = ~hit & (used < spec.bucket_slots)
+        lane = used + _rank_within(torch.where(room, probe[:, _BUCKET], -1))
+        fits = room & (lane < spec.bucket_slots)
+        placed = probe[fits, _BUCKET] * spec.bucket_slots + lane[fits]
+        key_view[placed] = pending[fits]
+        slot[probe[fits, _ROW]] = placed
+        claimed[probe[fits, _ROW]] = True
         if step >= 1:
             spilled.append(probe[fits, _LEFT_FIRST])
         if step >= 2:
             spilled.append(probe[fits, _LEFT_SECOND])
-        keep = ~fits
+        keep = ~(hit | fits)
         probe, pending = probe[keep], pending[keep]
         _advance(state, step, probe)
     if probe.shape[0]:
         raise RuntimeError("internal error: no free slot although the load check passed")
     if spilled:
         _set_overflow_bits(state, torch.cat(spilled))
-    return placed
+    return slot, claimed
 
 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
@@ -196,26 +206,23 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
     if active is None:
         active = last_occurrence(keys)
     rows = active.nonzero().squeeze(1)
-    slot = _locate(state, keys[rows])
-    value_view = value_bytes_view(state)
-    found = slot >= 0
-    if values is not None:
-        values = as_value_bytes(values)
-        value_view[slot[found]] = values[rows[found]]
-    missing = rows[~found]
+    wanted = keys[rows]
     empty, tomb = _sentinels(state)
-    special = (keys[missing] == empty) | (keys[missing] == tomb)
-    out_of_band = missing[special]
-    where = _out_of_band_slot(state, keys[out_of_band])
-    state.key_view()[where] = keys[out_of_band]
-    in_buckets = missing[~special]
-    placed = _claim(state, keys[in_buckets])
+    special = (wanted == empty) | (wanted == tomb)
+    slot = torch.empty(rows.shape[0], dtype=torch.int64)
+    new = torch.zeros(rows.shape[0], dtype=torch.bool)
+    if bool(special.any()):  # the two sentinel keys live out of band
+        where = _out_of_band_slot(state, wanted[special])
+        new[special] = state.key_view()[where] != wanted[special]
+        state.key_view()[where] = wanted[special]
+        slot[special] = where
+    normal = ~special
+    slot[normal], new[normal] = _find_or_claim(state, wanted[normal])
     if values is not None:
-        value_view[where] = values[out_of_band]
-        value_view[placed] = values[in_buckets]
-    inserted[missing] = True
-    state.counts[0] += missing.shape[0]
-    state.counts[1] += in_buckets.shape[0]
+        value_bytes_view(state)[slot] = as_value_bytes(values)[rows]
+    inserted[rows[new]] = True
+    state.counts[0] += int(new.sum())
+    state.counts[1] += int(new[normal].sum())
     return inserted
 
 
