@@ -1,6 +1,7 @@
 """Register caps for the hot kernels (GH_MIN_BLOCKS in map.cu), timed on the H100: fewer
 registers let more threads, and so more memory requests, be in flight, at the price of some
-spills. 32M keys; finds of hits and misses and a plain insert, per cap."""
+spills. 32M keys; finds of hits and misses and a plain insert, per cap (cap 1 is the bound
+of 256 threads a block alone; the library compiles with no bound at all)."""
 
 import torch
 

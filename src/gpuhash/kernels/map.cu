@@ -7,11 +7,14 @@
                         gh_u64 num_buckets, gh_u64 seed
 #define GH_TABLE GhTable{slots, values, overflow, counts, num_buckets, seed}
 
-// Minimum resident blocks per multiprocessor asked of the compiler for the hot kernels (caps
-// registers: 8 blocks of 256 threads leave 32 per thread). Chosen by measurement:
-// scripts/occupancy_variants.py.
-#ifndef GH_MIN_BLOCKS
-#define GH_MIN_BLOCKS 1
+// Register caps for the hot kernels (min resident blocks of 256 threads; 8 leaves 32 registers
+// per thread) are off: measured on the H100 (scripts/occupancy_variants.py) a cap of 8 lost
+// everywhere (u32 misses at load 0.5: 0.82 against 0.91 of C_hbm) and 6 was mixed, so the
+// kernels are not occupancy-bound at their 36-56 registers. Defined only by that script.
+#ifdef GH_MIN_BLOCKS
+#define GH_BOUNDS __launch_bounds__(256, GH_MIN_BLOCKS)
+#else
+#define GH_BOUNDS
 #endif
 
 __device__ __forceinline__ gh_u64 gh_row() {
@@ -41,9 +44,9 @@ constexpr gh_u8 GH_PENDING = 2;  // inserted[row] while the row waits for gh_ins
 // Insert or assign rows whose `active` byte is set (all rows when active is null);
 // inserted[row] says whether the row added a new key. With `defer` (only when the active keys
 // are distinct), a new key whose two buckets are full is left for gh_insert_deferred.
-extern "C" __global__ void __launch_bounds__(256, GH_MIN_BLOCKS) gh_insert(GH_TABLE_PARAMS, const char* keys, const char* in_values,
-                                     const gh_u8* active, gh_u8* inserted, gh_u64 n,
-                                     gh_u64 defer) {
+extern "C" __global__ void GH_BOUNDS gh_insert(GH_TABLE_PARAMS, const char* keys,
+                                               const char* in_values, const gh_u8* active,
+                                               gh_u8* inserted, gh_u64 n, gh_u64 defer) {
     const GhTable t = GH_TABLE;
     gh_i64 live = 0, used = 0;  // every claim adds a live entry; bucket claims use a slot
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
@@ -82,9 +85,9 @@ extern "C" __global__ void gh_insert_deferred(GH_TABLE_PARAMS, const char* keys,
 }
 
 // find / find_index / contains: each output is optional (null to skip).
-extern "C" __global__ void __launch_bounds__(256, GH_MIN_BLOCKS) gh_lookup(GH_TABLE_PARAMS, const char* keys, gh_u64 n,
-                                     char* out_values, const char* default_value,
-                                     gh_i64* out_index, gh_u8* out_found) {
+extern "C" __global__ void GH_BOUNDS gh_lookup(GH_TABLE_PARAMS, const char* keys, gh_u64 n,
+                                               char* out_values, const char* default_value,
+                                               gh_i64* out_index, gh_u8* out_found) {
     const GhTable t = GH_TABLE;
     const gh_u64 row = gh_row();
     if (row >= n) return;
