@@ -60,8 +60,9 @@ def _ptr(tensor: torch.Tensor | None) -> int:
 
 
 def _locks(state: TableState) -> int:
-    """Per-bucket locks for displacement in pair layouts (all zero between launches)."""
-    if state.spec.layout != PAIR:
+    """Per-bucket locks for displacement in pair layouts (all zero between launches); sm_90 and
+    later swap pair slots with a 128-bit CAS and need none."""
+    if state.spec.layout != PAIR or torch.cuda.get_device_capability(state.device)[0] >= 9:
         return 0
     locks = state.__dict__.get("_cuda_locks")
     if locks is None:

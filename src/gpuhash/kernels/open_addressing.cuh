@@ -78,6 +78,47 @@ __device__ __forceinline__ gh_u64 gh_make_word(gh_u64 old, gh_u64 key, gh_u64 vb
     return (old & ~GH_KEY_MASK) | key;
 }
 
+// Pair slots are swapped whole by one 128-bit CAS where the hardware has one (sm_90); elsewhere
+// the key word is claimed by CAS and the value word written after it (safe in a launch where no
+// one else rewrites the slot; the displacement pass takes bucket locks for that case).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GH_HAS_CAS128 1
+constexpr bool GH_CAS128 = (GH_LAYOUT == GH_PAIR);
+#else
+#define GH_HAS_CAS128 0
+constexpr bool GH_CAS128 = false;
+#endif
+
+struct alignas(16) GhPair {
+    gh_u64 key;
+    gh_u64 value;
+};
+
+// Replaces a slot holding (seen_key, seen_value) with (new_key, new_value). Returns whether it
+// did; either way *prev_key / *prev_value get what the slot held (for one-word slots the value
+// is the word's high half, and new_value is already inside new_key).
+__device__ __forceinline__ bool gh_swap_slot(gh_u64* word, gh_u64 seen_key, gh_u64 seen_value,
+                                             gh_u64 new_key, gh_u64 new_value,
+                                             gh_u64* prev_key, gh_u64* prev_value) {
+#if GH_HAS_CAS128  // the 16-byte atomicCAS overload exists only there
+    if constexpr (GH_CAS128) {
+        const GhPair prev = atomicCAS(reinterpret_cast<GhPair*>(word),
+                                      GhPair{seen_key, seen_value}, GhPair{new_key, new_value});
+        *prev_key = prev.key;
+        *prev_value = prev.value;
+        return prev.key == seen_key && prev.value == seen_value;
+    } else
+#endif
+    {
+        const gh_u64 prev = atomicCAS(word, seen_key, new_key);
+        *prev_key = prev;
+        *prev_value = (GH_WORDS == 1) ? prev >> 32 : seen_value;
+        if (prev != seen_key) return false;
+        if (GH_WORDS == 2) *reinterpret_cast<volatile gh_u64*>(word + 1) = new_value;
+        return true;
+    }
+}
+
 // Loads a bucket with 16-byte vector loads (one 32-byte sector for 8-byte slots): the first
 // word of each slot into w, and for pair slots the value word into v. COHERENT loads go to L2
 // (ld.cg) because other threads of the same kernel may be changing the bucket; finds use the
@@ -147,15 +188,14 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
         const gh_u64 slot = t.num_slots() + (key == GH_TOMB ? 1 : 0);
         gh_u64* w = t.word(slot);
         gh_u64 cur = __ldcg(w);
+        gh_u64 cur_value = (GH_WORDS == 1) ? cur >> 32 : __ldcg(w + 1);
         while (true) {
-            if ((cur & GH_KEY_MASK) == key) {
-                const gh_u64 value = (GH_WORDS == 1) ? cur >> 32 : __ldcg(w + 1);
-                return {static_cast<gh_i64>(slot), false, value};
-            }
+            if ((cur & GH_KEY_MASK) == key) return {static_cast<gh_i64>(slot), false, cur_value};
             if (!CLAIM) return {-1, false, 0};
-            const gh_u64 prev = atomicCAS(w, cur, gh_make_word(cur, key, vbits));
-            if (prev == cur) return {static_cast<gh_i64>(slot), true, vbits};
-            cur = prev;
+            if (gh_swap_slot(w, cur, cur_value, gh_make_word(cur, key, vbits), vbits, &cur,
+                             &cur_value)) {
+                return {static_cast<gh_i64>(slot), true, vbits};
+            }
         }
     }
     const GhHome home = gh_home(t, key);
@@ -190,13 +230,15 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
             if (DEFER && step >= 2) return {GH_DEFERRED, false, 0};
             const gh_u64 slot = bucket * GH_BUCKET + free_lane;
             const gh_u64 seen = gh_lane(w, free_lane);
-            const gh_u64 prev = atomicCAS(t.word(slot), seen, gh_make_word(seen, key, vbits));
-            if (prev == seen) {
+            gh_u64 prev, prev_value;
+            if (gh_swap_slot(t.word(slot), seen, gh_lane(v, free_lane),
+                             gh_make_word(seen, key, vbits), vbits, &prev, &prev_value)) {
                 if (step >= 1) gh_mark_overflow(t, home.left_first);
                 if (step >= 2) gh_mark_overflow(t, home.left_second);
                 return {static_cast<gh_i64>(slot), true, vbits};
             }
-            gh_set_lane(w, free_lane, prev);  // lost the race: look at the slot's new word
+            gh_set_lane(w, free_lane, prev);  // lost the race: look at the slot's new words
+            gh_set_lane(v, free_lane, prev_value);
         }
         if (!CLAIM && step == 0 && !gh_overflowed(t, home.left_first)) return {-1, false, 0};
         if (!CLAIM && step == 1 && !gh_overflowed(t, home.left_second)) return {-1, false, 0};
@@ -211,7 +253,7 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
 template <bool DEFER = false>
 __device__ __forceinline__ bool gh_insert_one(const GhTable& t, gh_u64 key, const char* value_src,
                                               bool* deferred = nullptr) {
-    const gh_u64 vbits = (GH_LAYOUT == GH_PACKED) ? gh_value_bits<GH_VALUE_BYTES>(value_src) : 0;
+    const gh_u64 vbits = (GH_LAYOUT != GH_ROWS) ? gh_value_bits<GH_VALUE_BYTES>(value_src) : 0;
     const GhSlot s = gh_probe<true, true, DEFER>(t, key, vbits);
     if (DEFER && s.slot == GH_DEFERRED) {
         *deferred = true;
@@ -221,7 +263,7 @@ __device__ __forceinline__ bool gh_insert_one(const GhTable& t, gh_u64 key, cons
     if (GH_VALUE_BYTES > 0) {
         if (GH_LAYOUT == GH_PACKED) {
             if (!s.claimed) *reinterpret_cast<volatile gh_u64*>(t.word(s.slot)) = key | (vbits << 32);
-        } else {
+        } else if (GH_LAYOUT == GH_ROWS || !s.claimed) {  // a claimed pair slot has it already
             gh_copy_value<GH_VALUE_BYTES>(t.value(s.slot), value_src);
         }
     }
@@ -253,7 +295,7 @@ __device__ __forceinline__ bool gh_erase_one(const GhTable& t, gh_u64 key) {
 #ifndef GH_MAX_KICKS
 #define GH_MAX_KICKS 128
 #endif
-constexpr bool GH_LOCKED = (GH_LAYOUT == GH_PAIR);
+constexpr bool GH_LOCKED = (GH_LAYOUT == GH_PAIR) && !GH_CAS128;
 
 __device__ __forceinline__ void gh_lock(gh_u32* locks, gh_u64 bucket) {
     if constexpr (GH_LOCKED) {
@@ -277,12 +319,10 @@ __device__ bool gh_claim_in(const GhTable& t, gh_u64 bucket, gh_u64 key, gh_u64 
     for (int i = 0; i < GH_BUCKET; ++i) {
         while ((w[i] & GH_KEY_MASK) == GH_EMPTY) {
             gh_u64* word = t.word(bucket * GH_BUCKET + i);
-            const gh_u64 prev = atomicCAS(word, w[i], gh_make_word(w[i], key, vbits));
-            if (prev == w[i]) {
-                if (GH_WORDS == 2) *reinterpret_cast<volatile gh_u64*>(word + 1) = vbits;
+            if (gh_swap_slot(word, w[i], v[i], gh_make_word(w[i], key, vbits), vbits, &w[i],
+                             &v[i])) {
                 return true;
             }
-            w[i] = prev;
         }
     }
     return false;
@@ -331,12 +371,13 @@ __device__ __forceinline__ bool gh_evict_in(const GhTable& t, gh_u32* locks, gh_
     const gh_u64 seen = __ldcg(word);
     const gh_u64 victim = seen & GH_KEY_MASK;
     bool done = false;
-    if (victim < GH_TOMB) {  // re-checked under the lock: another thread may have moved it
+    if (victim < GH_TOMB) {  // re-checked: another thread may have moved it meanwhile
         const GhHome home = gh_home(t, victim);
         if (home.b1 != home.b2 && (bucket == home.b1 || bucket == home.b2)) {
             const gh_u64 victim_bits = (GH_WORDS == 1) ? seen >> 32 : __ldcg(word + 1);
-            if (atomicCAS(word, seen, gh_make_word(seen, *key, *vbits)) == seen) {
-                if (GH_WORDS == 2) *reinterpret_cast<volatile gh_u64*>(word + 1) = *vbits;
+            gh_u64 prev, prev_value;
+            if (gh_swap_slot(word, seen, victim_bits, gh_make_word(seen, *key, *vbits), *vbits,
+                             &prev, &prev_value)) {
                 *key = victim;
                 *vbits = victim_bits;
                 done = true;
