@@ -21,8 +21,9 @@ Layouts (chosen from key and value width):
 
 * ``packed``: key and value share one 64-bit word (32-bit key + value of at most 4 bytes, or
   any key with no value). One CAS claims key and value together.
-* ``pair``: a 16-byte slot, key word then value word (value of at most 8 bytes). The key word
-  is claimed by CAS and the value written beside it in the same 32-byte sector.
+* ``pair``: a 16-byte slot, key word then value word (value of at most 8 bytes), in one
+  sector. On sm_90 one 128-bit CAS claims key and value together; on sm_80 the key word is
+  claimed by CAS and the value written after it.
 * ``rows``: key words in the buckets, values in ``values`` addressed by slot.
 
 The key part of a slot word is the low 32 bits for 32-bit keys, the whole word for 64-bit
