@@ -12,7 +12,6 @@ import functools
 import torch
 
 THREADS = 256
-BLOCKS_PER_SM = 8  # 8 x 256 threads: a full H100/A100 multiprocessor (2048 threads)
 
 
 @functools.lru_cache(maxsize=64)
@@ -30,27 +29,19 @@ def _config(blocks: int):
 
 
 @functools.cache
-def _full_grid(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count * BLOCKS_PER_SM
-
-
-@functools.cache
 def _launcher():
     from cuda.core import launch
 
     return launch
 
 
-def launch(kernel, rows: int, *args: int, device: torch.device, persistent: bool = False) -> None:
-    """Launch ``kernel`` over ``rows`` on torch's current stream of ``device``: one thread per
-    row, or (``persistent``) a grid that fills the GPU once and loops over the rows. The table
-    kernels use one thread per row: faster for inserts on the H100 (scripts/insert_variants.py),
-    and every kernel loops over rows, so either grid is correct."""
+def launch(kernel, rows: int, *args: int, device: torch.device) -> None:
+    """Launch ``kernel`` with one thread per row on torch's current stream of ``device``. (A
+    persistent grid looping over the rows was slower for inserts on the H100, up to 1.7x:
+    bench/results/experiments_2026-11-21.txt.)"""
     if rows <= 0:
         return
     index = device.index if device.index is not None else torch.cuda.current_device()
     blocks = (rows + THREADS - 1) // THREADS
-    if persistent:
-        blocks = min(blocks, _full_grid(index))
     stream = _stream(torch._C._cuda_getCurrentRawStream(index))
     _launcher()(stream, _config(blocks), kernel, *args)
