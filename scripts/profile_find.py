@@ -3,24 +3,17 @@ parts timed alone, and a cProfile of the call."""
 
 import cProfile
 import pstats
-import time
 
 import torch
 
 import gpuhash as gh
 from gpuhash._cuda.launch import launch
+from gpuhash.bench.harness import time_host_calls
 from gpuhash.engines import cuda as engine
 
 
-def per_call(fn, calls=3000):
-    for _ in range(100):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / calls * 1e6
+def per_call(fn):
+    return time_host_calls(fn, calls=3000)
 
 
 table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=1 << 16,
