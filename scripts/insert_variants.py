@@ -32,6 +32,7 @@ for kind, key_dtype, value_dtype in (("u32->u32", torch.uint32, torch.uint32),
         base = defines(state.spec)
         plain = load_module("map.cu", base, 0)
         uncounted = load_module("map.cu", base + (("GH_COUNT", 0),), 0)
+        lazy = load_module("map.cu", base + (("GH_LAZY_BUCKET", 1),), 0)
         short_chains = {kicks: load_module("map.cu", base + (("GH_MAX_KICKS", kicks),), 0)
                         for kicks in (8, 32)}
         args = (*_table_args(state), keys.data_ptr(), values.data_ptr(), 0,
@@ -46,12 +47,19 @@ for kind, key_dtype, value_dtype in (("u32->u32", torch.uint32, torch.uint32),
 
         second = (*args[:6], keys.data_ptr(), values.data_ptr(), inserted.data_ptr(), n, locks)
 
+        def run_lazy(module=lazy, args=args):
+            launch(module.get_kernel("gh_insert"), n, *args, 0, device=device)
+
+        def run_lazy_deferred(module=lazy, args=args, second=second):
+            launch(module.get_kernel("gh_insert"), n, *args, 1, device=device)
+            launch(module.get_kernel("gh_insert_deferred"), n, *second, device=device)
+
         def run_deferred(module=plain, args=args, second=second):
             launch(module.get_kernel("gh_insert"), n, *args, 1, device=device)
             launch(module.get_kernel("gh_insert_deferred"), n, *second, device=device)
 
-        variants = [("plain", run_plain), ("no-count", run_uncounted),
-                    ("deferred", run_deferred)]
+        variants = [("plain", run_plain), ("lazy", run_lazy), ("no-count", run_uncounted),
+                    ("deferred", run_deferred), ("lazy deferred", run_lazy_deferred)]
         variants += [(f"deferred/{kicks} kicks",
                       lambda module=module, args=args, second=second: run_deferred(
                           module, args, second))

@@ -24,6 +24,9 @@ constexpr gh_u64 GH_KEY_MASK = (GH_KEY_BYTES == 4) ? 0xffffffffULL : ~0ULL;
 constexpr gh_u64 GH_EMPTY = GH_KEY_MASK;                      // never-used slot
 constexpr gh_u64 GH_TOMB = GH_KEY_MASK - 1;                   // erased slot
 constexpr int GH_VALUE_OFFSET = (GH_LAYOUT == GH_PACKED) ? 4 : 8;
+#ifndef GH_LAZY_BUCKET  // claims load a bucket half by half (scripts/insert_variants.py)
+#define GH_LAZY_BUCKET 0
+#endif
 // Off: measured slower on the H100 (scripts/insert_variants.py, 32M u32 keys to load 0.5:
 // 8.5 against 10.8 G inserts/s); a CAS that misses L2 costs more than a load and a CAS.
 #ifndef GH_OPTIMISTIC_CLAIM
@@ -127,7 +130,20 @@ template <bool COHERENT>
 __device__ __forceinline__ void gh_load_bucket(const GhTable& t, gh_u64 bucket,
                                                gh_u64 (&w)[GH_BUCKET], gh_u64 (&v)[GH_BUCKET]) {
     const ulonglong2* p = reinterpret_cast<const ulonglong2*>(t.word(bucket * GH_BUCKET));
-    if (GH_WORDS == 1) {
+    if (GH_WORDS == 1 && COHERENT && GH_LAZY_BUCKET) {
+        // EMPTY lanes are a suffix, so once a 16-byte half shows one, the rest of the bucket is
+        // EMPTY (never-written all-ones words): skip loading it. A stale guess only makes a
+        // later CAS fail and the scan look again.
+        bool rest_empty = false;
+#pragma unroll
+        for (int i = 0; i < GH_BUCKET / 2; ++i) {
+            const ulonglong2 pair =
+                rest_empty ? make_ulonglong2(~0ULL, ~0ULL) : __ldcg(p + i);
+            w[2 * i] = pair.x;
+            w[2 * i + 1] = pair.y;
+            rest_empty = rest_empty || (pair.y & GH_KEY_MASK) == GH_EMPTY;
+        }
+    } else if (GH_WORDS == 1) {
 #pragma unroll
         for (int i = 0; i < GH_BUCKET / 2; ++i) {
             const ulonglong2 pair = COHERENT ? __ldcg(p + i) : __ldg(p + i);
