@@ -124,7 +124,7 @@ __device__ __forceinline__ bool gh_swap_slot(gh_u64* word, gh_u64 seen_key, gh_u
     }
 }
 
-// Loads a bucket with 16-byte vector loads (one 32-byte sector for 8-byte slots): the first
+// Loads a bucket with 16-byte vector loads (32 or 64 bytes for 8-byte slots): the first
 // word of each slot into w, and for pair slots the value word into v. COHERENT loads go to L2
 // (ld.cg) because other threads of the same kernel may be changing the bucket; finds use the
 // read-only path.
