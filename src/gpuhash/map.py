@@ -97,7 +97,9 @@ class HashMap(_Table):
 
     def find_index(self, keys: Any, *, stream: Any = None) -> tuple[Any, Any]:
         """Row of each key in :attr:`values` (int64, -1 where missing) and a found mask.
-        Rows stay valid until the next insert that grows the table, or ``reserve``.
+        Rows stay valid until the next ``insert`` or ``reserve``: an insert may move entries
+        (growth; and, for values of up to 8 bytes, displacement between a key's two buckets).
+        Erase and find never move them.
 
         Example:
             >>> m = HashMap(key_dtype=torch.int64, value_dtype=torch.float32)
