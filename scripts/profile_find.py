@@ -30,6 +30,14 @@ print(f"table.contains        {per_call(lambda: table.contains(keys)):6.1f} us")
 print(f"engine.find           {per_call(lambda: engine.find(state, keys, default)):6.1f} us")
 alone = per_call(lambda: launch(kernel, 1024, *args, device=keys.device))
 print(f"launch alone          {alone:6.1f} us")
+# the same launch through cuda.core's general launch, which launch.py used to call
+from cuda.core import LaunchConfig, Stream  # noqa: E402
+from cuda.core import launch as core_launch  # noqa: E402
+
+stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+config = LaunchConfig(grid=4, block=256)
+core = per_call(lambda: core_launch(stream, config, kernel, *args))
+print(f"cuda.core launch      {core:6.1f} us")
 print(f"torch.empty           {per_call(lambda: torch.empty(1024, device='cuda')):6.1f} us")
 print(f"torch.cuda stream id  {per_call(lambda: torch._C._cuda_getCurrentRawStream(0)):6.1f} us")
 profile = cProfile.Profile()

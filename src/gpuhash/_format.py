@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 
 FORMAT_NAME = "gpuhash.table"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: random bucket steps after the second choice
 BUCKET_SLOTS = 4  # one 32-byte sector of 8-byte slots
 WIDE_BUCKET_SLOTS = 8
 FILTER_BITS = 16  # per bucket: 8 "left its first bucket" + 8 "went past its second bucket"

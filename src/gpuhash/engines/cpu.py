@@ -43,14 +43,18 @@ def _sentinels(state: TableState) -> tuple[int, int]:
     return _signed(spec.empty_key, spec.key_bytes), _signed(spec.tombstone_key, spec.key_bytes)
 
 
-def bucket_choices(state: TableState, keys: torch.Tensor
+def _hash(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    bits = keys.to(torch.int64)
+    if state.spec.key_bytes == 4:
+        bits = bits & _M32
+    return _mix64(bits ^ state.spec.seed)
+
+
+def bucket_choices(state: TableState, keys: torch.Tensor, *, hashes: torch.Tensor | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """First and second bucket of each key and its two overflow-filter bits (gh_home)."""
     spec = state.spec
-    bits = keys.to(torch.int64)
-    if spec.key_bytes == 4:
-        bits = bits & _M32
-    h = _mix64(bits ^ spec.seed)
+    h = _hash(state, keys) if hashes is None else hashes
     b1 = ((h & _M32) * spec.num_buckets) >> 32
     b2 = (_shift_right(h, 32) * spec.num_buckets) >> 32
     return b1, b2, b1 * 16 + (h & 7), b2 * 16 + 8 + (h & 7)
@@ -85,18 +89,25 @@ def _bucket_rows(state: TableState) -> torch.Tensor:
 
 # Per-key probe state travels as one int64 tensor with these columns, so each probe round
 # filters it with one index operation.
-_ROW, _BUCKET, _SECOND, _LEFT_FIRST, _LEFT_SECOND = range(5)
+_ROW, _BUCKET, _SECOND, _LEFT_FIRST, _LEFT_SECOND, _HASH = range(6)
+RANDOM_STEPS = 64  # buckets drawn from the hash after b2 before the walk turns linear
 
 
 def _probe_state(state: TableState, keys: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    first, second, left_first, left_second = bucket_choices(state, keys)
-    return torch.stack([rows, first, second, left_first, left_second], dim=1)
+    hashes = _hash(state, keys)
+    first, second, left_first, left_second = bucket_choices(state, keys, hashes=hashes)
+    return torch.stack([rows, first, second, left_first, left_second, hashes], dim=1)
 
 
 def _advance(state: TableState, step: int, probe: torch.Tensor) -> None:
-    """Move each key on to its next bucket: b1 -> b2 -> b2 + 1 -> ... (wrapping)."""
-    if step == 0:
+    """Move each key from the bucket of ``step`` to its next one (gh_next_bucket): b1, b2,
+    RANDOM_STEPS buckets drawn from the hash, then linear (wrapping)."""
+    following = step + 1
+    if following == 1:
         probe[:, _BUCKET] = probe[:, _SECOND]
+    elif following < 2 + RANDOM_STEPS:
+        drawn = _mix64(probe[:, _HASH] + following) & _M32
+        probe[:, _BUCKET] = (drawn * state.spec.num_buckets) >> 32
     else:
         probe[:, _BUCKET] = (probe[:, _BUCKET] + 1) % state.spec.num_buckets
 
@@ -117,7 +128,7 @@ def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     rows = (~special).nonzero().squeeze(1)
     wanted = keys[rows]
     probe = _probe_state(state, wanted, rows)
-    for step in range(spec.num_buckets + 1):
+    for step in range(spec.num_buckets + RANDOM_STEPS + 2):
         if probe.shape[0] == 0:
             break
         words = buckets[probe[:, _BUCKET]]
@@ -167,7 +178,7 @@ def _find_or_claim(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor,
     probe = _probe_state(state, keys, torch.arange(keys.shape[0]))
     pending = keys
     spilled = []
-    for step in range(spec.num_buckets + 1):
+    for step in range(spec.num_buckets + RANDOM_STEPS + 2):
         if probe.shape[0] == 0:
             break
         words = buckets[probe[:, _BUCKET]]

@@ -67,13 +67,32 @@ struct GhHome {
     gh_u64 b1, b2;
     gh_u64 left_first;    // filter bit: "a key like this is not in b1"
     gh_u64 left_second;   // filter bit: "a key like this is past b2"
+    gh_u64 hash;          // picks the buckets after b2
 };
 
 __device__ __forceinline__ GhHome gh_home(const GhTable& t, gh_u64 key) {
     const gh_u64 h = gh_mix64(key ^ t.seed);
     const gh_u64 b1 = gh_range(h & 0xffffffffULL, t.num_buckets);
     const gh_u64 b2 = gh_range(h >> 32, t.num_buckets);
-    return {b1, b2, b1 * 16 + (h & 7), b2 * 16 + 8 + (h & 7)};
+    return {b1, b2, b1 * 16 + (h & 7), b2 * 16 + 8 + (h & 7), h};
+}
+
+// A key's bucket sequence: b1, b2, then GH_RANDOM_STEPS buckets drawn from the key's hash,
+// then linear from the last of those (wrapping), so every bucket is reached and a claim always
+// ends when the host's room check passed. Random rather than linear steps after b2: linear
+// runs of full buckets cluster, and at load 0.99 that cost 2.9 bucket reads per insert against
+// 1.7 (simulated, 8-slot buckets; measured in bench/RESULTS.md). The CPU engine's _advance is
+// the same function.
+constexpr gh_u64 GH_RANDOM_STEPS = 64;
+
+__device__ __forceinline__ gh_u64 gh_next_bucket(const GhTable& t, const GhHome& home,
+                                                 gh_u64 step, gh_u64 bucket) {
+    const gh_u64 next = step + 1;  // the step whose bucket this returns
+    if (next == 1) return home.b2;
+    if (next < 2 + GH_RANDOM_STEPS) {
+        return gh_range(gh_mix64(home.hash + next) & 0xffffffffULL, t.num_buckets);
+    }
+    return bucket + 1 == t.num_buckets ? 0 : bucket + 1;
 }
 
 // The word a claim writes: the new key part, and for packed maps the value beside it, so one
@@ -187,15 +206,17 @@ __device__ __forceinline__ void gh_set_lane(gh_u64 (&w)[GH_BUCKET], int lane, gh
     for (int i = 0; i < GH_BUCKET; ++i) w[i] = (lane == i) ? value : w[i];
 }
 
-// The probe loop. Buckets are visited in the order b1, b2, b2+1, b2+2, ... (wrapping). The
+// The probe loop. Buckets are visited in the key's sequence (gh_next_bucket). The
 // invariant every writer keeps: each bucket of a key's sequence before the key's own bucket is
 // full (slots never become EMPTY again), and the key's filter bit is set unless it sits in b1.
 // So a search stops at the first bucket holding an EMPTY slot, or after b1 when b1 is full but
 // the key's filter bit is clear.
 // CLAIM: take the first EMPTY slot by CAS if the key is absent (never a tombstone, so two
 // copies of a key can never arise: every claimant of a key races for the same first EMPTY).
-// DEFER: claim only in b1 or b2; a key that is absent with both full comes back as
-// GH_DEFERRED, for gh_place_displacing (only for batches of distinct keys).
+// DEFER: claim only in b1; a key that is absent with b1 full comes back as GH_DEFERRED, for
+// gh_place_displacing (only for batches of distinct keys). Filling first buckets before any
+// key settles for its second keeps more keys in their first (simulated for 4-slot buckets at
+// load 0.9: 79% against 75% when the first pass also claims in b2).
 // The two sentinel keys live out of band in slots num_slots and num_slots + 1; there an
 // "absent" marker (the other sentinel) plays the part of EMPTY.
 constexpr gh_i64 GH_DEFERRED = -2;
@@ -232,7 +253,7 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
         }
     }
 #endif
-    for (gh_u64 step = 0; step <= t.num_buckets; ++step) {
+    for (gh_u64 step = 0; step <= t.num_buckets + GH_RANDOM_STEPS + 1; ++step) {
         gh_u64 w[GH_BUCKET], v[GH_BUCKET];
         gh_load_bucket<COHERENT>(t, bucket, w, v);
         while (true) {
@@ -245,7 +266,7 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
             }
             if (free_lane < 0) break;
             if (!CLAIM) return {-1, false, 0};
-            if (DEFER && step >= 2) return {GH_DEFERRED, false, 0};
+            if (DEFER && step >= 1) return {GH_DEFERRED, false, 0};
             const gh_u64 slot = bucket * GH_BUCKET + free_lane;
             const gh_u64 seen = gh_lane(w, free_lane);
             gh_u64 prev, prev_value;
@@ -260,7 +281,7 @@ __device__ GhSlot gh_probe(const GhTable& t, gh_u64 key, gh_u64 vbits) {
         }
         if (!CLAIM && step == 0 && !gh_overflowed(t, home.left_first)) return {-1, false, 0};
         if (!CLAIM && step == 1 && !gh_overflowed(t, home.left_second)) return {-1, false, 0};
-        bucket = (step == 0) ? home.b2 : (bucket + 1 == t.num_buckets ? 0 : bucket + 1);
+        bucket = gh_next_bucket(t, home, step, bucket);
     }
     return {-1, false, 0};
 }
@@ -303,7 +324,7 @@ __device__ __forceinline__ bool gh_erase_one(const GhTable& t, gh_u64 key) {
     return false;
 }
 
-// --- Displacement (cuckoo) placement for keys whose two buckets were full ------------------
+// --- Displacement (cuckoo) placement for keys whose first bucket was full ----------------
 // Used only on keys known to be absent and distinct within the launch, after every plain claim
 // of the batch has finished (a separate launch), so a key "in hand" between two buckets is
 // never one that another thread is looking for. Packed slots swap key and value in one CAS;
@@ -406,9 +427,11 @@ __device__ __forceinline__ bool gh_evict_in(const GhTable& t, gh_u32* locks, gh_
     return done;
 }
 
-// Places an absent key whose two buckets were full: claims a free slot in either bucket, else
+// Places an absent key whose first bucket was full: claims a free slot in either bucket, else
 // evicts a key to its other bucket and carries that one on (at most GH_MAX_KICKS times), and
-// finally falls back to the linear probe after the carried key's second bucket.
+// finally falls back to the rest of the carried key's sequence. The first eviction is from the
+// key's own first bucket: the key then sits at home and only the victim leaves its own (with
+// the look-ahead, for a bucket with room), where evicting from b2 would send two keys away.
 __device__ void gh_place_displacing(const GhTable& t, gh_u32* locks, gh_u64 key, gh_u64 vbits) {
     gh_u64 random = gh_mix64(key ^ 0x9e3779b97f4a7c15ULL);
     gh_u64 came_from = ~0ULL;  // the bucket the carried key was just evicted from
@@ -421,22 +444,18 @@ __device__ void gh_place_displacing(const GhTable& t, gh_u32* locks, gh_u64 key,
             return;
         }
         random = gh_mix64(random + kick);
-        // evict from the bucket the key did not come from (either, for the first key)
-        const gh_u64 target = (came_from == b1)   ? b2
-                              : (came_from == b2) ? b1
-                              : ((random >> 40) & 1) ? b2 : b1;
+        const gh_u64 target = (came_from == b1) ? b2 : b1;
         if (!gh_evict_in(t, locks, target, &key, &vbits, random)) continue;
         if (target != b1) gh_mark_overflow(t, home.left_first);  // the key placed, not the victim
         came_from = target;
     }
-    // the carried key (maybe a fresh victim) tries its own buckets, then the linear probe
+    // the carried key (maybe a fresh victim) walks its own sequence
     const GhHome home = gh_home(t, key);
-    if (gh_claim_locked(t, locks, home.b1, key, vbits)) return;
-    gh_mark_overflow(t, home.left_first);
-    if (gh_claim_locked(t, locks, home.b2, key, vbits)) return;
-    gh_mark_overflow(t, home.left_second);
-    for (gh_u64 bucket = home.b2 + 1, step = 0; step < t.num_buckets; ++step, ++bucket) {
-        if (bucket == t.num_buckets) bucket = 0;
+    gh_u64 bucket = home.b1;
+    for (gh_u64 step = 0; step <= t.num_buckets + GH_RANDOM_STEPS + 1; ++step) {
         if (gh_claim_locked(t, locks, bucket, key, vbits)) return;
+        if (step == 0) gh_mark_overflow(t, home.left_first);
+        if (step == 1) gh_mark_overflow(t, home.left_second);
+        bucket = gh_next_bucket(t, home, step, bucket);
     }
 }
