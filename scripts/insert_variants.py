@@ -1,10 +1,9 @@
 """Insert paths on the GPU, timed side by side through the public API: a record of the
 experiments behind the defaults. 32M distinct keys into an empty table, for each duplicate
-policy ("any": one insert launch; "last": batch sort, first-bucket pass, displacing pass),
-with the batch inserted in its own order ("direct") or in table order ("ordered": partition,
-scatter, insert; engines/cuda.py). Also prints where the keys of the "last" table sit.
-Earlier versions of this script compared kernel switches (optimistic claim, persistent grid,
-counters, half-bucket loads, kick limits): bench/results/experiments_2026-11-21.txt."""
+policy ("any": one insert launch; "last": batch sort, first-bucket pass, displacing pass), and
+where the keys sit afterwards. Earlier versions of this script compared kernel switches
+(optimistic claim, persistent grid, counters, half-bucket loads, kick limits) and a
+table-ordered insert: bench/results/experiments_2026-11-21.txt."""
 
 import torch
 
@@ -13,11 +12,11 @@ from gpuhash.bench.ceilings import measure as measure_ceilings
 from gpuhash.bench.harness import time_gpu
 from gpuhash.bench.map_suite import random_values, unique_keys
 from gpuhash.engines import cpu as cpu_engine
-from gpuhash.engines import cuda as cuda_engine
 
 device = torch.device("cuda")
 n = 32 * 2**20
-print({k: round(v, 1) for k, v in measure_ceilings(device).items()})
+ceilings = measure_ceilings(device)
+print(f"C_hbm {ceilings['C_hbm']:.1f} G/s, C_l2 {ceilings['C_l2']:.1f} G/s")
 
 
 def placement(table, keys) -> str:
@@ -43,16 +42,12 @@ for kind, key_dtype, value_dtype in (("u32->u32", torch.uint32, torch.uint32),
             table = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, capacity=n,
                                max_load_factor=load, growable=False, device=device,
                                duplicates=duplicates)
-            for order, least in (("direct", 2**40), ("ordered", 1)):
-                cuda_engine.ORDERED_MIN_ROWS = least
-                timing = time_gpu(lambda t=table, k=keys, v=values: t.insert(k, v),
-                                  setup=table.clear,
-                                  runs=5)
-                got, found = table.find(keys)
-                assert len(table) == n and bool(found.all()), (duplicates, order)
-                assert torch.equal(got.view(torch.uint8), values.view(torch.uint8))
-                row.append(f"{duplicates} {order} {timing.rate(n):5.2f} "
-                           f"({placement(table, keys)})")
+            timing = time_gpu(lambda t=table, k=keys, v=values: t.insert(k, v),
+                              setup=table.clear, runs=5)
+            got, found = table.find(keys)
+            assert len(table) == n and bool(found.all()), duplicates
+            assert torch.equal(got.view(torch.uint8), values.view(torch.uint8))
+            row.append(f"{duplicates} {timing.rate(n):5.2f} ({placement(table, keys)})")
             del table
             torch.cuda.empty_cache()
         print(f"{kind} load {load}:\n  " + "\n  ".join(row), flush=True)

@@ -7,7 +7,6 @@ import torch
 
 import gpuhash as gh
 from gpuhash.bench import ceilings, peers
-from gpuhash.engines import cuda as cuda_engine
 
 torch.manual_seed(1)
 LAYOUTS = [  # (key dtype, value dtype, value shape): packed, pair, rows, sets
@@ -47,18 +46,6 @@ for key_dtype, value_dtype in ((torch.int32, torch.int32), (torch.int64, torch.i
                       max_load_factor=0.99, growable=False, device="cuda")
     full.insert(keys, keys.to(value_dtype))
     assert bool(full.find(keys)[1].all())
-
-# the table-ordered insert path (partition, scatter, ordered insert), forced at a small size
-cuda_engine.ORDERED_MIN_ROWS, cuda_engine.ORDERED_MIN_TABLE_BYTES = 1, 0
-for key_dtype, value_dtype, shape in LAYOUTS:
-    keys = torch.randperm(3000).to(key_dtype).cuda()
-    values = torch.randn(3000, *shape).to(value_dtype).cuda()
-    for duplicates in ("last", "any"):
-        ordered = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
-                             capacity=3000, max_load_factor=0.99, growable=False,
-                             duplicates=duplicates, device="cuda")
-        ordered.insert(keys, values)
-        assert bool(ordered.find(keys)[1].all())
 
 device = torch.device("cuda")
 ceilings._gather_rate(2**20, 2**16, device)

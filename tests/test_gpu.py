@@ -51,38 +51,6 @@ def test_cuda_engine_matches_cpu_engine(key_dtype, value_dtype, shape, n, load):
     compare_engines(key_dtype, value_dtype, shape, n, load)
 
 
-@pytest.fixture
-def table_order_always(monkeypatch):
-    """Every insert takes the table-ordered path (partition, scatter, insert in order)."""
-    from gpuhash.engines import cuda as cuda_engine
-
-    monkeypatch.setattr(cuda_engine, "ORDERED_MIN_ROWS", 1)
-    monkeypatch.setattr(cuda_engine, "ORDERED_MIN_TABLE_BYTES", 0)
-
-
-@pytest.mark.parametrize(("key_dtype", "value_dtype", "shape"), TYPES, ids=str)
-@pytest.mark.parametrize(("n", "load"), [(3000, 0.5), (50_000, 0.99)])
-def test_table_ordered_insert_matches_cpu_engine(key_dtype, value_dtype, shape, n, load,
-                                                 table_order_always):
-    compare_engines(key_dtype, value_dtype, shape, n, load)
-
-
-@pytest.mark.parametrize("key_dtype", [torch.int32, torch.uint64], ids=str)
-def test_table_ordered_insert_any_policy(key_dtype, table_order_always):
-    keys = random_unique(30_000, key_dtype)
-    keys[:2] = key_tensor(adversarial_keys(key_dtype)[-2:], key_dtype)
-    batch = torch.cat([keys, keys[::5]]).cuda()  # repeats carry equal values: any row may win
-    values = torch.arange(30_000, dtype=torch.int64)
-    batch_values = torch.cat([values, values[::5]]).cuda()
-    table = gh.HashMap(key_dtype=key_dtype, value_dtype=torch.int64, capacity=30_000,
-                       max_load_factor=0.99, growable=False, duplicates="any", device="cuda")
-    inserted = table.insert(batch, batch_values)
-    assert int(inserted.sum()) == len(table) == 30_000  # exactly one row per key
-    got, found = table.find(keys.cuda())
-    assert bool(found.all()) and torch.equal(got.cpu(), values)
-    assert torch.equal(table.to("cpu").find(keys)[0], values)
-
-
 def compare_engines(key_dtype, value_dtype, shape, n, load):
     keys = random_unique(2 * n, key_dtype)
     keys[:4] = key_tensor(adversarial_keys(key_dtype)[-4:], key_dtype)  # sentinels too

@@ -12,11 +12,11 @@ import functools
 import torch
 
 from .._cuda.compile import load_module
-from .._cuda.launch import launch, launch_blocks
+from .._cuda.launch import launch
 from .._format import LAYOUT_CODES, PAIR, ROWS, TableSpec, TableState
 
-_KERNELS = ("gh_insert", "gh_insert_ordered", "gh_partition_count", "gh_partition_scatter",
-            "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_rehash", "gh_rehash_deferred")
+_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_rehash",
+            "gh_rehash_deferred")
 
 
 def defines(spec: TableSpec) -> tuple[tuple[str, int], ...]:
@@ -71,78 +71,20 @@ def _locks(state: TableState) -> int:
     return locks.data_ptr()
 
 
-# Batches of at least this many rows into tables larger than L2 are inserted in table order
-# (gh_partition_count / gh_partition_scatter / gh_insert_ordered); tests lower both bounds.
-ORDERED_MIN_ROWS = 1 << 20
-ORDERED_MIN_TABLE_BYTES: int | None = None  # None: the device's L2 size
-_PART_BYTES = 512 << 10  # table bytes per part: a few parts at a time stay in L2
-_MAX_PARTS = 2048  # GH_MAX_PARTS
-_COUNT_BLOCKS = 2048  # at most this many blocks count parts, so counts stay small
-
-
-@functools.cache
-def _l2_bytes(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).L2_cache_size
-
-
-def _table_bytes(state: TableState) -> int:
-    values = 0 if state.values is None else state.values.nbytes
-    return state.slots.nbytes + values
-
-
-def _ordered(state: TableState, rows: int) -> bool:
-    if rows < ORDERED_MIN_ROWS or rows >= 2**31:
-        return False
-    least = ORDERED_MIN_TABLE_BYTES
-    if least is None:
-        least = _l2_bytes(state.device.index or 0)
-    return _table_bytes(state) >= least
-
-
-def _insert_ordered(state: TableState, keys: torch.Tensor, values: torch.Tensor | None,
-                    active: torch.Tensor | None, inserted: torch.Tensor, defer: bool) -> None:
-    """Insert the active rows in the order of the table regions they go to (see map.cu)."""
-    rows = keys.shape[0]
-    kernels, table = _launch_info(state)
-    parts = max(1, min(_MAX_PARTS, _table_bytes(state) // _PART_BYTES))
-    per_block = max(4096, -(-rows // _COUNT_BLOCKS))
-    blocks = -(-rows // per_block)
-    device = state.device
-    counts = torch.empty(parts * blocks, dtype=torch.int32, device=device)
-    launch_blocks(kernels["gh_partition_count"], blocks, *table, keys.data_ptr(), _ptr(active),
-                  rows, parts, per_block, counts.data_ptr(), device=device)
-    ends = counts.cumsum(0)  # int64; the last entry is the number of active rows
-    ordered_keys = torch.empty_like(keys)
-    ordered_values = None if values is None else torch.empty_like(values)
-    order = torch.empty(rows, dtype=torch.int32, device=device)
-    launch_blocks(kernels["gh_partition_scatter"], blocks, *table, keys.data_ptr(),
-                  _ptr(values), _ptr(active), rows, parts, per_block, counts.data_ptr(),
-                  ends.data_ptr(), ordered_keys.data_ptr(), _ptr(ordered_values),
-                  order.data_ptr(), device=device)
-    total = ends.data_ptr() + (ends.numel() - 1) * ends.element_size()
-    launch(kernels["gh_insert_ordered"], rows, *table, ordered_keys.data_ptr(),
-           _ptr(ordered_values), order.data_ptr(), total, inserted.data_ptr(), rows, int(defer),
-           device=device)
-
-
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
            active: torch.Tensor | None = None) -> torch.Tensor:
     """Insert or assign each active row; True where the row added a new key.
 
     Active rows hold distinct keys (the table layer's duplicate policy), so keys whose first
     bucket is full are placed by displacement in a second launch instead of further along
-    their bucket sequence. Big batches into big tables go in table order (_insert_ordered).
+    their bucket sequence.
     """
     rows = keys.shape[0]
+    inserted = torch.empty(rows, dtype=torch.bool, device=keys.device)
     defer = active is not None and state.spec.layout != ROWS
-    if _ordered(state, rows):
-        inserted = torch.zeros(rows, dtype=torch.bool, device=keys.device)  # rows left out
-        _insert_ordered(state, keys, values, active, inserted, defer)
-    else:
-        inserted = torch.empty(rows, dtype=torch.bool, device=keys.device)
-        launch(_kernel(state, "gh_insert"), rows, *_table_args(state), keys.data_ptr(),
-               _ptr(values), _ptr(active), inserted.data_ptr(), rows, int(defer),
-               device=state.device)
+    launch(_kernel(state, "gh_insert"), rows, *_table_args(state), keys.data_ptr(),
+           _ptr(values), _ptr(active), inserted.data_ptr(), rows, int(defer),
+           device=state.device)
     if defer:
         launch(_kernel(state, "gh_insert_deferred"), rows, *_table_args(state),
                keys.data_ptr(), _ptr(values), inserted.data_ptr(), rows, _locks(state),

@@ -24,10 +24,11 @@ constexpr gh_u64 GH_KEY_MASK = (GH_KEY_BYTES == 4) ? 0xffffffffULL : ~0ULL;
 constexpr gh_u64 GH_EMPTY = GH_KEY_MASK;                      // never-used slot
 constexpr gh_u64 GH_TOMB = GH_KEY_MASK - 1;                   // erased slot
 constexpr int GH_VALUE_OFFSET = (GH_LAYOUT == GH_PACKED) ? 4 : 8;
-// Claims loading a bucket half by half: off, measured on the H100 (insert_variants.py): +3% at
-// load 0.5 with 4-slot buckets, -3% and -24% at 0.9 and 0.99 with 8-slot ones.
+// Claims load a bucket half by half (skipping an EMPTY tail) only in 4-slot buckets: measured
+// on the H100 (insert_variants.py) +3% at load 0.5 with 4-slot buckets, -3% and -24% at 0.9
+// and 0.99 with 8-slot ones, where the second half is needed more often.
 #ifndef GH_LAZY_BUCKET
-#define GH_LAZY_BUCKET 0
+#define GH_LAZY_BUCKET (GH_BUCKET_SLOTS == 4)
 #endif
 // Off: measured slower on the H100 (scripts/insert_variants.py, 32M u32 keys to load 0.5:
 // 8.5 against 10.8 G inserts/s); a CAS that misses L2 costs more than a load and a CAS.
@@ -164,6 +165,8 @@ __device__ __forceinline__ void gh_load_bucket(const GhTable& t, gh_u64 bucket,
             w[2 * i + 1] = pair.y;
             rest_empty = rest_empty || (pair.y & GH_KEY_MASK) == GH_EMPTY;
         }
+#pragma unroll
+        for (int i = 0; i < GH_BUCKET; ++i) v[i] = w[i] >> 32;
     } else if (GH_WORDS == 1) {
 #pragma unroll
         for (int i = 0; i < GH_BUCKET / 2; ++i) {
