@@ -35,14 +35,16 @@ def _kernels(definitions: tuple[tuple[str, int], ...], device_index: int) -> dic
     return {name: module.get_kernel(name) for name in _KERNELS}
 
 
-def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...]]:
-    """Kernels and table arguments of a state, worked out once: its tensors never move."""
+def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...], int]:
+    """Kernels, table arguments and device index of a state, worked out once: its tensors
+    never move."""
     info = state.__dict__.get("_cuda_launch_info")
     if info is None:
         values = 0 if state.values is None else state.values.data_ptr()
         args = (state.slots.data_ptr(), values, state.overflow.data_ptr(),
                 state.counts.data_ptr(), state.spec.num_buckets, state.spec.seed)
-        info = (_kernels(defines(state.spec), state.device.index or 0), args)
+        index = state.slots.get_device()
+        info = (_kernels(defines(state.spec), index), args, index)
         state.__dict__["_cuda_launch_info"] = info
     return info
 
@@ -89,40 +91,45 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
         launch(_kernel(state, "gh_insert_deferred"), rows, *_table_args(state),
                keys.data_ptr(), _ptr(values), inserted.data_ptr(), rows, _locks(state),
                device=state.device)
+    # each new key is a live entry and (but for the out-of-band ones, which the kernel took
+    # off already) a used bucket slot; counted here rather than in the kernels (map.cu)
+    state.counts.add_(inserted.sum())
     return inserted
 
 
+# Outputs are allocated with keys.new_empty: it skips parsing a device argument, and a small
+# find is dominated by host overhead (scripts/profile_find.py).
 def _lookup(state: TableState, keys: torch.Tensor, values: torch.Tensor | None,
             default: torch.Tensor | None, index: torch.Tensor | None,
             found: torch.Tensor) -> None:
     rows = keys.shape[0]
-    kernels, table = _launch_info(state)
+    kernels, table, device_index = _launch_info(state)
     launch(kernels["gh_lookup"], rows, *table, keys.data_ptr(), rows, _ptr(values),
-           _ptr(default), _ptr(index), found.data_ptr(), device=keys.device)
+           _ptr(default), _ptr(index), found.data_ptr(), device=device_index)
 
 
 def find(state: TableState, keys: torch.Tensor,
          default: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Values of each key (``default`` where missing) and a found mask."""
     spec = state.spec
-    values = torch.empty((keys.shape[0], *spec.value_shape), dtype=spec.value_dtype,
-                         device=keys.device)
-    found = torch.empty(keys.shape[0], dtype=torch.bool, device=keys.device)
+    rows = keys.shape[0]
+    values = keys.new_empty((rows, *spec.value_shape), dtype=spec.value_dtype)
+    found = keys.new_empty(rows, dtype=torch.bool)
     _lookup(state, keys, values, default, None, found)
     return values, found
 
 
 def find_index(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Row of each key in the value storage (-1 where missing) and a found mask."""
-    index = torch.empty(keys.shape[0], dtype=torch.int64, device=keys.device)
-    found = torch.empty(keys.shape[0], dtype=torch.bool, device=keys.device)
+    index = keys.new_empty(keys.shape[0], dtype=torch.int64)
+    found = keys.new_empty(keys.shape[0], dtype=torch.bool)
     _lookup(state, keys, None, None, index, found)
     return index, found
 
 
 def contains(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """True where the key is in the table."""
-    found = torch.empty(keys.shape[0], dtype=torch.bool, device=keys.device)
+    found = keys.new_empty(keys.shape[0], dtype=torch.bool)
     _lookup(state, keys, None, None, None, found)
     return found
 

@@ -30,29 +30,16 @@ __device__ __forceinline__ gh_u64 gh_key_at(const char* keys, gh_u64 row) {
     return reinterpret_cast<const gh_u64*>(keys)[row];
 }
 
-// Kernels that change the entry counts loop over rows (any grid works) and add their counts
-// once per block: per-warp atomics on one counter serialised inserts (4.5 G/s on the H100).
+// Kernels loop over rows, so any grid works. Inserts leave the entry counts to the host, which
+// adds the number of rows marked inserted to both counts after the launches (one reduction
+// over the output): a per-block count ends each block at a barrier that waits for its slowest
+// row, and per-warp atomics on one counter serialised inserts (4.5 G/s on the H100). Only
+// the rare claim of an out-of-band slot, which uses no bucket slot, is counted here.
 
 // Displacement keeps every key in one of its two buckets at high load; it moves values with
 // their keys, so the rows layout (values addressed by slot) keeps the linear fallback instead.
 constexpr bool GH_CAN_DEFER = (GH_LAYOUT != GH_ROWS);
-#ifndef GH_COUNT  // 0 only in scripts/insert_variants.py, to time what counting costs
-#define GH_COUNT 1
-#endif
 constexpr gh_u8 GH_PENDING = 2;  // inserted[row] while the row waits for gh_insert_deferred
-
-// Inserts or assigns one row and counts it; returns the row's `inserted` state (0, 1, or
-// GH_PENDING when `defer` left it for gh_insert_deferred).
-__device__ __forceinline__ gh_u8 gh_insert_row(const GhTable& t, gh_u64 key, const char* src,
-                                               gh_u64 defer, gh_i64* live, gh_i64* used) {
-    bool deferred = false;
-    const bool claimed = (GH_CAN_DEFER && defer)
-                             ? gh_insert_one<GH_CAN_DEFER>(t, key, src, &deferred)
-                             : gh_insert_one(t, key, src);
-    *live += claimed;
-    *used += claimed && key < GH_TOMB;
-    return deferred ? GH_PENDING : claimed;
-}
 
 // Insert or assign rows whose `active` byte is set (all rows when active is null);
 // inserted[row] says whether the row added a new key. With `defer` (only when the active keys
@@ -61,16 +48,22 @@ extern "C" __global__ void GH_BOUNDS gh_insert(GH_TABLE_PARAMS, const char* keys
                                                const char* in_values, const gh_u8* active,
                                                gh_u8* inserted, gh_u64 n, gh_u64 defer) {
     const GhTable t = GH_TABLE;
-    gh_i64 live = 0, used = 0;  // every claim adds a live entry; bucket claims use a slot
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
         gh_u8 state = 0;
         if (active == nullptr || active[row]) {
-            state = gh_insert_row(t, gh_key_at(keys, row), in_values + row * GH_VALUE_BYTES,
-                                  defer, &live, &used);
+            const gh_u64 key = gh_key_at(keys, row);
+            const char* src = in_values + row * GH_VALUE_BYTES;
+            bool deferred = false;
+            const bool claimed = (GH_CAN_DEFER && defer)
+                                     ? gh_insert_one<GH_CAN_DEFER>(t, key, src, &deferred)
+                                     : gh_insert_one(t, key, src);
+            if (claimed && key >= GH_TOMB) {  // out of band: live, but no bucket slot used
+                atomicAdd(reinterpret_cast<unsigned long long*>(&t.counts[1]), ~0ULL);
+            }
+            state = deferred ? GH_PENDING : claimed;
         }
         inserted[row] = state;
     }
-    if (GH_COUNT) gh_block_count(&t.counts[0], live, &t.counts[1], used);
 }
 
 // Second pass of a deferred insert: places the rows gh_insert left pending by displacement.
@@ -78,16 +71,13 @@ extern "C" __global__ void gh_insert_deferred(GH_TABLE_PARAMS, const char* keys,
                                               const char* in_values, gh_u8* inserted, gh_u64 n,
                                               gh_u32* locks) {
     const GhTable t = GH_TABLE;
-    gh_i64 placed = 0;
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
         if (inserted[row] != GH_PENDING) continue;
         const gh_u64 vbits = gh_value_bits<(GH_VALUE_BYTES > 8 ? 8 : GH_VALUE_BYTES)>(
             in_values + row * GH_VALUE_BYTES);
         gh_place_displacing(t, locks, gh_key_at(keys, row), vbits);
-        inserted[row] = 1;
-        ++placed;
+        inserted[row] = 1;  // counted by the host with the rest
     }
-    gh_block_count(&t.counts[0], placed, &t.counts[1], placed);
 }
 
 // find / find_index / contains: each output is optional (null to skip).
