@@ -225,3 +225,26 @@ def test_load_factor_and_len():
     table.insert(torch.arange(500))
     assert len(table) == 500
     assert 0.2 < table.load_factor <= 0.5
+
+
+def test_bucket_reads_follow_each_keys_bucket_sequence():
+    """The benchmark's probe statistics walk the same sequence as the engines' probe loop."""
+    from gpuhash.engines import cpu as cpu_engine
+
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=5000,
+                       max_load_factor=0.99, growable=False, duplicates="any")
+    keys = torch.randperm(10**7)[:5000]
+    table.insert(keys, keys)
+    state = table._state
+    index, found = table.find_index(keys)
+    assert bool(found.all())
+    buckets = index // state.spec.bucket_slots
+    reads = cpu_engine.bucket_reads(state, keys, buckets)
+    assert int(reads.max()) > 2  # some keys went past their second bucket
+    probe = cpu_engine._probe_state(state, keys, torch.arange(keys.numel()))
+    walked = torch.zeros_like(reads)
+    for step in range(int(reads.max())):
+        arrived = (walked == 0) & (probe[:, cpu_engine._BUCKET] == buckets)
+        walked[arrived] = step + 1
+        cpu_engine._advance(state, step, probe)
+    assert torch.equal(walked, reads)

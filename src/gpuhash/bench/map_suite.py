@@ -85,14 +85,10 @@ def probe_stats(table: HashMap, hits: torch.Tensor, misses: torch.Tensor) -> dic
     spec = state.spec
     bits = torch.int32 if spec.key_bytes == 4 else torch.int64
     hit_bits, miss_bits = hits.view(bits), misses.view(bits)
-    first, second, _, _ = cpu_engine.bucket_choices(state, hit_bits)
     index, found = table.find_index(hits)
     assert bool(found.all())
     width = spec.bucket_slots
-    bucket = index // width
-    steps = torch.where(bucket == first, 1,
-                        torch.where(bucket == second, 2,
-                                    2 + torch.remainder(bucket - second, spec.num_buckets)))
+    steps = cpu_engine.bucket_reads(state, hit_bits, index // width)
     first_m, _, flag, _ = cpu_engine.bucket_choices(state, miss_bits)
     lanes = torch.arange(width, device=first_m.device)
     words = state.key_view()[(first_m * width)[:, None] + lanes]

@@ -60,6 +60,22 @@ def bucket_choices(state: TableState, keys: torch.Tensor, *, hashes: torch.Tenso
     return b1, b2, b1 * 16 + (h & 7), b2 * 16 + 8 + (h & 7)
 
 
+def bucket_reads(state: TableState, keys: torch.Tensor, buckets: torch.Tensor) -> torch.Tensor:
+    """How many buckets a search for each key reads to reach ``buckets`` (where the key sits),
+    following its sequence (_advance). Device-neutral: the benchmark uses it on GPU tables."""
+    hashes = _hash(state, keys)
+    first, second, _, _ = bucket_choices(state, keys, hashes=hashes)
+    reads = torch.where(buckets == first, 1, torch.where(buckets == second, 2, 0))
+    drawn = second
+    for step in range(2, 2 + RANDOM_STEPS):
+        if not bool((reads == 0).any()):
+            return reads
+        drawn = ((_mix64(hashes + step) & _M32) * state.spec.num_buckets) >> 32
+        reads = torch.where((reads == 0) & (buckets == drawn), step + 1, reads)
+    linear = 2 + RANDOM_STEPS + torch.remainder(buckets - drawn, state.spec.num_buckets)
+    return torch.where(reads == 0, linear, reads)
+
+
 def overflow_flag(state: TableState, filter_bits: torch.Tensor) -> torch.Tensor:
     """Whether each filter bit is set (device-neutral: the benchmark uses it on GPU tables)."""
     words = state.overflow[filter_bits >> 5].to(torch.int64)

@@ -91,9 +91,9 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
         launch(_kernel(state, "gh_insert_deferred"), rows, *_table_args(state),
                keys.data_ptr(), _ptr(values), inserted.data_ptr(), rows, _locks(state),
                device=state.device)
-    # each new key is a live entry and (but for the out-of-band ones, which the kernel took
-    # off already) a used bucket slot; counted here rather than in the kernels (map.cu)
-    state.counts.add_(inserted.sum())
+        # each new key is a live entry and (but for the out-of-band ones, which the kernel
+        # took off already) a used bucket slot: counted here for deferred inserts (map.cu)
+        state.counts.add_(inserted.sum())
     return inserted
 
 
