@@ -43,14 +43,9 @@ def launch(kernel, rows: int, *args: int, device: torch.device | int) -> None:
     the H100, up to 1.7x: bench/results/experiments_2026-11-21.txt.)"""
     if rows <= 0:
         return
-    launch_blocks(kernel, (rows + THREADS - 1) // THREADS, *args, device=device)
-
-
-def launch_blocks(kernel, blocks: int, *args: int, device: torch.device | int) -> None:
-    """Launch ``kernel`` on ``blocks`` blocks of THREADS threads, on torch's current stream."""
     if device.__class__ is int:
         index = device
     else:
         index = device.index if device.index is not None else torch.cuda.current_device()
     stream = _stream(torch._C._cuda_getCurrentRawStream(index))
-    _launcher()(stream, _config(blocks), kernel, *args)
+    _launcher()(stream, _config((rows + THREADS - 1) // THREADS), kernel, *args)
