@@ -38,6 +38,15 @@ stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
 config = LaunchConfig(grid=4, block=256)
 core = per_call(lambda: core_launch(stream, config, kernel, *args))
 print(f"cuda.core launch      {core:6.1f} us")
+# does the number of kernel arguments matter? gh_gather takes 4 against gh_lookup's 12
+from gpuhash._cuda.compile import load_module  # noqa: E402
+
+gather = load_module("bench.cu", (), 0).get_kernel("gh_gather")
+words = torch.zeros(1024, dtype=torch.int64, device="cuda")
+spots = torch.zeros(1024, dtype=torch.int32, device="cuda")
+few = (words.data_ptr(), spots.data_ptr(), words.data_ptr(), 1024)
+four = per_call(lambda: core_launch(stream, config, gather, *few))
+print(f"cuda.core, 4 args     {four:6.1f} us")
 # the same launch through the driver's cuLaunchKernel called with ctypes, parameters in a
 # reused buffer (a candidate for launch.py)
 import ctypes  # noqa: E402

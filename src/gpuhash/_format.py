@@ -3,12 +3,13 @@
 A table is stored as
 
 * ``slots``: int64 words, shape ``(num_slots + 2, words_per_slot)``, in buckets of
-  ``bucket_slots`` slots: 4 (32 bytes of 8-byte slots), or 8 for tables meant to run at high
-  load. HBM serves 64-byte pieces on the H100 (ncu: a 32-byte bucket read costs two sectors of
-  DRAM traffic), so 64-byte buckets cost about the same per find and keep far more keys in
-  their first bucket at load 0.8-0.9; and two choices of 4-slot buckets cannot be filled past
-  about 0.976 at all. The last two rows are the out-of-band slots for the two keys that equal
-  an internal sentinel (so no key is refused).
+  ``bucket_slots`` slots: 8 for 8-byte slots (64 bytes); 4 for 16-byte pair slots (64 bytes),
+  or 8 for pair tables meant to run above load 0.95. HBM serves 64-byte pieces on the H100
+  (ncu: a 32-byte read costs two sectors of DRAM traffic), so a 64-byte bucket costs about the
+  same per access as a 32-byte one and keeps far more keys in their first bucket (measured with
+  8-byte slots: 99% against 96% at load 0.5, 87% against 79% at 0.9); and two choices of
+  4-slot buckets cannot be filled past about 0.976 at all. The last two rows are the
+  out-of-band slots for the two keys that equal an internal sentinel (so no key is refused).
 * ``values``: only for the ``rows`` layout, shape ``(num_slots + 2, *value_shape)``; row ``i``
   belongs to slot ``i``.
 * ``overflow``: int32 words holding 16 filter bits per bucket. A key placed outside its first
@@ -44,12 +45,14 @@ import torch
 
 FORMAT_NAME = "gpuhash.table"
 FORMAT_VERSION = 2  # 2: random bucket steps after the second choice
-BUCKET_SLOTS = 4  # one 32-byte sector of 8-byte slots
-WIDE_BUCKET_SLOTS = 8
+BUCKET_SLOTS = 4  # 64 bytes of 16-byte pair slots
+WIDE_BUCKET_SLOTS = 8  # 64 bytes of 8-byte slots, 128 of pair slots
 FILTER_BITS = 16  # per bucket: 8 "left its first bucket" + 8 "went past its second bucket"
-# max_load_factor above which buckets are 8 slots wide: 64 bytes for 8-byte slots; 16-byte
-# (pair) slots widen only where 4-slot buckets cannot reach the load at all
-WIDE_BUCKETS_ABOVE = {1: 0.75, 2: 0.95}
+# max_load_factor above which buckets are 8 slots wide, by words per slot: 8-byte slots always
+# (scripts/bucket_variants.py on the H100, 32M u32 keys at load 0.5: inserts 11.9 against 11.1
+# G/s, misses 0.96 against 0.87 of C_hbm), 16-byte pair slots only where 4-slot buckets cannot
+# reach the load at all
+WIDE_BUCKETS_ABOVE = {1: 0.0, 2: 0.95}
 DEFAULT_SEED = 0x2545F4914F6CDD1D  # below 2**63 so it travels as a signed kernel argument
 MAX_LOAD_FACTOR = 0.99
 MAX_BUCKETS = 2**31 - 1  # bucket choice multiplies a 32-bit hash by the bucket count in 64 bits

@@ -24,11 +24,13 @@ constexpr gh_u64 GH_KEY_MASK = (GH_KEY_BYTES == 4) ? 0xffffffffULL : ~0ULL;
 constexpr gh_u64 GH_EMPTY = GH_KEY_MASK;                      // never-used slot
 constexpr gh_u64 GH_TOMB = GH_KEY_MASK - 1;                   // erased slot
 constexpr int GH_VALUE_OFFSET = (GH_LAYOUT == GH_PACKED) ? 4 : 8;
-// Claims load a bucket half by half (skipping an EMPTY tail) only in 4-slot buckets: measured
-// on the H100 (insert_variants.py) +3% at load 0.5 with 4-slot buckets, -3% and -24% at 0.9
-// and 0.99 with 8-slot ones, where the second half is needed more often.
-#ifndef GH_LAZY_BUCKET
-#define GH_LAZY_BUCKET (GH_BUCKET_SLOTS == 4)
+// Claims load a bucket half by half (GH_LAZY_PIECES 16-byte pieces at a time; 0: all at once),
+// skipping the second half when the first ends in EMPTY. Measured on the H100
+// (scripts/bucket_variants.py, 32M u32 keys, 8-slot buckets): inserts +6% / +5% / +4% at load
+// 0.5 / 0.8 / 0.9 against whole-bucket loads; 16-byte steps in 8-slot buckets lost (a chain of
+// four dependent loads).
+#ifndef GH_LAZY_PIECES
+#define GH_LAZY_PIECES (GH_BUCKET_SLOTS / 4)
 #endif
 // Off: measured slower on the H100 (scripts/insert_variants.py, 32M u32 keys to load 0.5:
 // 8.5 against 10.8 G inserts/s); a CAS that misses L2 costs more than a load and a CAS.
@@ -152,18 +154,26 @@ template <bool COHERENT>
 __device__ __forceinline__ void gh_load_bucket(const GhTable& t, gh_u64 bucket,
                                                gh_u64 (&w)[GH_BUCKET], gh_u64 (&v)[GH_BUCKET]) {
     const ulonglong2* p = reinterpret_cast<const ulonglong2*>(t.word(bucket * GH_BUCKET));
-    if (GH_WORDS == 1 && COHERENT && GH_LAZY_BUCKET) {
-        // EMPTY lanes are a suffix, so once a 16-byte half shows one, the rest of the bucket is
-        // EMPTY (never-written all-ones words): skip loading it. A stale guess only makes a
+    constexpr int PIECES = GH_BUCKET / 2;  // 16-byte pieces of a bucket of one-word slots
+    constexpr int STEP = GH_LAZY_PIECES > 0 ? GH_LAZY_PIECES : 1;
+    if (GH_WORDS == 1 && COHERENT && GH_LAZY_PIECES > 0 && GH_LAZY_PIECES < PIECES) {
+        // EMPTY lanes are a suffix, so once a step's last lane is EMPTY, the rest of the bucket
+        // is EMPTY (never-written all-ones words): skip loading it. A stale guess only makes a
         // later CAS fail and the scan look again.
         bool rest_empty = false;
 #pragma unroll
-        for (int i = 0; i < GH_BUCKET / 2; ++i) {
-            const ulonglong2 pair =
-                rest_empty ? make_ulonglong2(~0ULL, ~0ULL) : __ldcg(p + i);
-            w[2 * i] = pair.x;
-            w[2 * i + 1] = pair.y;
-            rest_empty = rest_empty || (pair.y & GH_KEY_MASK) == GH_EMPTY;
+        for (int i = 0; i < PIECES; i += STEP) {
+            ulonglong2 part[STEP];
+#pragma unroll
+            for (int j = 0; j < STEP; ++j) {
+                part[j] = rest_empty ? make_ulonglong2(~0ULL, ~0ULL) : __ldcg(p + i + j);
+            }
+#pragma unroll
+            for (int j = 0; j < STEP; ++j) {
+                w[2 * (i + j)] = part[j].x;
+                w[2 * (i + j) + 1] = part[j].y;
+            }
+            rest_empty = rest_empty || (part[STEP - 1].y & GH_KEY_MASK) == GH_EMPTY;
         }
 #pragma unroll
         for (int i = 0; i < GH_BUCKET; ++i) v[i] = w[i] >> 32;

@@ -1,0 +1,84 @@
+"""Bucket width and lazy claim loads, timed side by side on the GPU through the public API: the
+experiment behind the width _format.py picks for each load and the GH_LAZY_PIECES default.
+
+32M distinct u32 -> u32 keys into an empty table at several loads, for each (slots per bucket,
+16-byte pieces a claim loads per step; 0 = the whole bucket): inserts by both duplicate
+policies, finds of hits and misses, and how many keys sit in their first bucket.
+Usage: PYTHONPATH=src python scripts/bucket_variants.py [--loads 0.5 0.9] [--variants 4:1 8:2]
+"""
+
+import argparse
+import dataclasses
+
+import torch
+
+import gpuhash as gh
+from gpuhash._format import buckets_for, empty_state
+from gpuhash.bench.ceilings import measure as measure_ceilings
+from gpuhash.bench.harness import time_gpu
+from gpuhash.bench.map_suite import random_values, take, unique_keys
+from gpuhash.engines import cpu as cpu_engine
+from gpuhash.engines import cuda as cuda_engine
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--loads", type=float, nargs="+", default=[0.5, 0.8, 0.9])
+parser.add_argument("--variants", nargs="+", default=["4:1", "4:0", "8:0", "8:2", "8:1"],
+                    help="slots per bucket:16-byte pieces per claim step")
+arguments = parser.parse_args()
+loads = arguments.loads
+variants = [tuple(int(x) for x in v.split(":")) for v in arguments.variants]
+device = torch.device("cuda")
+n = 32 * 2**20
+ceilings = measure_ceilings(device)
+c_hbm = ceilings["C_hbm"]
+print(f"C_hbm {c_hbm:.1f} G/s, C_l2 {ceilings['C_l2']:.1f} G/s")
+
+lazy = {"pieces": 1}
+plain_defines = cuda_engine.defines
+cuda_engine.defines = lambda spec: plain_defines(spec) + (("GH_LAZY_PIECES", lazy["pieces"]),)
+
+
+def table_with(width: int, load: float, duplicates: str) -> gh.HashMap:
+    table = gh.HashMap(key_dtype=torch.uint32, value_dtype=torch.uint32, capacity=n,
+                       max_load_factor=load, growable=False, device=device,
+                       duplicates=duplicates)
+    spec = dataclasses.replace(table.spec, bucket_slots=width,
+                               num_buckets=buckets_for(n, load, width))
+    table._adopt(empty_state(spec, device), growable=False, duplicates=duplicates)
+    return table
+
+
+def in_first(table: gh.HashMap, keys: torch.Tensor) -> float:
+    pick = torch.randperm(n, device=device)[: 1 << 20]
+    bits = keys.view(torch.int32)[pick]
+    index, found = table.find_index(bits.view(keys.dtype))
+    assert bool(found.all())
+    first, _, _, _ = cpu_engine.bucket_choices(table._state, bits)
+    return float((index // table.spec.bucket_slots == first).float().mean())
+
+
+keys = unique_keys(2 * n, torch.uint32, device)
+hits, misses = keys[:n], keys[n:]
+values = random_values(n, torch.uint32, (), device)
+pick = torch.randperm(n, device=device)
+hit_queries, miss_queries = take(hits, pick), take(misses, pick)
+for load in loads:
+    print(f"u32->u32 load {load}:", flush=True)
+    for width, pieces in variants:
+        lazy["pieces"] = pieces
+        cells = []
+        for duplicates in ("any", "last"):
+            table = table_with(width, load, duplicates)
+            timing = time_gpu(lambda t=table: t.insert(hits, values), setup=table.clear, runs=5)
+            got, found = table.find(hit_queries)
+            assert len(table) == n and bool(found.all()), (width, pieces, duplicates)
+            assert torch.equal(got.view(torch.uint8), take(values, pick).view(torch.uint8))
+            cells.append(f"{duplicates} {timing.rate(n):5.2f} (b1 {in_first(table, hits):.3f})")
+            if duplicates == "last":
+                hit = time_gpu(lambda t=table: t.find(hit_queries), runs=5)
+                miss = time_gpu(lambda t=table: t.find(miss_queries), runs=5)
+                assert not bool(table.find(miss_queries)[1].any())
+                cells.append(f"hits {hit.rate(n) / c_hbm:.3f}C misses {miss.rate(n) / c_hbm:.3f}C")
+            del table
+            torch.cuda.empty_cache()
+        print(f"  bucket {width} lazy {pieces}: " + " | ".join(cells), flush=True)
