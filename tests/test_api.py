@@ -248,3 +248,32 @@ def test_bucket_reads_follow_each_keys_bucket_sequence():
         walked[arrived] = step + 1
         cpu_engine._advance(state, step, probe)
     assert torch.equal(walked, reads)
+
+
+def test_bucket_width_follows_table_size_and_load(monkeypatch):
+    """64-byte buckets except small (L2-resident) tables at low load; growth picks again."""
+    import dataclasses
+
+    from gpuhash import _format
+
+    spec = _format.TableSpec(key_dtype=torch.int32, value_dtype=torch.int32, value_shape=(),
+                             num_buckets=1, max_load_factor=0.5)
+    assert spec.sized_for(1000).bucket_slots == 4
+    assert spec.sized_for(10**8).bucket_slots == 8
+    assert dataclasses.replace(spec, max_load_factor=0.9).sized_for(1000).bucket_slots == 8
+    pair = dataclasses.replace(spec, key_dtype=torch.int64, value_dtype=torch.int64)
+    assert pair.sized_for(10**8).bucket_slots == 4
+    assert dataclasses.replace(pair, max_load_factor=0.99).sized_for(1000).bucket_slots == 8
+    for entries in (0, 1, 1000, 10**8):
+        sized = spec.sized_for(entries)
+        assert sized.max_entries >= entries
+
+    monkeypatch.setattr(_format, "L2_TABLE_BYTES", 4096)
+    table = gh.HashMap(key_dtype=torch.int32, value_dtype=torch.int32, capacity=10,
+                       max_load_factor=0.5)
+    assert table.spec.bucket_slots == 4
+    keys = torch.arange(2000, dtype=torch.int32)
+    table.insert(keys, keys * 3)
+    assert table.spec.bucket_slots == 8  # grown past the small-table size
+    values, found = table.find(keys)
+    assert bool(found.all()) and torch.equal(values, keys * 3)

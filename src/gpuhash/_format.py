@@ -3,13 +3,15 @@
 A table is stored as
 
 * ``slots``: int64 words, shape ``(num_slots + 2, words_per_slot)``, in buckets of
-  ``bucket_slots`` slots: 8 for 8-byte slots (64 bytes); 4 for 16-byte pair slots (64 bytes),
-  or 8 for pair tables meant to run above load 0.95. HBM serves 64-byte pieces on the H100
-  (ncu: a 32-byte read costs two sectors of DRAM traffic), so a 64-byte bucket costs about the
-  same per access as a 32-byte one and keeps far more keys in their first bucket (measured with
-  8-byte slots: 99% against 96% at load 0.5, 87% against 79% at 0.9); and two choices of
-  4-slot buckets cannot be filled past about 0.976 at all. The last two rows are the
-  out-of-band slots for the two keys that equal an internal sentinel (so no key is refused).
+  ``bucket_slots`` slots, 64 bytes wide in most tables: 8 slots of 8 bytes, or 4 of 16 (pair
+  slots). HBM serves 64-byte pieces on the H100 (ncu: a 32-byte read costs two sectors of DRAM
+  traffic), so a 64-byte bucket costs about the same per access as a 32-byte one and keeps
+  far more keys in their first bucket (8-byte slots: 99% against 96% at load 0.5, 87%
+  against 79% at 0.9). Two exceptions: tables small enough to live in L2, at loads up to
+  0.75, keep 32-byte buckets of 8-byte slots (from L2, bytes read are what a find costs), and
+  pair tables meant to run above load 0.95 get 8-slot buckets (two choices of 4-slot buckets
+  cannot be filled past about 0.976). The last two rows are the out-of-band slots for the two
+  keys that equal an internal sentinel (so no key is refused).
 * ``values``: only for the ``rows`` layout, shape ``(num_slots + 2, *value_shape)``; row ``i``
   belongs to slot ``i``.
 * ``overflow``: int32 words holding 16 filter bits per bucket. A key placed outside its first
@@ -45,14 +47,15 @@ import torch
 
 FORMAT_NAME = "gpuhash.table"
 FORMAT_VERSION = 2  # 2: random bucket steps after the second choice
-BUCKET_SLOTS = 4  # 64 bytes of 16-byte pair slots
+BUCKET_SLOTS = 4  # 64 bytes of 16-byte pair slots; 32 of 8-byte slots (small tables)
 WIDE_BUCKET_SLOTS = 8  # 64 bytes of 8-byte slots, 128 of pair slots
+# Measured on the H100 (bench/RESULTS.md): 8-slot buckets of 8-byte slots for 32M u32 keys at
+# load 0.5 insert at 11.9 against 11.1 G/s and miss at 0.96 against 0.87 of C_hbm, but a 1M-key
+# table in L2 finds at 0.59 / 0.51 of C_l2 (hits / misses) against 0.66 / 0.65 with 4-slot ones.
+L2_TABLE_BYTES = 32 * 2**20  # tables up to this size count as L2-resident (50 MB on the H100)
+NARROW_MAX_LOAD = 0.75  # above it even small tables take 8-slot buckets (fewer overflows)
+PAIR_WIDE_ABOVE = 0.95  # pair slots: 4-slot buckets cannot reach such loads
 FILTER_BITS = 16  # per bucket: 8 "left its first bucket" + 8 "went past its second bucket"
-# max_load_factor above which buckets are 8 slots wide, by words per slot: 8-byte slots always
-# (scripts/bucket_variants.py on the H100, 32M u32 keys at load 0.5: inserts 11.9 against 11.1
-# G/s, misses 0.96 against 0.87 of C_hbm), 16-byte pair slots only where 4-slot buckets cannot
-# reach the load at all
-WIDE_BUCKETS_ABOVE = {1: 0.0, 2: 0.95}
 DEFAULT_SEED = 0x2545F4914F6CDD1D  # below 2**63 so it travels as a signed kernel argument
 MAX_LOAD_FACTOR = 0.99
 MAX_BUCKETS = 2**31 - 1  # bucket choice multiplies a 32-bit hash by the bucket count in 64 bits
@@ -129,18 +132,33 @@ class TableSpec:
         """How many bucket slots may be used before the table must grow or refuse."""
         return int(self.max_load_factor * self.num_slots)
 
-    def with_buckets(self, num_buckets: int) -> TableSpec:
-        return dataclasses.replace(self, num_buckets=num_buckets)
+    def sized_for(self, entries: int) -> TableSpec:
+        """This spec with the bucket width and count that hold ``entries`` keys at
+        ``max_load_factor`` (the width depends on the table's size: bucket_slots_for).
+
+        Example:
+            >>> spec = TableSpec(key_dtype=torch.int32, value_dtype=None, value_shape=(),
+            ...                  num_buckets=1).sized_for(1000)
+            >>> spec.num_slots >= 1000 / spec.max_load_factor
+            True
+        """
+        slots = math.ceil(max(entries, 1) / self.max_load_factor)
+        width = bucket_slots_for(self, slots)
+        return dataclasses.replace(self, bucket_slots=width,
+                                   num_buckets=buckets_for(entries, self.max_load_factor, width))
 
     def bytes_per_slot(self) -> int:
         row = self.value_bytes if self.layout == ROWS else 0
         return 8 * self.words_per_slot + row
 
 
-def bucket_slots_for(spec: TableSpec) -> int:
-    """Slots per bucket for a table of this key/value layout and ``max_load_factor``."""
-    wide = spec.max_load_factor > WIDE_BUCKETS_ABOVE[spec.words_per_slot]
-    return WIDE_BUCKET_SLOTS if wide else BUCKET_SLOTS
+def bucket_slots_for(spec: TableSpec, slots: int) -> int:
+    """Slots per bucket for a table of this layout and ``max_load_factor`` with about
+    ``slots`` slots."""
+    if spec.words_per_slot == 2:
+        return WIDE_BUCKET_SLOTS if spec.max_load_factor > PAIR_WIDE_ABOVE else BUCKET_SLOTS
+    small = slots * spec.bytes_per_slot() <= L2_TABLE_BYTES
+    return BUCKET_SLOTS if small and spec.max_load_factor <= NARROW_MAX_LOAD else WIDE_BUCKET_SLOTS
 
 
 def buckets_for(entries: int, max_load_factor: float, bucket_slots: int) -> int:

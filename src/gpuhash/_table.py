@@ -8,7 +8,6 @@ tables), so no entries travel through the host.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,6 @@ from ._format import (
     MAX_LOAD_FACTOR,
     TableSpec,
     TableState,
-    bucket_slots_for,
-    buckets_for,
     copy_state,
     empty_state,
     live_slots,
@@ -89,10 +86,7 @@ class _Table:
                              f"got {duplicates!r}")
         spec = TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
                          num_buckets=1, max_load_factor=float(max_load_factor),
-                         **({} if seed is None else {"seed": int(seed)}))
-        slots = bucket_slots_for(spec)
-        spec = dataclasses.replace(spec, bucket_slots=slots,
-                                   num_buckets=buckets_for(capacity, max_load_factor, slots))
+                         **({} if seed is None else {"seed": int(seed)})).sized_for(capacity)
         device = _resolve_device(device)
         self._adopt(empty_state(spec, device), growable=growable, duplicates=duplicates)
 
@@ -154,8 +148,8 @@ class _Table:
     def _keys(self, keys: Any) -> tuple[torch.Tensor, str]:
         return _arrays.check_keys(keys, self._state.spec, self._device, self._device_index)
 
-    def _rehash(self, num_buckets: int) -> None:
-        target = empty_state(self._state.spec.with_buckets(num_buckets), self.device)
+    def _rehash(self, spec: TableSpec) -> None:
+        target = empty_state(spec, self.device)
         self._engine.rehash(self._state, target)
         self._state = target
         self._used_bound = int(target.counts[1])
@@ -183,7 +177,7 @@ class _Table:
         if used + new <= spec.max_entries:
             return
         if live + new <= spec.max_entries and used > live:
-            self._rehash(spec.num_buckets)  # tombstones make the room: compact in place
+            self._rehash(spec)  # tombstones make the room: compact in place
             return
         if not self._growable:
             raise TableFullError(
@@ -191,9 +185,7 @@ class _Table:
                 f"{spec.max_entries} (max_load_factor={spec.max_load_factor}); create it with "
                 f"a larger capacity or growable=True"
             )
-        want = max(2 * spec.num_buckets,
-                   buckets_for(live + new, spec.max_load_factor, spec.bucket_slots))
-        self._rehash(want)
+        self._rehash(spec.sized_for(max(2 * spec.max_entries, live + new)))
 
     # --- operations shared by map and set ---------------------------------------------
     def _insert(self, keys: Any, values: Any, *, stream: Any) -> Any:
@@ -267,7 +259,7 @@ class _Table:
         """
         spec = self._state.spec
         if entries > spec.max_entries:
-            self._rehash(buckets_for(entries, spec.max_load_factor, spec.bucket_slots))
+            self._rehash(spec.sized_for(entries))
 
     def _live(self) -> torch.Tensor:
         return live_slots(self._state).nonzero().squeeze(1)
