@@ -1,10 +1,14 @@
-"""Bucket width and lazy claim loads, timed side by side on the GPU through the public API: the
-experiment behind the width _format.py picks for each load and the GH_LAZY_PIECES default.
+"""Kernel variants timed side by side on the GPU through the public API: the experiments
+behind the bucket widths _format.py picks and the compile-time switches of the kernels.
 
-32M distinct u32 -> u32 keys into an empty table at several loads, for each (slots per bucket,
-16-byte pieces a claim loads per step; 0 = the whole bucket): inserts by both duplicate
-policies, finds of hits and misses, and how many keys sit in their first bucket.
-Usage: PYTHONPATH=src python scripts/bucket_variants.py [--loads 0.5 0.9] [--variants 4:1 8:2]
+32M distinct u32 -> u32 keys (or --keys) into an empty table at several loads, for each
+variant: inserts by both duplicate policies, finds of hits and misses, and how many keys sit
+in their first bucket. A variant is a comma-separated list: "slots=N" forces the bucket width,
+anything else is a kernel definition, e.g. "slots=8,GH_LAZY_PIECES=2".
+Usage: PYTHONPATH=src python scripts/kernel_variants.py [--loads 0.5 0.9]
+       [--variants slots=4 slots=8,GH_LAZY_PIECES=0]
+Raw outputs of every run so far: bench/results/experiments_2026-11-21.txt (there, "bucket W
+lazy P" is the variant "slots=W,GH_LAZY_PIECES=P").
 """
 
 import argparse
@@ -21,30 +25,40 @@ from gpuhash.engines import cpu as cpu_engine
 from gpuhash.engines import cuda as cuda_engine
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--loads", type=float, nargs="+", default=[0.5, 0.8, 0.9])
-parser.add_argument("--variants", nargs="+", default=["4:1", "4:0", "8:0", "8:2", "8:1"],
-                    help="slots per bucket:16-byte pieces per claim step")
+parser.add_argument("--loads", type=float, nargs="+", default=[0.5, 0.9])
+parser.add_argument("--keys", type=int, default=32 * 2**20)
+parser.add_argument("--variants", nargs="+", default=["slots=8", "slots=8,GH_LAZY_PIECES=0"])
 arguments = parser.parse_args()
-loads = arguments.loads
-variants = [tuple(int(x) for x in v.split(":")) for v in arguments.variants]
 device = torch.device("cuda")
-n = 32 * 2**20
+n = arguments.keys
 ceilings = measure_ceilings(device)
 c_hbm = ceilings["C_hbm"]
 print(f"C_hbm {c_hbm:.1f} G/s, C_l2 {ceilings['C_l2']:.1f} G/s")
 
-lazy = {"pieces": 1}
+extra: dict[str, tuple] = {"defines": ()}
 plain_defines = cuda_engine.defines
-cuda_engine.defines = lambda spec: plain_defines(spec) + (("GH_LAZY_PIECES", lazy["pieces"]),)
+cuda_engine.defines = lambda spec: plain_defines(spec) + extra["defines"]
 
 
-def table_with(width: int, load: float, duplicates: str) -> gh.HashMap:
+def parse(variant: str) -> tuple[int | None, tuple]:
+    width, defines = None, []
+    for part in variant.split(","):
+        name, value = part.split("=")
+        if name == "slots":
+            width = int(value)
+        else:
+            defines.append((name, int(value)))
+    return width, tuple(defines)
+
+
+def table_with(width: int | None, load: float, duplicates: str) -> gh.HashMap:
     table = gh.HashMap(key_dtype=torch.uint32, value_dtype=torch.uint32, capacity=n,
                        max_load_factor=load, growable=False, device=device,
                        duplicates=duplicates)
-    spec = dataclasses.replace(table.spec, bucket_slots=width,
-                               num_buckets=buckets_for(n, load, width))
-    table._adopt(empty_state(spec, device), growable=False, duplicates=duplicates)
+    if width is not None:
+        spec = dataclasses.replace(table.spec, bucket_slots=width,
+                                   num_buckets=buckets_for(n, load, width))
+        table._adopt(empty_state(spec, device), growable=False, duplicates=duplicates)
     return table
 
 
@@ -62,16 +76,16 @@ hits, misses = keys[:n], keys[n:]
 values = random_values(n, torch.uint32, (), device)
 pick = torch.randperm(n, device=device)
 hit_queries, miss_queries = take(hits, pick), take(misses, pick)
-for load in loads:
-    print(f"u32->u32 load {load}:", flush=True)
-    for width, pieces in variants:
-        lazy["pieces"] = pieces
+for load in arguments.loads:
+    print(f"u32->u32, {n} keys, load {load}:", flush=True)
+    for variant in arguments.variants:
+        width, extra["defines"] = parse(variant)
         cells = []
         for duplicates in ("any", "last"):
             table = table_with(width, load, duplicates)
             timing = time_gpu(lambda t=table: t.insert(hits, values), setup=table.clear, runs=5)
             got, found = table.find(hit_queries)
-            assert len(table) == n and bool(found.all()), (width, pieces, duplicates)
+            assert len(table) == n and bool(found.all()), (variant, duplicates)
             assert torch.equal(got.view(torch.uint8), take(values, pick).view(torch.uint8))
             cells.append(f"{duplicates} {timing.rate(n):5.2f} (b1 {in_first(table, hits):.3f})")
             if duplicates == "last":
@@ -81,4 +95,4 @@ for load in loads:
                 cells.append(f"hits {hit.rate(n) / c_hbm:.3f}C misses {miss.rate(n) / c_hbm:.3f}C")
             del table
             torch.cuda.empty_cache()
-        print(f"  bucket {width} lazy {pieces}: " + " | ".join(cells), flush=True)
+        print(f"  {variant} (bucket {width or 'default'}): " + " | ".join(cells), flush=True)
