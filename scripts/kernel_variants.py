@@ -27,10 +27,12 @@ from gpuhash.engines import cuda as cuda_engine
 parser = argparse.ArgumentParser()
 parser.add_argument("--loads", type=float, nargs="+", default=[0.5, 0.9])
 parser.add_argument("--keys", type=int, default=32 * 2**20)
+parser.add_argument("--queries", type=int, default=None, help="per find call (default: --keys)")
 parser.add_argument("--variants", nargs="+", default=["slots=8", "slots=8,GH_LAZY_PIECES=0"])
 arguments = parser.parse_args()
 device = torch.device("cuda")
 n = arguments.keys
+queries = arguments.queries or n
 ceilings = measure_ceilings(device)
 c_hbm = ceilings["C_hbm"]
 print(f"C_hbm {c_hbm:.1f} G/s, C_l2 {ceilings['C_l2']:.1f} G/s")
@@ -74,10 +76,11 @@ def in_first(table: gh.HashMap, keys: torch.Tensor) -> float:
 keys = unique_keys(2 * n, torch.uint32, device)
 hits, misses = keys[:n], keys[n:]
 values = random_values(n, torch.uint32, (), device)
-pick = torch.randperm(n, device=device)
+pick = (torch.randperm(n, device=device) if queries == n
+        else torch.randint(0, n, (queries,), device=device))
 hit_queries, miss_queries = take(hits, pick), take(misses, pick)
 for load in arguments.loads:
-    print(f"u32->u32, {n} keys, load {load}:", flush=True)
+    print(f"u32->u32, {n} keys, {queries} queries, load {load}:", flush=True)
     for variant in arguments.variants:
         width, extra["defines"] = parse(variant)
         cells = []
@@ -92,7 +95,9 @@ for load in arguments.loads:
                 hit = time_gpu(lambda t=table: t.find(hit_queries), runs=5)
                 miss = time_gpu(lambda t=table: t.find(miss_queries), runs=5)
                 assert not bool(table.find(miss_queries)[1].any())
-                cells.append(f"hits {hit.rate(n) / c_hbm:.3f}C misses {miss.rate(n) / c_hbm:.3f}C")
+                c = c_hbm if queries == n else ceilings["C_l2"]  # many queries: an L2 table
+                hit_ratio, miss_ratio = hit.rate(queries) / c, miss.rate(queries) / c
+                cells.append(f"hits {hit_ratio:.3f}C misses {miss_ratio:.3f}C")
             del table
             torch.cuda.empty_cache()
         print(f"  {variant} (bucket {width or 'default'}): " + " | ".join(cells), flush=True)
