@@ -28,9 +28,20 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--loads", type=float, nargs="+", default=[0.5, 0.9])
 parser.add_argument("--keys", type=int, default=32 * 2**20)
 parser.add_argument("--queries", type=int, default=None, help="per find call (default: --keys)")
+parser.add_argument("--l2-fetch", type=int, default=None,
+                    help="set the context's maximum L2 fetch granularity (bytes, a hint) first")
 parser.add_argument("--variants", nargs="+", default=["slots=8", "slots=8,GH_LAZY_PIECES=0"])
 arguments = parser.parse_args()
 device = torch.device("cuda")
+torch.cuda.init()
+if arguments.l2_fetch is not None:
+    from cuda.bindings import driver
+
+    torch.zeros(1, device=device)  # torch's context is current from here on
+    limit = driver.CUlimit.CU_LIMIT_MAX_L2_FETCH_GRANULARITY
+    print("L2 fetch granularity was", driver.cuCtxGetLimit(limit)[1], "bytes;",
+          driver.cuCtxSetLimit(limit, arguments.l2_fetch)[0], "now",
+          driver.cuCtxGetLimit(limit)[1])
 n = arguments.keys
 queries = arguments.queries or n
 ceilings = measure_ceilings(device)

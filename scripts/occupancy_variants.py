@@ -1,19 +1,25 @@
 """Register caps for the hot kernels (GH_MIN_BLOCKS in map.cu), timed on the H100: fewer
 registers let more threads, and so more memory requests, be in flight, at the price of some
 spills. 32M keys; finds of hits and misses and a plain insert, per cap (cap 1 is the bound
-of 256 threads a block alone; the library compiles with no bound at all)."""
+of 256 threads a block alone; the library compiles with no bound at all).
+Usage: PYTHONPATH=src python scripts/occupancy_variants.py [caps...]   (default: 1 6 8)"""
+
+import sys
 
 import torch
 
 import gpuhash as gh
 from gpuhash._cuda.compile import load_module
 from gpuhash._cuda.launch import launch
+from gpuhash.bench.ceilings import measure as measure_ceilings
 from gpuhash.bench.harness import time_gpu
 from gpuhash.bench.map_suite import random_values, take, unique_keys
 from gpuhash.engines.cuda import _table_args, defines
 
 device = torch.device("cuda")
 n = 32 * 2**20
+c_hbm = measure_ceilings(device)["C_hbm"]
+print(f"C_hbm {c_hbm:.1f} G/s")
 for kind, key_dtype, value_dtype, load in (("u32->u32", torch.uint32, torch.uint32, 0.5),
                                            ("u32->u32", torch.uint32, torch.uint32, 0.9),
                                            ("u64->u64", torch.uint64, torch.uint64, 0.9),
@@ -34,7 +40,7 @@ for kind, key_dtype, value_dtype, load in (("u32->u32", torch.uint32, torch.uint
     spare = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, capacity=n,
                        max_load_factor=load, growable=False, device=device, duplicates="any")
     row = []
-    for cap in (1, 6, 8):
+    for cap in [int(c) for c in sys.argv[1:]] or (1, 6, 8):
         module = load_module("map.cu", defines(state.spec) + (("GH_MIN_BLOCKS", cap),), 0)
         lookup, insert = module.get_kernel("gh_lookup"), module.get_kernel("gh_insert")
         cells = []
@@ -43,7 +49,7 @@ for kind, key_dtype, value_dtype, load in (("u32->u32", torch.uint32, torch.uint
                     0, found.data_ptr())
             timing = time_gpu(lambda k=lookup, a=args: launch(k, n, *a, device=device), runs=5)
             assert bool(found.all()) == (name == "hits")
-            cells.append(f"{name} {timing.rate(n) / 27.5:.2f}C")
+            cells.append(f"{name} {timing.rate(n) / c_hbm:.2f}C")
         args = (*_table_args(spare._state), hits.data_ptr(), values.data_ptr(), 0,
                 inserted.data_ptr(), n, 0)
         timing = time_gpu(lambda k=insert, a=args: launch(k, n, *a, device=device),

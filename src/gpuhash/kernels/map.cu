@@ -25,30 +25,9 @@ __device__ __forceinline__ gh_u64 gh_stride() {
     return static_cast<gh_u64>(gridDim.x) * blockDim.x;
 }
 
-// Batch keys and per-row flags are touched once, so they may be loaded and stored with
-// evict-first hints (ld/st.cs), leaving L2 to table lines. Off unless measured to help
-// (scripts/kernel_variants.py).
-#ifndef GH_STREAM_HINTS
-#define GH_STREAM_HINTS 0
-#endif
-
-template <typename T>
-__device__ __forceinline__ T gh_stream_load(const T* p) {
-    return GH_STREAM_HINTS ? __ldcs(p) : *p;
-}
-
-template <typename T>
-__device__ __forceinline__ void gh_stream_store(T* p, T value) {
-    if (GH_STREAM_HINTS) {
-        __stcs(p, value);
-    } else {
-        *p = value;
-    }
-}
-
 __device__ __forceinline__ gh_u64 gh_key_at(const char* keys, gh_u64 row) {
-    if (GH_KEY_BYTES == 4) return gh_stream_load(reinterpret_cast<const gh_u32*>(keys) + row);
-    return gh_stream_load(reinterpret_cast<const gh_u64*>(keys) + row);
+    if (GH_KEY_BYTES == 4) return reinterpret_cast<const gh_u32*>(keys)[row];
+    return reinterpret_cast<const gh_u64*>(keys)[row];
 }
 
 // Kernels loop over rows, so any grid works. Counting: a plain insert adds its counts once per
@@ -89,7 +68,7 @@ extern "C" __global__ void GH_BOUNDS gh_insert(GH_TABLE_PARAMS, const char* keys
             }
             state = deferred ? GH_PENDING : claimed;
         }
-        gh_stream_store(inserted + row, state);
+        inserted[row] = state;
     }
     if (!defer) gh_block_count(&t.counts[0], live, &t.counts[1], used);  // defer: grid-uniform
 }
@@ -133,8 +112,8 @@ extern "C" __global__ void GH_BOUNDS gh_lookup(GH_TABLE_PARAMS, const char* keys
             gh_store_value_bits<GH_VALUE_BYTES>(out, s.value);  // already loaded by the probe
         }
     }
-    if (out_index != nullptr) gh_stream_store(out_index + row, s.slot);
-    if (out_found != nullptr) gh_stream_store(out_found + row, static_cast<gh_u8>(s.slot >= 0));
+    if (out_index != nullptr) out_index[row] = s.slot;
+    if (out_found != nullptr) out_found[row] = s.slot >= 0;
 }
 
 extern "C" __global__ void gh_erase(GH_TABLE_PARAMS, const char* keys, gh_u64 n,
