@@ -4,7 +4,8 @@ behind the bucket widths _format.py picks and the compile-time switches of the k
 32M distinct u32 -> u32 keys (or --keys) into an empty table at several loads, for each
 variant: inserts by both duplicate policies, finds of hits and misses, and how many keys sit
 in their first bucket. A variant is a comma-separated list: "slots=N" forces the bucket width,
-anything else is a kernel definition, e.g. "slots=8,GH_LAZY_PIECES=2".
+"threads=N" sets the block size of every launch, anything else is a kernel definition, e.g.
+"slots=8,GH_LAZY_PIECES=2".
 Usage: PYTHONPATH=src python scripts/kernel_variants.py [--loads 0.5 0.9]
        [--variants slots=4 slots=8,GH_LAZY_PIECES=0]
 Raw outputs of every run so far: bench/results/experiments_2026-11-21.txt (there, "bucket W
@@ -17,6 +18,7 @@ import dataclasses
 import torch
 
 import gpuhash as gh
+from gpuhash._cuda import launch as launch_module
 from gpuhash._format import buckets_for, empty_state
 from gpuhash.bench.ceilings import measure as measure_ceilings
 from gpuhash.bench.harness import time_gpu
@@ -55,12 +57,16 @@ cuda_engine.defines = lambda spec: plain_defines(spec) + extra["defines"]
 
 def parse(variant: str) -> tuple[int | None, tuple]:
     width, defines = None, []
+    launch_module.THREADS = 256
     for part in variant.split(","):
         name, value = part.split("=")
         if name == "slots":
             width = int(value)
+        elif name == "threads":
+            launch_module.THREADS = int(value)
         else:
             defines.append((name, int(value)))
+    launch_module._config.cache_clear()
     return width, tuple(defines)
 
 

@@ -44,6 +44,11 @@ def main(path: str) -> None:
         print(f"| insert to load {load}, G keys/s (`duplicates=\"any\"`; default dict semantics) "
               f"| >= {target:g} | {any_rate:.2f}; {last_rate:.2f} | "
               f"{'yes' if any_rate >= target else 'no'} |")
+    v3 = [v for v in r["peers"].get("seed_layouts", [])
+          if v["version"] == "V3" and v["keys"] >> 20 == 32]
+    if v3:
+        print(f"| same-run peer: seed 000 V3 (plain linear probing), insert to load 0.5 | - | "
+              f"{v3[0]['insert_g_per_s']:.2f} | - |")
     h = r["host_overhead_us"]
     print(f"| host overhead, find of 1K keys | <= 15 us | {h['find_1k']:.1f} us (contains "
           f"{h['contains_1k']:.1f}) | {'yes' if h['find_1k'] <= 15 else 'no'} |")
