@@ -26,7 +26,7 @@ constexpr gh_u64 GH_TOMB = GH_KEY_MASK - 1;                   // erased slot
 constexpr int GH_VALUE_OFFSET = (GH_LAYOUT == GH_PACKED) ? 4 : 8;
 // Claims load a bucket half by half (GH_LAZY_PIECES 16-byte pieces at a time; 0: all at once),
 // skipping the second half when the first ends in EMPTY. Measured on the H100
-// (scripts/bucket_variants.py, 32M u32 keys, 8-slot buckets): inserts +6% / +5% / +4% at load
+// (scripts/kernel_variants.py, 32M u32 keys, 8-slot buckets): inserts +6% / +5% / +4% at load
 // 0.5 / 0.8 / 0.9 against whole-bucket loads; 16-byte steps in 8-slot buckets lost (a chain of
 // four dependent loads).
 #ifndef GH_LAZY_PIECES
