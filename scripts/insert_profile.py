@@ -5,14 +5,12 @@ Usage: ncu --kernel-name regex:"gh_insert$|seed_v3_insert" --metrics ... python
 scripts/insert_profile.py
 """
 
-import dataclasses
-
 import torch
 
 import gpuhash as gh
 from gpuhash._cuda.compile import load_module
 from gpuhash._cuda.launch import launch
-from gpuhash._format import buckets_for, empty_state
+from gpuhash._format import empty_state
 from gpuhash.bench.map_suite import random_values, unique_keys
 from gpuhash.engines import cuda as cuda_engine
 
@@ -40,8 +38,7 @@ for width, pieces in ((4, 1), (8, 0), (8, 2)):
     cuda_engine.defines = lambda spec, p=pieces: plain_defines(spec) + (("GH_LAZY_PIECES", p),)
     table = gh.HashMap(key_dtype=torch.int32, value_dtype=torch.int32, capacity=n,
                        max_load_factor=0.5, growable=False, device=device, duplicates="any")
-    spec = dataclasses.replace(table.spec, bucket_slots=width,
-                               num_buckets=buckets_for(n, 0.5, width))
+    spec = table.spec.sized_for(n, bucket_slots=width)
     table._adopt(empty_state(spec, device), growable=False, duplicates="any")
     table.insert(keys, values)
     torch.cuda.synchronize()

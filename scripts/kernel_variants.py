@@ -13,13 +13,12 @@ lazy P" is the variant "slots=W,GH_LAZY_PIECES=P").
 """
 
 import argparse
-import dataclasses
 
 import torch
 
 import gpuhash as gh
 from gpuhash._cuda import launch as launch_module
-from gpuhash._format import buckets_for, empty_state
+from gpuhash._format import empty_state
 from gpuhash.bench.ceilings import measure as measure_ceilings
 from gpuhash.bench.harness import time_gpu
 from gpuhash.bench.map_suite import random_values, take, unique_keys
@@ -75,8 +74,7 @@ def table_with(width: int | None, load: float, duplicates: str) -> gh.HashMap:
                        max_load_factor=load, growable=False, device=device,
                        duplicates=duplicates)
     if width is not None:
-        spec = dataclasses.replace(table.spec, bucket_slots=width,
-                                   num_buckets=buckets_for(n, load, width))
+        spec = table.spec.sized_for(n, bucket_slots=width)
         table._adopt(empty_state(spec, device), growable=False, duplicates=duplicates)
     return table
 

@@ -267,6 +267,8 @@ def test_bucket_width_follows_table_size_and_load(monkeypatch):
     for entries in (0, 1, 1000, 10**8):
         sized = spec.sized_for(entries)
         assert sized.max_entries >= entries
+    forced = spec.sized_for(1000, bucket_slots=8)  # a width other than the one picked
+    assert forced.bucket_slots == 8 and forced.max_entries >= 1000
 
     monkeypatch.setattr(_format, "L2_TABLE_BYTES", 4096)
     table = gh.HashMap(key_dtype=torch.int32, value_dtype=torch.int32, capacity=10,

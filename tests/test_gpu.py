@@ -5,7 +5,6 @@ tables moved between devices, streams, CuPy, the compile cache, and compute-sani
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from model import make_machine
 
 import gpuhash as gh
-from gpuhash._format import buckets_for, empty_state
+from gpuhash._format import empty_state
 
 pytestmark = pytest.mark.gpu
 HERE = Path(__file__).resolve().parent
@@ -73,8 +72,7 @@ def compare_engines(key_dtype, value_dtype, shape, n, load, *, bucket_slots=None
     cpu = gh.HashMap(device="cpu", **options)
     if bucket_slots is not None:  # another width than the format picks today
         for table in (gpu, cpu):
-            spec = dataclasses.replace(table.spec, bucket_slots=bucket_slots,
-                                       num_buckets=buckets_for(n, load, bucket_slots))
+            spec = table.spec.sized_for(n, bucket_slots=bucket_slots)
             table._adopt(empty_state(spec, table.device), growable=False, duplicates="last")
     batch = torch.cat([hits, hits[: n // 4]])  # repeated keys: the last row must win
     batch_values = torch.cat([values, random_values(n // 4, value_dtype, shape)])

@@ -132,9 +132,10 @@ class TableSpec:
         """How many bucket slots may be used before the table must grow or refuse."""
         return int(self.max_load_factor * self.num_slots)
 
-    def sized_for(self, entries: int) -> TableSpec:
+    def sized_for(self, entries: int, *, bucket_slots: int | None = None) -> TableSpec:
         """This spec with the bucket width and count that hold ``entries`` keys at
-        ``max_load_factor`` (the width depends on the table's size: bucket_slots_for).
+        ``max_load_factor``. The width depends on the table's size (bucket_slots_for) unless
+        ``bucket_slots`` forces one (experiments, and tables saved with another width).
 
         Example:
             >>> spec = TableSpec(key_dtype=torch.int32, value_dtype=None, value_shape=(),
@@ -143,7 +144,7 @@ class TableSpec:
             True
         """
         slots = math.ceil(max(entries, 1) / self.max_load_factor)
-        width = bucket_slots_for(self, slots)
+        width = bucket_slots or bucket_slots_for(self, slots)
         return dataclasses.replace(self, bucket_slots=width,
                                    num_buckets=buckets_for(entries, self.max_load_factor, width))
 
