@@ -120,6 +120,31 @@ def test_gpu_any_duplicates_policy():
     machine.TestCase().runTest()
 
 
+@pytest.mark.parametrize("load", [0.5, 0.99])
+@pytest.mark.parametrize("bucket_slots", [4, 8])
+def test_many_copies_of_a_key_in_one_launch_leave_one_entry(load, bucket_slots):
+    """Rows of one key race for the same slot inside one insert launch (`any` policy, probe
+    loop claims reading buckets through L1): each key must end up exactly once, with the
+    value of one of its rows, and exactly one of its rows marked inserted."""
+    distinct = 40_000
+    keys = random_unique(distinct, torch.int32)
+    rows = keys[torch.randint(0, distinct, (1_000_000,))]
+    rows[:distinct] = keys  # every key at least once
+    rows = rows[torch.randperm(rows.numel())].cuda()
+    table = gh.HashMap(key_dtype=torch.int32, value_dtype=torch.int32, duplicates="any",
+                       max_load_factor=load, growable=False, device="cuda")
+    spec = table.spec.sized_for(distinct, bucket_slots=bucket_slots)
+    table._adopt(empty_state(spec, table.device), growable=False, duplicates="any")
+    values = torch.arange(rows.numel(), dtype=torch.int32, device="cuda")
+    inserted = table.insert(rows, values)
+    assert len(table) == distinct and int(inserted.sum()) == distinct
+    stored, _ = table.items()
+    assert torch.unique(stored).numel() == distinct
+    got, found = table.find(rows)
+    assert bool(found.all())
+    assert torch.equal(rows[got.long()], rows)  # the value is the index of a row of that key
+
+
 def test_growth_on_gpu_keeps_everything():
     table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=16,
                        device="cuda")
