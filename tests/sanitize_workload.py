@@ -49,7 +49,6 @@ for key_dtype, value_dtype in ((torch.int32, torch.int32), (torch.int64, torch.i
 
 device = torch.device("cuda")
 ceilings._gather_rate(2**20, 2**16, device)
-ceilings._claim_rate(2**20, device, runs=1)
-peers.seed_layouts(2**12, device, 1.0, 1.0, runs=1)
+peers.seed_layouts(2**12, device, 1.0, runs=1)
 torch.cuda.synchronize()
 print("sanitize workload done")

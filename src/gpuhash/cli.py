@@ -45,7 +45,7 @@ def _bench_map_gpu(args) -> dict:
     report = _header(torch.cuda.get_device_name(device), args.quick)
     # host overhead first, while the allocator is fresh (as in a program's first calls)
     report["host_overhead_us"] = _host_overhead(device, time_host_calls)
-    report["ceilings"] = ceil = ceilings.measure(device, quick=args.quick)
+    report["ceilings"] = ceilings.measure(device, quick=args.quick)
     runs = 5 if args.quick else args.runs
     results = []
     for config in track(map_suite.plan(quick=args.quick), description="map configs"):
@@ -56,8 +56,8 @@ def _bench_map_gpu(args) -> dict:
     report["peers"] = {"sort_searchsorted": peers.sort_searchsorted(big, device, runs=runs)}
     if args.layouts:
         report["peers"]["seed_layouts"] = (
-            peers.seed_layouts(2**20, device, ceil["C_l2"], ceil["C_claim_l2"], runs=runs)
-            + peers.seed_layouts(big, device, ceil["C_hbm"], ceil["C_claim_hbm"], runs=runs))
+            peers.seed_layouts(2**20, device, report["ceilings"]["C_l2"], runs=runs)
+            + peers.seed_layouts(big, device, report["ceilings"]["C_hbm"], runs=runs))
     report["cpu"] = {"versus_dict": peers.cpu_versus_dict(2**18 if args.quick else 2**20)}
     return report
 

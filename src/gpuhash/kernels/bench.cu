@@ -1,9 +1,6 @@
 // Fixed benchmark kernels, not part of the library's tables:
 //  * gh_gather: the random-gather ceiling (read an index, fetch one 8-byte word at that index,
 //    write it), the same shape of memory traffic as a hash find.
-//  * gh_claim: the insert ceiling (read an index, load the 8-byte word there, CAS it from EMPTY
-//    to a new word, write whether that won): the least an insert of a new key can do, since
-//    it must look before it claims. Indices are distinct, so every claim wins.
 //  * seed_*: seed 000's three layouts (u32 -> u32, linear probing, at most 64 probes, capacity a
 //    power of two) ported as written: V1 SoA + simple hash + atomic loads, V2 SoA + fmix32 +
 //    plain loads, V3 AoS (key and value in one 64-bit word) + fmix32. Their silent drop after
@@ -14,14 +11,6 @@ extern "C" __global__ void gh_gather(const gh_u64* table, const gh_u32* index, g
                                      gh_u64 n) {
     const gh_u64 i = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) out[i] = __ldg(table + __ldg(index + i));
-}
-
-extern "C" __global__ void gh_claim(gh_u64* table, const gh_u32* index, gh_u8* won, gh_u64 n) {
-    const gh_u64 i = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    gh_u64* word = table + index[i];
-    const gh_u64 seen = *word;
-    won[i] = seen == ~0ULL && atomicCAS(word, seen, i) == seen;
 }
 
 #define SEED_EMPTY 0xffffffffu
