@@ -21,7 +21,7 @@ from gpuhash._cuda import launch as launch_module
 from gpuhash._format import empty_state
 from gpuhash.bench.ceilings import measure as measure_ceilings
 from gpuhash.bench.harness import time_gpu
-from gpuhash.bench.map_suite import random_values, take, unique_keys
+from gpuhash.bench.map_suite import emptied, random_values, take, unique_keys
 from gpuhash.engines import cpu as cpu_engine
 from gpuhash.engines import cuda as cuda_engine
 
@@ -101,7 +101,8 @@ for load in arguments.loads:
         cells = []
         for duplicates in ("any", "last"):
             table = table_with(width, load, duplicates)
-            timing = time_gpu(lambda t=table: t.insert(hits, values), setup=table.clear, runs=5)
+            timing = time_gpu(lambda t=table: t.insert(hits, values), setup=emptied(table),
+                              runs=5)
             got, found = table.find(hit_queries)
             assert len(table) == n and bool(found.all()), (variant, duplicates)
             assert torch.equal(got.view(torch.uint8), take(values, pick).view(torch.uint8))
