@@ -50,10 +50,14 @@ def _summarise(samples: list[float]) -> Timing:
 
 
 def time_gpu(region: Callable[[], object], *, setup: Callable[[], object] | None = None,
-             warmup: int = 2, runs: int = 7) -> Timing:
-    """Device time of ``region`` by CUDA events; ``setup`` runs untimed before each run."""
-    samples = []
-    for i in range(warmup + runs):
+             warmup: int = 2, warmup_s: float = 0.2, runs: int = 7) -> Timing:
+    """Device time of ``region`` by CUDA events; ``setup`` runs untimed before each run.
+
+    Warm-up runs go on until ``warmup`` of them and ``warmup_s`` seconds have passed: a GPU
+    that sat idle clocks down, and two runs of a few milliseconds did not bring it back
+    (measured on the H100: inserts to load 0.5 at 11.81 instead of 12.1 G keys/s after 15 s
+    idle; bench/results/experiments_2026-11-21.txt)."""
+    def once() -> float:
         if setup is not None:
             setup()
         start = torch.cuda.Event(enable_timing=True)
@@ -62,9 +66,13 @@ def time_gpu(region: Callable[[], object], *, setup: Callable[[], object] | None
         region()
         end.record()
         end.synchronize()
-        if i >= warmup:
-            samples.append(start.elapsed_time(end))
-    return _summarise(samples)
+        return start.elapsed_time(end)
+
+    began, done = time.perf_counter(), 0
+    while done < warmup or time.perf_counter() - began < warmup_s:
+        once()
+        done += 1
+    return _summarise([once() for _ in range(runs)])
 
 
 def _l2_bytes(device_index: int) -> int:
