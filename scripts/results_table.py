@@ -1,5 +1,6 @@
 """Render bench/RESULTS.md tables from a committed benchmark JSON, so no figure is copied by
-hand. Usage: python scripts/results_table.py bench/results/<run>.json > table.md"""
+hand. Further JSON files (other runs of the same library code) add a run-to-run table of the
+targets. Usage: python scripts/results_table.py bench/results/<run>.json [<run>.json ...]"""
 
 import json
 import sys
@@ -91,5 +92,44 @@ def main(path: str) -> None:
           f"{d['engine_find_ms']:.0f} ms vs {d['dict_find_ms']:.0f} ms.")
 
 
+def target_cells(r: dict) -> list[tuple[str, str, bool]]:
+    """(label, figure, met) for every target of one run."""
+    res = r["results"]
+    cells = [(label, f"{pick(res, kind, mkeys, load)[field]['ratio']:.2f}",
+              pick(res, kind, mkeys, load)[field]["ratio"] >= target)
+             for label, kind, mkeys, load, field, target in TARGETS]
+    for load, target in INSERT_TARGETS:
+        rate = pick(res, "u32->u32", 32, load)["insert"]["g_per_s"]
+        cells.append((f"insert to load {load}, G keys/s", f"{rate:.2f}", rate >= target))
+    v3 = [v for v in r["peers"].get("seed_layouts", [])
+          if v["version"] == "V3" and v["keys"] >> 20 == 32]
+    if v3:
+        cells.append(("seed 000 V3 insert to load 0.5 (peer)", f"{v3[0]['insert_g_per_s']:.2f}",
+                      True))
+    find_us = r["host_overhead_us"]["find_1k"]
+    cells.append(("host overhead, find of 1K keys, us", f"{find_us:.1f}", find_us <= 15))
+    return cells
+
+
+def run_to_run(paths: list[str]) -> None:
+    runs = []
+    for path in paths:
+        with open(path) as handle:
+            runs.append(json.load(handle))
+    runs.sort(key=lambda r: r["date"])
+    print("\n## Run to run\n")
+    print("The same library code measured in separate processes on the lent H100 (targets as "
+          "above; a figure short of its target is marked *):\n")
+    print("| target | " + " | ".join(f"{r['commit']} ({r['date'][11:16]})" for r in runs) + " |")
+    print("|---|" + "---|" * len(runs))
+    print("| C_hbm, G/s | " + " | ".join(f"{r['ceilings']['C_hbm']:.1f}" for r in runs) + " |")
+    columns = [target_cells(r) for r in runs]
+    for i, (label, _, _) in enumerate(columns[0]):
+        row = [f"{c[i][1]}{'' if c[i][2] else ' *'}" for c in columns]
+        print(f"| {label} | " + " | ".join(row) + " |")
+
+
 if __name__ == "__main__":
     main(sys.argv[1])
+    if len(sys.argv) > 2:
+        run_to_run(sys.argv[1:])

@@ -29,7 +29,8 @@ def _header(device_name: str, quick: bool) -> dict:
         "commit": _commit(), "torch": torch.__version__, "cuda": torch.version.cuda,
         "python": platform.python_version(), "quick": quick,
         "method": "CUDA events around each call (device time of all kernels it launches), "
-                  "2 warm-up + N timed runs, IQR outliers dropped, median reported; results "
+                  "warm-up runs (at least 2 and 0.2 s) + N timed runs, IQR outliers dropped, "
+                  "median reported; results "
                   "checked before timing; inserts start from a cleared table whose clear was "
                   "written back from L2 when the table is larger than L2; G = 1e9",
     }

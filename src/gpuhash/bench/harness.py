@@ -53,10 +53,11 @@ def time_gpu(region: Callable[[], object], *, setup: Callable[[], object] | None
              warmup: int = 2, warmup_s: float = 0.2, runs: int = 7) -> Timing:
     """Device time of ``region`` by CUDA events; ``setup`` runs untimed before each run.
 
-    Warm-up runs go on until ``warmup`` of them and ``warmup_s`` seconds have passed: a GPU
-    that sat idle clocks down, and two runs of a few milliseconds did not bring it back
-    (measured on the H100: inserts to load 0.5 at 11.81 instead of 12.1 G keys/s after 15 s
-    idle; bench/results/experiments_2026-11-21.txt)."""
+    Warm-up runs go on until ``warmup`` of them and ``warmup_s`` seconds have passed, so a
+    region of a few milliseconds is not timed on a GPU still leaving an idle state. (That
+    state outlasts even this: on the H100, after 15 s idle, inserts to load 0.5 ran 2.5%
+    slower behind two warm-up runs and behind 0.2 s of them alike; the benchmark never idles
+    that long. bench/results/experiments_2026-11-21.txt.)"""
     def once() -> float:
         if setup is not None:
             setup()
