@@ -32,18 +32,18 @@ constexpr int GH_VALUE_OFFSET = (GH_LAYOUT == GH_PACKED) ? 4 : 8;
 #ifndef GH_LAZY_PIECES
 #define GH_LAZY_PIECES (GH_BUCKET_SLOTS / 4)
 #endif
-// Off: measured slower on the H100 (scripts/insert_variants.py, 32M u32 keys to load 0.5:
-// 8.5 against 10.8 G inserts/s); a CAS that misses L2 costs more than a load and a CAS.
 // The probe loop's claims read buckets through L1 (plain loads) rather than from L2 (ld.cg).
 // A stale line is harmless there: within one insert launch a slot only goes from EMPTY to a
 // key that then stays, so a stale view can only show EMPTY where a key now sits; the CAS on
 // that slot fails and returns the key, which the loop then sees. (L1 does not outlive a
-// launch.) Measured on an H200 (scripts/kernel_variants.py, 32M u32 keys): `any` inserts
-// +0.3% / +1.9% / +2.6% at load 0.5 / 0.9 / 0.99. The displacing pass, which moves keys
-// between buckets, and erase keep reading from L2.
+// launch.) Measured (scripts/kernel_variants.py, 32M u32 keys), `any` inserts at load 0.5 /
+// 0.9 / 0.99: H100 +0% / +1% / +2%, H200 +0.3% / +1.9% / +2.6%. The displacing pass, which
+// moves keys between buckets, and erase keep reading from L2.
 #ifndef GH_CLAIM_L1
 #define GH_CLAIM_L1 1
 #endif
+// Off: measured slower on the H100 (scripts/insert_variants.py, 32M u32 keys to load 0.5:
+// 8.5 against 10.8 G inserts/s); a CAS that misses L2 costs more than a load and a CAS.
 #ifndef GH_OPTIMISTIC_CLAIM
 #define GH_OPTIMISTIC_CLAIM 0
 #endif
