@@ -1,8 +1,9 @@
 """Compile every kernel file for sm_80 and sm_90 with nvcc, warnings as errors (no GPU needed).
 
-The table kernels are compiled once per layout and width the CUDA engine can ask for, with the
-same definitions it passes to NVRTC (engines/cuda.py: defines), with includes inlined as NVRTC
-sees them. Exit status 1 if any compile fails.
+Each kernel file is compiled once per architecture with every template instance the CUDA
+engine can ask NVRTC for (engines/cuda.py: kernel_names, for every layout, width and value
+type), instantiated by taking their addresses, with includes inlined as NVRTC sees them. Exit
+status 1 if any compile fails.
 """
 
 from __future__ import annotations
@@ -17,31 +18,33 @@ import torch
 
 from gpuhash._cuda.compile import inline_source
 from gpuhash._format import TableSpec
-from gpuhash.engines.cuda import defines
+from gpuhash.engines.cuda import kernel_names
 
 ARCHS = ("sm_80", "sm_90")
 VALUES = [(None, ()), (torch.int8, ()), (torch.int8, (3,)), (torch.float16, ()),
           (torch.int32, ()), (torch.int16, (3,)), (torch.float64, ()), (torch.float32, (3,)),
-          (torch.float32, (8,)), (torch.float64, (5,))]
+          (torch.float32, (8,)), (torch.float64, (5,)), (torch.int64, ()), (torch.float32, ()),
+          (torch.int32, (2,)), (torch.int64, (4,))]
 
 
-def configurations() -> list[tuple[tuple[str, int], ...]]:
-    seen = []
+def instances() -> dict[str, list[str]]:
+    """Kernel file -> every name expression the engine may compile from it."""
+    found: dict[str, list[str]] = {"map.cu": [], "multimap.cu": []}
     for key, (value, shape), width in itertools.product((torch.int32, torch.int64), VALUES,
                                                         (4, 8)):
         spec = TableSpec(key_dtype=key, value_dtype=value, value_shape=shape, num_buckets=1,
                          bucket_slots=width)
-        if defines(spec) not in seen:
-            seen.append(defines(spec))
-    return seen
+        for name, multi in (("map.cu", False), ("multimap.cu", True)):
+            for expression in kernel_names(spec, multi=multi).values():
+                if expression not in found[name]:
+                    found[name].append(expression)
+    return found
 
 
-def compile_one(source: Path, arch: str, macros: tuple[tuple[str, int], ...]) -> bool:
-    flags = [f"-D{name}={value}" for name, value in macros]
+def compile_one(source: Path, arch: str, label: str) -> bool:
     command = ["nvcc", "-std=c++17", f"-arch={arch}", "-Werror", "all-warnings", "-c",
-               str(source), "-o", "/dev/null", *flags]
+               str(source), "-o", "/dev/null"]
     result = subprocess.run(command, capture_output=True, text=True)
-    label = " ".join(flags) or "(no definitions)"
     print(f"{'ok  ' if result.returncode == 0 else 'FAIL'} {source.name} {arch} {label}")
     if result.returncode:
         print(result.stdout + result.stderr)
@@ -51,11 +54,14 @@ def compile_one(source: Path, arch: str, macros: tuple[tuple[str, int], ...]) ->
 def main() -> int:
     ok = True
     with tempfile.TemporaryDirectory() as folder:
-        for name, macro_sets in (("map.cu", configurations()), ("bench.cu", [()])):
+        for name, expressions in (*instances().items(), ("bench.cu", [])):
             source = Path(folder) / name
-            source.write_text(inline_source(name))  # exactly the text NVRTC compiles
-            for arch, macros in itertools.product(ARCHS, macro_sets):
-                ok &= compile_one(source, arch, macros)
+            # taking each instance's address makes nvcc instantiate (and compile) it
+            refs = "".join(f"    (void*)&{e},\n" for e in expressions)
+            tail = f"\n[[maybe_unused]] static void* gh_instances[] = {{\n{refs}}};\n" if expressions else ""
+            source.write_text(inline_source(name) + tail)  # the text NVRTC compiles, + refs
+            for arch in ARCHS:
+                ok &= compile_one(source, arch, f"({len(expressions)} instances)")
     return 0 if ok else 1
 
 

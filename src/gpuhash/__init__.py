@@ -10,6 +10,7 @@ Example:
 
 from ._table import TableFullError
 from .map import HashMap, HashSet
+from .multimap import MultiMap
 
-__all__ = ["HashMap", "HashSet", "TableFullError"]
+__all__ = ["HashMap", "HashSet", "MultiMap", "TableFullError"]
 __version__ = "0.1.0"

@@ -29,6 +29,7 @@ from ._format import (
 )
 
 DUPLICATE_POLICIES = ("last", "any")
+STASH_CAPACITY = 1024  # engines/cuda.py: displaced entries kept for the host
 _CURRENT_STREAM = contextlib.nullcontext()  # reusable: no stream given, run on the current one
 
 
@@ -65,6 +66,7 @@ class _Table:
     """Common core of the public tables; not part of the API."""
 
     _kind = "table"
+    _multi = False  # every row its own entry (MultiMap)
 
     def _setup(self, *, key_dtype, value_dtype, value_shape, capacity, device, max_load_factor,
                growable, duplicates, seed) -> None:
@@ -73,10 +75,15 @@ class _Table:
                             f"got {key_dtype}")
         if value_dtype is not None and not isinstance(value_dtype, torch.dtype):
             raise TypeError(f"value_dtype must be a torch dtype, got {value_dtype!r}")
-        shape = tuple(value_shape)
-        if any(not isinstance(d, int) or d < 1 for d in shape):
+        shape = (value_shape,) if isinstance(value_shape, int) else value_shape
+        try:
+            shape = tuple(shape)
+        except TypeError:
+            raise TypeError(f"value_shape must be an int or a tuple of ints, got "
+                            f"{value_shape!r}") from None
+        if any(not isinstance(d, int) or isinstance(d, bool) or d < 1 for d in shape):
             raise ValueError(f"value_shape must hold positive ints, got {value_shape!r}")
-        if not isinstance(capacity, int) or capacity < 0:
+        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 0:
             raise ValueError(f"capacity must be a non-negative int, got {capacity!r}")
         if not 0 < max_load_factor <= MAX_LOAD_FACTOR:
             raise ValueError(f"max_load_factor must be in (0, {MAX_LOAD_FACTOR}], "
@@ -91,6 +98,7 @@ class _Table:
         self._adopt(empty_state(spec, device), growable=growable, duplicates=duplicates)
 
     def _adopt(self, state: TableState, *, growable: bool, duplicates: str) -> None:
+        state.multi = self._multi
         self._state = state
         self._device = state.device  # cached: small calls are dominated by host overhead
         self._device_index = state.slots.get_device()
@@ -126,7 +134,7 @@ class _Table:
 
     def __len__(self) -> int:
         """Live entries. Synchronises with the device (Python must know the number)."""
-        return int(self._state.counts[0])
+        return self._counts()[0]
 
     def __repr__(self) -> str:
         spec = self._state.spec
@@ -135,9 +143,14 @@ class _Table:
 
     # --- helpers ----------------------------------------------------------------------
     def _stream(self, stream: Any):
+        """A context in which torch's current stream (of the table's device) is the one the
+        operation runs on: every temporary is made there and every kernel launched there."""
         if stream is None or self.device.type != "cuda":
             return _CURRENT_STREAM
         if isinstance(stream, torch.cuda.Stream):
+            if stream.device != self.device:
+                raise ValueError(f"stream is on {stream.device} but the table is on "
+                                 f"{self.device}")
             return torch.cuda.stream(stream)
         if hasattr(stream, "__cuda_stream__"):
             _, handle = stream.__cuda_stream__()
@@ -145,14 +158,53 @@ class _Table:
         raise TypeError(f"stream must be a torch.cuda.Stream or have __cuda_stream__, "
                         f"got {type(stream).__name__}")
 
+    def _counts(self) -> list[int]:
+        """The table's counters, read on the current stream (synchronises). A row the kernels
+        could not place (only possible if the counters lied about the table's use) raises
+        here, after any entry it displaced has been put back."""
+        counts = self._state.counts.tolist()
+        if len(counts) > 2 and counts[2]:
+            self._repair(counts[2], counts[3])
+        return counts
+
+    def _repair(self, unplaced: int, stashed: int) -> None:
+        state = self._state
+        kept = min(stashed, STASH_CAPACITY)
+        entries = self._engine.stashed(state, kept) if hasattr(self._engine, "stashed") else None
+        state.counts[2:] = 0
+        # a stashed entry was counted where it stood; it no longer stands anywhere
+        state.counts[:2] -= stashed
+        if entries is not None:
+            words, value_bytes = entries
+            spec = state.spec
+            keys = words.view(torch.int32).view(-1, 2)[:, 0] if spec.key_bytes == 4 else words
+            values = None
+            if spec.value_dtype is not None:
+                values = value_bytes.contiguous().view(spec.value_dtype).view(
+                    -1, *spec.value_shape)
+            self._make_room(keys, torch.ones_like(keys, dtype=torch.bool))
+            self._engine.insert(self._state, keys, values,
+                                active=torch.ones_like(keys, dtype=torch.bool))
+        raise RuntimeError(
+            f"{unplaced} rows could not be placed: the table's counters did not match its "
+            f"slots. Rows marked inserted are in the table; {kept} entries they displaced "
+            f"were put back and {stashed - kept} were lost.")
+
     def _keys(self, keys: Any) -> tuple[torch.Tensor, str]:
         return _arrays.check_keys(keys, self._state.spec, self._device, self._device_index)
 
     def _rehash(self, spec: TableSpec) -> None:
         target = empty_state(spec, self.device)
-        self._engine.rehash(self._state, target)
+        target.multi = self._multi
+        old = self._state
+        self._engine.rehash(old, target)
+        if self.device.type == "cuda":  # the old tensors may be freed while the rehash runs
+            stream = torch.cuda.current_stream(self.device)
+            for tensor in old.tensors().values():
+                tensor.record_stream(stream)
         self._state = target
-        self._used_bound = int(target.counts[1])
+        self._default_cache.clear()
+        self._used_bound = self._counts()[1]
 
     def _new_keys(self, keys: torch.Tensor, active: torch.Tensor | None) -> int:
         """Exact number of distinct keys of the batch not yet in the table (syncs)."""
@@ -169,11 +221,11 @@ class _Table:
         rows = keys.shape[0]
         if self._used_bound + rows <= spec.max_entries:
             return
-        live, used = (int(x) for x in self._state.counts.tolist())
+        live, used = self._counts()[:2]
         self._used_bound = used
         if used + rows <= spec.max_entries:
             return
-        new = self._new_keys(keys, active)
+        new = rows if self._multi else self._new_keys(keys, active)
         if used + new <= spec.max_entries:
             return
         if live + new <= spec.max_entries and used > live:
@@ -189,15 +241,15 @@ class _Table:
 
     # --- operations shared by map and set ---------------------------------------------
     def _insert(self, keys: Any, values: Any, *, stream: Any) -> Any:
-        bits, kind = self._keys(keys)
-        spec = self._state.spec
-        rows = bits.shape[0]
-        checked = None
-        if spec.value_dtype is not None:
-            checked = _arrays.check_values(values, spec, self.device, rows)
-        if rows == 0:
-            return _arrays.to_kind(torch.zeros(0, dtype=torch.bool, device=self.device), kind)
         with self._stream(stream):
+            bits, kind = self._keys(keys)
+            spec = self._state.spec
+            rows = bits.shape[0]
+            checked = None
+            if spec.value_dtype is not None:
+                checked = _arrays.check_values(values, spec, self.device, rows)
+            if rows == 0:
+                return _arrays.to_kind(bits.new_zeros(0, dtype=torch.bool), kind)
             active = last_occurrence(bits) if self._duplicates == "last" else None
             self._make_room(bits, active)
             inserted = self._engine.insert(self._state, bits, checked, active=active)
@@ -229,8 +281,8 @@ class _Table:
             >>> s.erase(torch.tensor([2, 3], dtype=torch.int32)).tolist()
             [True, False]
         """
-        bits, kind = self._keys(keys)
         with self._stream(stream):
+            bits, kind = self._keys(keys)
             return _arrays.to_kind(self._engine.erase(self._state, bits), kind)
 
     def clear(self) -> None:
@@ -257,17 +309,22 @@ class _Table:
             >>> s.reserve(1000); s.capacity >= 1000
             True
         """
+        if not isinstance(entries, int) or isinstance(entries, bool) or entries < 0:
+            raise ValueError(f"entries must be a non-negative int, got {entries!r}")
         spec = self._state.spec
         if entries > spec.max_entries:
+            self._counts()
             self._rehash(spec.sized_for(entries))
 
     def _live(self) -> torch.Tensor:
+        self._counts()
         return live_slots(self._state).nonzero().squeeze(1)
 
     def _live_keys(self, rows: torch.Tensor) -> torch.Tensor:
         return self._state.key_view()[rows].view(self._state.spec.key_dtype)
 
     def _copy_to(self, device: Any):
+        self._counts()
         other = object.__new__(type(self))
         other._adopt(copy_state(self._state, _resolve_device(device)),
                      growable=self._growable, duplicates=self._duplicates)
@@ -280,6 +337,7 @@ class _Table:
             >>> s = HashSet(key_dtype=torch.int64)
             >>> s.save("/tmp/gpuhash_doc_set.pt")
         """
+        self._counts()
         save_state(self._state, path, kind=self._kind)
 
     @classmethod

@@ -22,17 +22,22 @@ def _commit() -> str:
         return "unknown"
 
 
-def _header(device_name: str, quick: bool) -> dict:
+GPU_METHOD = ("CUDA events around each call (device time of all kernels it launches), "
+              "warm-up runs (at least 2 and 0.2 s) + N timed runs, IQR outliers dropped, "
+              "median reported; results "
+              "checked before timing; inserts start from a cleared table whose clear was "
+              "written back from L2 when the table is larger than L2; G = 1e9")
+CPU_METHOD = ("host wall clock (time.perf_counter) around each call, 1 warm-up run + N timed "
+              "runs, IQR outliers dropped, median reported; results checked before timing; "
+              "inserts start from a cleared table")
+
+
+def _header(device_name: str, quick: bool, runs: int, method: str) -> dict:
     return {
         "suite": "map", "device": device_name,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": _commit(), "torch": torch.__version__, "cuda": torch.version.cuda,
-        "python": platform.python_version(), "quick": quick,
-        "method": "CUDA events around each call (device time of all kernels it launches), "
-                  "warm-up runs (at least 2 and 0.2 s) + N timed runs, IQR outliers dropped, "
-                  "median reported; results "
-                  "checked before timing; inserts start from a cleared table whose clear was "
-                  "written back from L2 when the table is larger than L2; G = 1e9",
+        "python": platform.python_version(), "quick": quick, "runs": runs, "method": method,
     }
 
 
@@ -43,11 +48,11 @@ def _bench_map_gpu(args) -> dict:
     from .bench.harness import time_host_calls
 
     device = torch.device("cuda", torch.cuda.current_device())
-    report = _header(torch.cuda.get_device_name(device), args.quick)
+    runs = args.runs or (5 if args.quick else 9)
+    report = _header(torch.cuda.get_device_name(device), args.quick, runs, GPU_METHOD)
     # host overhead first, while the allocator is fresh (as in a program's first calls)
     report["host_overhead_us"] = _host_overhead(device, time_host_calls)
     report["ceilings"] = ceilings.measure(device, quick=args.quick)
-    runs = 5 if args.quick else args.runs
     results = []
     for config in track(map_suite.plan(quick=args.quick), description="map configs"):
         results.append(map_suite.run_config(config, device, report["ceilings"], runs=runs))
@@ -83,31 +88,90 @@ def _host_overhead(device, time_host_calls) -> dict:
 def _bench_map_cpu(args) -> dict:
     from .bench import cpu_suite, peers
 
-    report = _header(f"CPU ({platform.processor() or platform.machine()}, no CUDA)", args.quick)
+    name = platform.processor() or platform.machine()
+    where = "--cpu" if torch.cuda.is_available() else "no CUDA"
+    runs = args.runs or 5
+    report = _header(f"CPU ({name}, {where})", args.quick, runs, CPU_METHOD)
     report["cpu"] = {
-        "configs": cpu_suite.run(quick=args.quick),
-        "versus_dict": peers.cpu_versus_dict(2**16 if args.quick else 2**18),
+        "configs": cpu_suite.run(quick=args.quick, runs=runs),
+        # the dict comparison keeps its own default of 3 runs unless --runs is given
+        "versus_dict": peers.cpu_versus_dict(2**16 if args.quick else 2**18,
+                                             runs=args.runs or 3),
     }
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
+BENCH_MAP = """\
+Measures HashMap: insert, find and find_index, with every result checked before any time
+counts.
+
+On a GPU: tables of 1M and 32M keys (--quick: 1M and 8M) of the types u32->u32, u64->u64,
+u32->f32x8 and u64->f32x8 (--quick: the first two) at load factors 0.5, 0.8, 0.9 and 0.99
+(--quick: 0.5 and 0.9). Per table: insert (duplicates="any"), insert with dict semantics
+(the default), find of hits and of misses, find_index of hits, in G keys/s by CUDA events
+and as a ratio to a memory ceiling measured in the same run (random 8-byte gathers from a
+1 GiB buffer, C_hbm, or from a 16 MB one, C_l2, for tables that fit in L2); also bytes per
+entry and the buckets a lookup reads. Then: host time of a 1K-key call, torch sort +
+searchsorted as a read-only map, seed 000's fixed layouts (--layouts), and the CPU engine
+against a Python dict.
+
+On a CPU (no CUDA device, or --cpu): the CPU engine inserting and finding (hits and
+misses) 256K keys (--quick: 32K) of u32->u32 and u64->f32x8 at loads 0.5 and 0.9, in
+M keys/s by wall clock, and the CPU engine against a Python dict building and looking up
+the same 256K int64 keys (--quick: 64K). --plot and --layouts need a GPU.
+"""
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="gpuhash", description="GPU hash tables for Python")
-    commands = parser.add_subparsers(dest="command", required=True)
-    bench = commands.add_parser("bench", help="run a benchmark suite")
+    parser.add_argument("--version", action="version", version=f"gpuhash {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    bench = commands.add_parser(
+        "bench", help="run a benchmark suite", description=BENCH_MAP,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     bench.add_argument("suite", choices=["map"], help="what to benchmark")
     bench.add_argument("--quick", action="store_true", help="fewer sizes, loads and runs")
     bench.add_argument("--json", metavar="PATH", help="write every figure as JSON")
-    bench.add_argument("--plot", metavar="PATH", help="throughput vs load factor (matplotlib)")
+    bench.add_argument("--plot", metavar="PATH",
+                       help="throughput vs load factor (matplotlib; GPU only)")
     bench.add_argument("--layouts", action="store_true",
-                       help="add seed 000's V1/V2/V3 layouts as fixed kernels")
-    bench.add_argument("--runs", type=int, default=9, help="timed runs per figure")
+                       help="add seed 000's V1/V2/V3 layouts as fixed kernels (GPU only)")
+    bench.add_argument("--runs", type=_positive, metavar="N",
+                       help="timed runs per figure (default: 9 on a GPU, 5 with --quick; "
+                            "5 on the CPU, 3 for the dict comparison)")
     bench.add_argument("--cpu", action="store_true", help="the CPU engine even with a GPU")
+    return parser, bench
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, bench = _parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+
+    on_gpu = torch.cuda.is_available() and not args.cpu
+    if not on_gpu:
+        why = "--cpu was given" if args.cpu else "no CUDA device was found"
+        for option, given in (("--plot", args.plot), ("--layouts", args.layouts)):
+            if given:
+                bench.error(f"{option} needs a GPU ({why}; the CPU benchmark has no "
+                            f"{'plot' if option == '--plot' else 'fixed-layout kernels'})")
 
     from .bench import report as show
 
-    on_gpu = torch.cuda.is_available() and not args.cpu
     report = _bench_map_gpu(args) if on_gpu else _bench_map_cpu(args)
     if on_gpu:
         show.print_gpu(report)
@@ -115,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         show.print_cpu(report["cpu"])
     if args.json:
         show.write_json(report, args.json)
-    if args.plot and on_gpu:
+    if args.plot:
         show.plot(report, args.plot)
     return 0
 

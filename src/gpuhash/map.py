@@ -15,6 +15,9 @@ from . import _arrays
 from ._format import gather_values
 from ._table import _Table
 
+APPLY_OPS = ("add", "min", "max")
+APPLY_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)
+
 
 class HashMap(_Table):
     """A hash map from integer keys to fixed-shape values of any torch dtype.
@@ -84,13 +87,9 @@ class HashMap(_Table):
             >>> m.find(torch.tensor([3, 4]), default=-1)[0].tolist()
             [30, -1]
         """
-        bits, kind = self._keys(keys)
-        default_row = self._default(default)
-        if stream is None:
-            values, found = self._engine.find(self._state, bits, default_row)
-        else:
-            with self._stream(stream):
-                values, found = self._engine.find(self._state, bits, default_row)
+        with self._stream(stream):
+            bits, kind = self._keys(keys)
+            values, found = self._engine.find(self._state, bits, self._default(default))
         if kind is _arrays.TORCH:
             return values, found
         return _arrays.to_kind(values, kind), _arrays.to_kind(found, kind)
@@ -108,8 +107,8 @@ class HashMap(_Table):
             >>> m.values[index].tolist()
             [1.5]
         """
-        bits, kind = self._keys(keys)
         with self._stream(stream):
+            bits, kind = self._keys(keys)
             index, found = self._engine.find_index(self._state, bits)
         return _arrays.to_kind(index, kind), _arrays.to_kind(found, kind)
 
@@ -162,13 +161,51 @@ class HashMap(_Table):
         """
         return cls._load(path, device, growable, duplicates)
 
+    def insert_or_apply(self, keys: Any, values: Any, *, op: str = "add",
+                        stream: Any = None) -> Any:
+        """Combine each row's value into its key's stored value with ``op`` (``"add"``,
+        ``"min"`` or ``"max"``, element by element); a new key takes its row's value (several
+        rows of a new key: combined). True on one row per new key (which row is unspecified).
+        Values must be int32, int64, float32 or float64; float sums follow no fixed order.
+        No host synchronisation unless the table is near its maximum load.
+
+        Example:
+            >>> m = HashMap(key_dtype=torch.int64, value_dtype=torch.int64)
+            >>> m.insert_or_apply(torch.tensor([4, 4, 9]), torch.tensor([1, 2, 5])).sum().item()
+            2
+            >>> _ = m.insert_or_apply(torch.tensor([9]), torch.tensor([10]))
+            >>> m.find(torch.tensor([4, 9]))[0].tolist()
+            [3, 15]
+        """
+        if op not in APPLY_OPS:
+            raise ValueError(f"op must be one of {APPLY_OPS}, got {op!r}")
+        spec = self._state.spec
+        if spec.value_dtype not in APPLY_DTYPES:
+            raise TypeError(f"insert_or_apply needs values of dtype int32, int64, float32 or "
+                            f"float64; this table's value_dtype is {spec.value_dtype}")
+        with self._stream(stream):
+            bits, kind = self._keys(keys)
+            checked = _arrays.check_values(values, spec, self.device, bits.shape[0])
+            if bits.shape[0] == 0:
+                return _arrays.to_kind(bits.new_zeros(0, dtype=torch.bool), kind)
+            self._make_room(bits, None)
+            inserted = self._engine.insert_or_apply(self._state, bits, checked, op)
+            self._used_bound += bits.shape[0]
+        return _arrays.to_kind(inserted, kind)
+
     def _default(self, default: Any) -> torch.Tensor:
+        """The default row, made on the current stream (the operation's): a cached row is
+        kept per stream, so it is never read by a kernel ordered before its making."""
         cacheable = isinstance(default, (int, float, bool))
-        if cacheable and default in self._default_cache:
-            return self._default_cache[default]
-        row = _arrays.default_row(default, self._state.spec, self.device)
-        if cacheable:
-            self._default_cache[default] = row
+        if not cacheable:
+            return _arrays.default_row(default, self._state.spec, self.device)
+        stream = (torch._C._cuda_getCurrentRawStream(self._device_index)
+                  if self.device.type == "cuda" else 0)
+        key = (type(default), default, stream)
+        row = self._default_cache.get(key)
+        if row is None:
+            row = _arrays.default_row(default, self._state.spec, self.device)
+            self._default_cache[key] = row
         return row
 
 

@@ -1,15 +1,20 @@
 """Run-time compilation of the CUDA C++ kernels through NVRTC (cuda.core), cached on disk.
 
-A module is one kernel file compiled with a set of ``-D`` definitions for one GPU architecture.
-Cubins are cached under ``$GPUHASH_CACHE_DIR`` (default ``~/.cache/gpuhash``), keyed by the
-source text (includes inlined), the options, the architecture and the NVRTC version, so a warm
-start never recompiles and any change to the kernels does.
+A module is one kernel file compiled for one GPU architecture with a list of name expressions:
+the template instances the caller wants (``gh_insert<GhTable<4, 4, 0, 8>>``). NVRTC lowers each
+to its mangled symbol; the mapping is kept beside the cubin, so a warm start finds the kernels
+without compiling. Cubins live under ``$GPUHASH_CACHE_DIR`` (default ``~/.cache/gpuhash``),
+keyed by the source text (includes inlined), the names, the architecture and the NVRTC version,
+so a warm start never recompiles and any change to the kernels does.
+
+Compiling and loading never change the caller's current CUDA device.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -42,33 +47,50 @@ def _nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
-def _options(arch: str, defines: tuple[tuple[str, int], ...]):
-    from cuda.core import ProgramOptions
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write then rename, so a concurrent reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
+        handle.write(data)
+    os.replace(handle.name, path)
 
-    macros = [(k, str(v)) for k, v in defines] or None  # cuda.core refuses an empty list
-    return ProgramOptions(arch=arch, std="c++17", define_macro=macros)
+
+def _arch(device_index: int, arch: str | None) -> str:
+    if arch is not None:
+        return arch
+    from cuda.core import Device
+
+    major, minor = Device(device_index).compute_capability
+    return f"sm_{major}{minor}"
 
 
 @functools.cache
-def load_module(name: str, defines: tuple[tuple[str, int], ...], device_index: int):
-    """The compiled, loaded module (cuda.core ObjectCode) for one kernel file and definitions."""
-    from cuda.core import Device, ObjectCode, Program
+def load_module(name: str, names: tuple[str, ...], device_index: int, arch: str | None = None):
+    """The compiled, loaded module (cuda.core ObjectCode) holding the named template instances
+    of one kernel file, for the GPU ``device_index`` (or for ``arch``, e.g. ``compute_80``:
+    PTX that the driver compiles for any later GPU, which runs the sm_80 code paths)."""
+    import torch
+    from cuda.core import ObjectCode, Program, ProgramOptions
 
-    device = Device(device_index)
-    device.set_current()
-    major, minor = device.compute_capability
-    arch = f"sm_{major}{minor}"
+    arch = _arch(device_index, arch)
     source = inline_source(name)
-    key_text = "\n".join([source, repr(defines), arch, "c++17", _nvrtc_version()])
+    key_text = "\n".join([source, repr(names), arch, "c++17", _nvrtc_version()])
     key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
-    path = cache_dir() / f"{Path(name).stem}-{arch}-{key}.cubin"
-    if path.exists():
-        return ObjectCode.from_cubin(path.read_bytes())
-    program = Program(source, "c++", _options(arch, defines))
-    code = program.compile("cubin")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # write then rename, so a concurrent reader never sees half a file
-    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
-        handle.write(bytes(code.code))
-    os.replace(handle.name, path)
-    return code
+    kind = "ptx" if arch.startswith("compute_") else "cubin"
+    path = cache_dir() / f"{Path(name).stem}-{arch}-{key}.{kind}"
+    symbols_path = path.with_suffix(".json")
+    load = ObjectCode.from_ptx if kind == "ptx" else ObjectCode.from_cubin
+    with torch.cuda.device(device_index):  # restores the caller's device on the way out
+        if path.exists() and symbols_path.exists():
+            symbols = json.loads(symbols_path.read_text())
+            return load(path.read_bytes(), symbol_mapping=symbols)
+        options = ProgramOptions(arch=arch, std="c++17")
+        code = Program(source, "c++", options).compile(kind, name_expressions=names)
+        # cuda.core keeps the name -> mangled symbol map of a compile only on the object it
+        # returns; the cache needs it to find the kernels again
+        symbols = dict(getattr(code, "_sym_map", {}) or {})
+        data = code.code if isinstance(code.code, bytes) else bytes(code.code)
+        if set(symbols) >= set(names):
+            _write_atomically(path, data)
+            _write_atomically(symbols_path, json.dumps(symbols).encode())
+        return code

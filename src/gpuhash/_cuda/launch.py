@@ -1,10 +1,12 @@
-"""Kernel launches from Python on torch's current stream, with as little host work as possible.
+"""Kernel launches from Python on torch's current stream of the table's device, with as little
+host work as possible.
 
 Every kernel parameter is 8 bytes wide, so pointers and counts go to cuda.core as plain Python
 ints. cuda.core Stream wrappers and launch configurations are cached, and the stream handle is
-read straight from torch, since a find on a small batch is dominated by host overhead. (A
-launch straight through cuda.bindings' cuLaunchKernel with a reused parameter buffer measured
-slower on the H100's host: 6.0 against 4.4 us; bench/results/experiments_2026-11-21.txt.)
+read straight from torch, since a find on a small batch is dominated by host overhead.
+
+A kernel runs in the current CUDA context, so a launch makes the table's device current when
+another one is, and gives the caller's back afterwards.
 """
 
 from __future__ import annotations
@@ -37,15 +39,15 @@ def _launcher():
     return launch
 
 
-def launch(kernel, rows: int, *args: int, device: torch.device | int) -> None:
-    """Launch ``kernel`` with one thread per row on torch's current stream of ``device`` (a
-    device or its index). (A persistent grid looping over the rows was slower for inserts on
-    the H100, up to 1.7x: bench/results/experiments_2026-11-21.txt.)"""
+def launch(kernel, rows: int, *args: int, device: int) -> None:
+    """Launch ``kernel`` with one thread per row on torch's current stream of GPU ``device``
+    (an index), with that GPU current during the launch."""
     if rows <= 0:
         return
-    if device.__class__ is int:
-        index = device
-    else:
-        index = device.index if device.index is not None else torch.cuda.current_device()
-    stream = _stream(torch._C._cuda_getCurrentRawStream(index))
-    _launcher()(stream, _config((rows + THREADS - 1) // THREADS), kernel, *args)
+    stream = _stream(torch._C._cuda_getCurrentRawStream(device))
+    config = _config((rows + THREADS - 1) // THREADS)
+    if torch._C._cuda_getDevice() == device:
+        _launcher()(stream, config, kernel, *args)
+        return
+    with torch.cuda.device(device):
+        _launcher()(stream, config, kernel, *args)

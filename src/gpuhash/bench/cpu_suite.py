@@ -9,8 +9,9 @@ from .harness import time_cpu
 from .map_suite import TYPES, random_values, same, unique_keys
 
 
-def run(*, quick: bool) -> list[dict]:
-    """Insert and find (hits, misses) for two table types at two load factors."""
+def run(*, quick: bool, runs: int = 5) -> list[dict]:
+    """Insert and find (hits, misses) for two table types at two load factors, each figure the
+    median of ``runs`` timed runs."""
     device = torch.device("cpu")
     n = 2**15 if quick else 2**18
     results = []
@@ -23,12 +24,12 @@ def run(*, quick: bool) -> list[dict]:
             table = HashMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
                             capacity=n, max_load_factor=load, growable=False)
             insert = time_cpu(lambda t=table, k=hits, v=values: t.insert(k, v),
-                              setup=table.clear)
+                              setup=table.clear, runs=runs)
             got, found = table.find(hits)
             assert bool(found.all()) and same(got, values)
             assert not bool(table.find(misses)[1].any())
-            find_hit = time_cpu(lambda t=table, k=hits: t.find(k))
-            find_miss = time_cpu(lambda t=table, k=misses: t.find(k))
+            find_hit = time_cpu(lambda t=table, k=hits: t.find(k), runs=runs)
+            find_miss = time_cpu(lambda t=table, k=misses: t.find(k), runs=runs)
             results.append({
                 "kind": kind, "keys": n, "load": load,
                 "insert_m_per_s": insert.rate(n) * 1e3,

@@ -14,7 +14,15 @@ from __future__ import annotations
 import torch
 
 from .._batch import first_occurrence, last_occurrence
-from .._format import TableState, as_value_bytes, live_slots, value_bytes_view
+from .._format import (
+    PACKED,
+    ROWS,
+    TableState,
+    as_value_bytes,
+    gather_values,
+    live_slots,
+    value_bytes_view,
+)
 
 _M32 = 0xFFFFFFFF
 _MIX1 = 0xFF51AFD7ED558CCD - (1 << 64)  # fmix64 constants as signed int64
@@ -174,16 +182,20 @@ def _rank_within(groups: torch.Tensor) -> torch.Tensor:
     return rank
 
 
-def _find_or_claim(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _find_or_claim(state: TableState, keys: torch.Tensor, *, multi: bool = False
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """Slot of each of the distinct (in-bucket) keys, placing the absent ones; returns the
-    slots and whether each key was placed here.
+    slots and whether each key was placed here. With ``multi`` every row takes a new slot
+    (a multimap's copies), whatever copies exist.
 
     One walk along each key's bucket sequence: a match means the key is present; a bucket with
     room and no match means it is absent (by the invariant no key lives past a bucket with
     room), and it takes an EMPTY slot there (rows that want the same bucket are ranked so each
     takes a different one). Never takes tombstones, so a key erased and inserted again cannot
     end up stored twice. The CUDA engine may also displace keys between their two buckets;
-    both keep the invariant the probe relies on (see kernels/open_addressing.cuh).
+    both keep the invariant the probe relies on (see kernels/open_addressing.cuh). If some key
+    finds no slot at all (only a table whose counters lie about its use), every slot this call
+    took is given back and RuntimeError raised: the table is unchanged.
     """
     spec = state.spec
     key_view = state.key_view()
@@ -193,13 +205,13 @@ def _find_or_claim(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor,
     claimed = torch.zeros(keys.shape[0], dtype=torch.bool)
     probe = _probe_state(state, keys, torch.arange(keys.shape[0]))
     pending = keys
-    spilled = []
+    spilled, taken = [], []
     for step in range(spec.num_buckets + RANDOM_STEPS + 2):
         if probe.shape[0] == 0:
             break
         words = buckets[probe[:, _BUCKET]]
         match = words == pending[:, None]
-        hit = match.any(1)
+        hit = match.any(1) & (not multi)
         lanes = match[hit].int().argmax(1)
         slot[probe[hit, _ROW]] = probe[hit, _BUCKET] * spec.bucket_slots + lanes
         # Lanes fill in order and never become EMPTY again (both engines), so a bucket's EMPTY
@@ -210,6 +222,7 @@ def _find_or_claim(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor,
         fits = room & (lane < spec.bucket_slots)
         placed = probe[fits, _BUCKET] * spec.bucket_slots + lane[fits]
         key_view[placed] = pending[fits]
+        taken.append(placed)
         slot[probe[fits, _ROW]] = placed
         claimed[probe[fits, _ROW]] = True
         if step >= 1:
@@ -220,10 +233,56 @@ def _find_or_claim(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor,
         probe, pending = probe[keep], pending[keep]
         _advance(state, step, probe)
     if probe.shape[0]:
-        raise RuntimeError("internal error: no free slot although the load check passed")
+        key_view[torch.cat(taken)] = empty  # give back what this call took
+        raise RuntimeError(f"{probe.shape[0]} keys found no free slot although the room check "
+                           "passed: the table's counters do not match its slots; the table "
+                           "is unchanged")
     if spilled:
         _set_overflow_bits(state, torch.cat(spilled))
     return slot, claimed
+
+
+def _place(state: TableState, keys: torch.Tensor, *, multi: bool = False
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Slot of each distinct key (every row, with ``multi``), placing absent ones, the two
+    sentinel keys out of band; and whether each was placed here. Counts the new entries."""
+    empty, tomb = _sentinels(state)
+    special = (keys == empty) | (keys == tomb)
+    slot = torch.empty(keys.shape[0], dtype=torch.int64)
+    new = torch.zeros(keys.shape[0], dtype=torch.bool)
+    normal = ~special
+    slot[normal], new[normal] = _find_or_claim(state, keys[normal], multi=multi)
+    if bool(special.any()):  # the two sentinel keys live out of band
+        where = _out_of_band_slot(state, keys[special])
+        new[special] = state.key_view()[where] != keys[special]
+        state.key_view()[where] = keys[special]
+        slot[special] = where
+    state.counts[0] += int(new.sum())
+    state.counts[1] += int(new[normal].sum())
+    return slot, new
+
+
+def _value_area(state: TableState) -> torch.Tensor | None:
+    """The bytes of each slot row beyond its key that hold the value: the value and, for
+    packed and pair slots, the zero bytes above it (both engines write them zero)."""
+    spec = state.spec
+    if spec.layout == ROWS:
+        return value_bytes_view(state)
+    raw = state.slots.view(torch.uint8)
+    if spec.layout == PACKED:
+        return raw[:, 4:8] if spec.key_bytes == 4 else None
+    return raw[:, 8:16]
+
+
+def _write_values(state: TableState, slot: torch.Tensor, values: torch.Tensor | None) -> None:
+    """Store each row's value (raw bytes, zero-padded to the value area) at its slot."""
+    area = _value_area(state)
+    if area is None:
+        return
+    padded = torch.zeros((slot.shape[0], area.shape[1]), dtype=torch.uint8)
+    if values is not None:
+        padded[:, : state.spec.value_bytes] = as_value_bytes(values)
+    area[slot] = padded
 
 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
@@ -233,23 +292,37 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
     if active is None:
         active = last_occurrence(keys)
     rows = active.nonzero().squeeze(1)
-    wanted = keys[rows]
-    empty, tomb = _sentinels(state)
-    special = (wanted == empty) | (wanted == tomb)
-    slot = torch.empty(rows.shape[0], dtype=torch.int64)
-    new = torch.zeros(rows.shape[0], dtype=torch.bool)
-    if bool(special.any()):  # the two sentinel keys live out of band
-        where = _out_of_band_slot(state, wanted[special])
-        new[special] = state.key_view()[where] != wanted[special]
-        state.key_view()[where] = wanted[special]
-        slot[special] = where
-    normal = ~special
-    slot[normal], new[normal] = _find_or_claim(state, wanted[normal])
-    if values is not None:
-        value_bytes_view(state)[slot] = as_value_bytes(values)[rows]
+    slot, new = _place(state, keys[rows])
+    _write_values(state, slot, None if values is None else values[rows])
     inserted[rows[new]] = True
-    state.counts[0] += int(new.sum())
-    state.counts[1] += int(new[normal].sum())
+    return inserted
+
+
+_REDUCE = {"add": "sum", "min": "amin", "max": "amax"}
+
+
+def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
+                    op: str) -> torch.Tensor:
+    """Insert new keys with their value; combine the values of existing keys (and of several
+    rows of a new key) with ``op``. True on one row per new key (the first, here)."""
+    spec = state.spec
+    distinct, group = torch.unique(keys, return_inverse=True)
+    rows = torch.full((distinct.shape[0],), keys.shape[0], dtype=torch.int64)
+    rows.scatter_reduce_(0, group, torch.arange(keys.shape[0]), "amin")  # first row per key
+    elements = values.reshape(keys.shape[0], -1)
+    combined = torch.zeros((rows.shape[0], elements.shape[1]), dtype=values.dtype)
+    combined.scatter_reduce_(0, group[:, None].expand_as(elements), elements, _REDUCE[op],
+                             include_self=False)
+    slot, new = _place(state, distinct)
+    stored = gather_values(state, slot).reshape(rows.shape[0], -1)
+    if op == "add":
+        merged = stored + combined
+    else:
+        merged = (torch.minimum if op == "min" else torch.maximum)(stored, combined)
+    merged = torch.where(new[:, None], combined, merged)
+    _write_values(state, slot, merged.reshape(rows.shape[0], *spec.value_shape))
+    inserted = torch.zeros(keys.shape[0], dtype=torch.bool)
+    inserted[rows[new]] = True
     return inserted
 
 
@@ -297,4 +370,67 @@ def rehash(source: TableState, target: TableState) -> None:
     keys = source.key_view()[live]
     value_view = value_bytes_view(source)
     values = None if value_view is None else value_view[live]
-    insert(target, keys, values, active=torch.ones_like(keys, dtype=torch.bool))
+    if target.multi:
+        multi_insert(target, keys, values)
+    else:
+        insert(target, keys, values, active=torch.ones_like(keys, dtype=torch.bool))
+
+
+# --- multimap -----------------------------------------------------------------------------
+def multi_insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None) -> None:
+    """Add every row as its own entry (repeated keys kept)."""
+    slot, _ = _place(state, keys, multi=True)
+    _write_values(state, slot, values)
+
+
+def _matches(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(query row, slot) of every entry holding each key, walking as a search does."""
+    spec = state.spec
+    buckets = _bucket_rows(state)
+    empty, _ = _sentinels(state)
+    probe = _probe_state(state, keys, torch.arange(keys.shape[0]))
+    wanted = keys
+    rows, slots = [], []
+    for step in range(spec.num_buckets + RANDOM_STEPS + 2):
+        if probe.shape[0] == 0:
+            break
+        words = buckets[probe[:, _BUCKET]]
+        match = words == wanted[:, None]
+        which, lane = match.nonzero(as_tuple=True)
+        rows.append(probe[which, _ROW])
+        slots.append(probe[which, _BUCKET] * spec.bucket_slots + lane)
+        done = (words == empty).any(1)
+        if step < 2:  # a full bucket ends the search unless the key's filter bit is set
+            done |= ~overflow_flag(state, probe[:, _LEFT_FIRST if step == 0 else _LEFT_SECOND])
+        keep = ~done
+        probe, wanted = probe[keep], wanted[keep]
+        _advance(state, step, probe)
+    if not rows:
+        return torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)
+    rows, slots = torch.cat(rows), torch.cat(slots)
+    order = torch.argsort(rows, stable=True)  # grouped by query row, as the CUDA engine's
+    return rows[order], slots[order]
+
+
+def multi_count(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    """Entries holding each key."""
+    rows, _ = _matches(state, keys)
+    return torch.bincount(rows, minlength=keys.shape[0])
+
+
+def multi_find_all(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(query row, slot) of every match, grouped by query row."""
+    return _matches(state, keys)
+
+
+def multi_erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    """Remove every copy of each key; copies removed by each row (a repeated key's copies
+    all count on its first row, here)."""
+    first = first_occurrence(keys)
+    rows, slots = _matches(state, keys)
+    mine = first[rows]
+    rows, slots = rows[mine], slots[mine]
+    _, tomb = _sentinels(state)
+    state.key_view()[slots] = tomb
+    state.counts[0] -= slots.shape[0]
+    return torch.bincount(rows, minlength=keys.shape[0])

@@ -1,13 +1,16 @@
 """The CUDA engine: the table operations as kernels over the shared table format.
 
-Same operation names and signatures as engines/cpu.py. Each operation allocates its outputs
-with torch (on the current stream) and launches one kernel from kernels/map.cu, compiled for
-the table's key width, value width and layout. Nothing here synchronises with the host.
+Same operation names and signatures as engines/cpu.py (the Engine protocol of
+engines/__init__.py). Each operation allocates its outputs with torch on the current stream of
+the table's device and launches kernels from kernels/map.cu or kernels/multimap.cu, the
+template instances for the table's type. Nothing here synchronises with the host except
+``multi_find_all``, which must learn how many matches to allocate.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 
@@ -15,24 +18,46 @@ from .._cuda.compile import load_module
 from .._cuda.launch import launch
 from .._format import LAYOUT_CODES, PAIR, ROWS, TableSpec, TableState
 
-_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_rehash",
-            "gh_rehash_deferred")
+MAP_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_rehash",
+               "gh_rehash_deferred")
+MULTI_KERNELS = ("gh_multi_insert", "gh_multi_count", "gh_multi_retrieve", "gh_multi_erase",
+                 "gh_multi_rehash")
+ELEMENT_TYPES = {torch.int32: "int", torch.int64: "long long", torch.float32: "float",
+                 torch.float64: "double"}
+APPLY_OPS = {"add": 0, "min": 1, "max": 2}
+ROW_LOCKS = 4096  # kernels/open_addressing.cuh: GH_ROW_LOCKS
+STASH_CAPACITY = 1024  # displaced keys kept for the host if a table had no slot left
+# Set (tests only) to compile for another architecture, e.g. compute_80 on an sm_90 GPU: the
+# sm_80 code paths then run as PTX compiled forward by the driver.
+ARCH_ENV = "GPUHASH_CUDA_ARCH"
 
 
-def defines(spec: TableSpec) -> tuple[tuple[str, int], ...]:
-    """The compile-time parameters of the kernels for tables of this spec."""
-    return (
-        ("GH_KEY_BYTES", spec.key_bytes),
-        ("GH_VALUE_BYTES", spec.value_bytes),
-        ("GH_LAYOUT", LAYOUT_CODES[spec.layout]),
-        ("GH_BUCKET_SLOTS", spec.bucket_slots),
-    )
+def table_type(spec: TableSpec) -> str:
+    """The C++ table type of a spec: ``GhTable<key bytes, value bytes, layout, bucket slots>``."""
+    return (f"GhTable<{spec.key_bytes}, {spec.value_bytes}, {LAYOUT_CODES[spec.layout]}, "
+            f"{spec.bucket_slots}>")
+
+
+def kernel_names(spec: TableSpec, *, multi: bool) -> dict[str, str]:
+    """Operation -> name expression of every kernel a table of this spec uses."""
+    table = table_type(spec)
+    if multi:
+        return {name: f"{name}<{table}>" for name in MULTI_KERNELS}
+    names = {name: f"{name}<{table}>" for name in MAP_KERNELS}
+    element = ELEMENT_TYPES.get(spec.value_dtype)
+    if element is not None:
+        for op, code in APPLY_OPS.items():
+            names[f"apply_{op}"] = f"gh_apply<{table}, {element}, {code}>"
+    return names
 
 
 @functools.cache
-def _kernels(definitions: tuple[tuple[str, int], ...], device_index: int) -> dict:
-    module = load_module("map.cu", definitions, device_index)
-    return {name: module.get_kernel(name) for name in _KERNELS}
+def _kernels(spec_key: tuple, multi: bool, device_index: int, arch: str | None) -> dict:
+    spec = TableSpec(**dict(spec_key))
+    names = kernel_names(spec, multi=multi)
+    module = load_module("multimap.cu" if multi else "map.cu", tuple(names.values()),
+                         device_index, arch)
+    return {op: module.get_kernel(expression) for op, expression in names.items()}
 
 
 def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...], int]:
@@ -40,72 +65,132 @@ def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...], int]:
     never move."""
     info = state.__dict__.get("_cuda_launch_info")
     if info is None:
+        spec = state.spec
         values = 0 if state.values is None else state.values.data_ptr()
         args = (state.slots.data_ptr(), values, state.overflow.data_ptr(),
-                state.counts.data_ptr(), state.spec.num_buckets, state.spec.seed)
+                state.counts.data_ptr(), spec.num_buckets, spec.signed_seed)
         index = state.slots.get_device()
-        info = (_kernels(defines(state.spec), index), args, index)
+        key = tuple(sorted((field, getattr(spec, field)) for field in
+                           ("key_dtype", "value_dtype", "value_shape", "bucket_slots")))
+        key += (("num_buckets", 1),)
+        kernels = _kernels(key, state.multi, index, os.environ.get(ARCH_ENV))
+        info = (kernels, args, index)
         state.__dict__["_cuda_launch_info"] = info
     return info
-
-
-def _kernel(state: TableState, name: str):
-    return _launch_info(state)[0][name]
-
-
-def _table_args(state: TableState) -> tuple[int, ...]:
-    return _launch_info(state)[1]
 
 
 def _ptr(tensor: torch.Tensor | None) -> int:
     return 0 if tensor is None else tensor.data_ptr()
 
 
-def _locks(state: TableState) -> int:
-    """Per-bucket locks for displacement in pair layouts (all zero between launches); sm_90 and
-    later swap pair slots with a 128-bit CAS and need none."""
-    if state.spec.layout != PAIR or torch.cuda.get_device_capability(state.device)[0] >= 9:
+def _scratch(state: TableState, name: str, make) -> torch.Tensor:
+    """A buffer kept with the table, made on first use (zeroed locks, the stash)."""
+    buffer = state.__dict__.get(name)
+    if buffer is None:
+        buffer = make()
+        state.__dict__[name] = buffer
+    return buffer
+
+
+def _bucket_locks(state: TableState) -> int:
+    """Per-bucket locks for displacement where a slot changes in several stores: pair slots
+    without a 128-bit CAS (before sm_90, or PTX for compute_80), and rows. All zero between
+    launches."""
+    spec = state.spec
+    cas128 = (torch.cuda.get_device_capability(state.device)[0] >= 9
+              and not os.environ.get(ARCH_ENV, "").endswith("80"))
+    if not (spec.layout == ROWS or (spec.layout == PAIR and not cas128)):
         return 0
-    locks = state.__dict__.get("_cuda_locks")
-    if locks is None:
-        locks = torch.zeros(state.spec.num_buckets, dtype=torch.int32, device=state.device)
-        state.__dict__["_cuda_locks"] = locks
-    return locks.data_ptr()
+    return _scratch(state, "_cuda_locks", lambda: torch.zeros(
+        spec.num_buckets, dtype=torch.int32, device=state.device)).data_ptr()
+
+
+def _row_locks(state: TableState) -> int:
+    return _scratch(state, "_cuda_row_locks", lambda: torch.zeros(
+        ROW_LOCKS, dtype=torch.int32, device=state.device)).data_ptr()
+
+
+def _stash(state: TableState) -> tuple[int, int, int]:
+    """Where a displaced key that found no slot is kept (key and value words, rows)."""
+    words = _scratch(state, "_cuda_stash", lambda: torch.zeros(
+        (STASH_CAPACITY, 2), dtype=torch.int64, device=state.device))
+    rows = 0
+    if state.spec.layout == ROWS:
+        rows = _scratch(state, "_cuda_stash_rows", lambda: torch.zeros(
+            (STASH_CAPACITY, state.spec.value_bytes), dtype=torch.uint8,
+            device=state.device)).data_ptr()
+    return words.data_ptr(), rows, STASH_CAPACITY
+
+
+def stashed(state: TableState, count: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The first ``count`` stashed entries as (key words, value bytes), if any were kept."""
+    words = state.__dict__.get("_cuda_stash")
+    if words is None or count == 0:
+        return None
+    words = words[:count]
+    spec = state.spec
+    if spec.layout == ROWS:
+        value_bytes = state.__dict__["_cuda_stash_rows"][:count]
+    else:
+        value_bytes = words[:, 1:].contiguous().view(torch.uint8)[:, : spec.value_bytes]
+    return words[:, 0].contiguous(), value_bytes
 
 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
-           active: torch.Tensor | None = None) -> torch.Tensor:
+           active: torch.Tensor | None = None, exclusive: bool = False) -> torch.Tensor:
     """Insert or assign each active row; True where the row added a new key.
 
-    Active rows hold distinct keys (the table layer's duplicate policy), so keys whose first
-    bucket is full are placed by displacement in a second launch instead of further along
-    their bucket sequence.
+    ``active`` rows (or, with ``exclusive``, all rows) hold distinct keys (the table layer's
+    duplicate policy), so keys whose first bucket is full are placed by displacement in a
+    second launch instead of further along their bucket sequence.
     """
+    kernels, table, device = _launch_info(state)
     rows = keys.shape[0]
-    inserted = torch.empty(rows, dtype=torch.bool, device=keys.device)
-    defer = active is not None and state.spec.layout != ROWS
-    launch(_kernel(state, "gh_insert"), rows, *_table_args(state), keys.data_ptr(),
-           _ptr(values), _ptr(active), inserted.data_ptr(), rows, int(defer),
-           device=state.device)
+    inserted = keys.new_empty(rows, dtype=torch.bool)
+    defer = active is not None or exclusive
+    row_locks = _row_locks(state) if state.spec.layout == ROWS and not defer else 0
+    launch(kernels["gh_insert"], rows, *table, keys.data_ptr(), _ptr(values), _ptr(active),
+           inserted.data_ptr(), rows, int(defer), row_locks, device=device)
     if defer:
-        launch(_kernel(state, "gh_insert_deferred"), rows, *_table_args(state),
-               keys.data_ptr(), _ptr(values), inserted.data_ptr(), rows, _locks(state),
-               device=state.device)
+        launch(kernels["gh_insert_deferred"], rows, *table, keys.data_ptr(), _ptr(values),
+               inserted.data_ptr(), rows, _bucket_locks(state), *_stash(state), device=device)
         # each new key is a live entry and (but for the out-of-band ones, which the kernel
         # took off already) a used bucket slot: counted here for deferred inserts (map.cu)
-        state.counts.add_(inserted.sum())
+        state.counts[:2].add_(inserted.sum())
+    return inserted
+
+
+def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
+                    op: str) -> torch.Tensor:
+    """Insert new keys with their value; combine the values of existing keys (and of several
+    rows of a new key) with ``op``. True on one row per new key."""
+    kernels, table, device = _launch_info(state)
+    rows = keys.shape[0]
+    inserted = keys.new_empty(rows, dtype=torch.bool)
+    kernel = kernels[f"apply_{op}"]
+    spec = state.spec
+    cas128 = torch.cuda.get_device_capability(state.device)[0] >= 9 and not os.environ.get(
+        ARCH_ENV, "").endswith("80")
+    if spec.layout != ROWS and (spec.layout != PAIR or cas128):  # one CAS publishes both
+        launch(kernel, rows, *table, keys.data_ptr(), values.data_ptr(), inserted.data_ptr(),
+               rows, 0, 0, device=device)
+        return inserted
+    slots = keys.new_empty(rows, dtype=torch.int64)
+    for phase in (1, 2):
+        launch(kernel, rows, *table, keys.data_ptr(), values.data_ptr(), inserted.data_ptr(),
+               rows, slots.data_ptr(), phase, device=device)
     return inserted
 
 
 # Outputs are allocated with keys.new_empty: it skips parsing a device argument, and a small
-# find is dominated by host overhead (scripts/profile_find.py).
+# find is dominated by host overhead.
 def _lookup(state: TableState, keys: torch.Tensor, values: torch.Tensor | None,
             default: torch.Tensor | None, index: torch.Tensor | None,
             found: torch.Tensor) -> None:
     rows = keys.shape[0]
-    kernels, table, device_index = _launch_info(state)
+    kernels, table, device = _launch_info(state)
     launch(kernels["gh_lookup"], rows, *table, keys.data_ptr(), rows, _ptr(values),
-           _ptr(default), _ptr(index), found.data_ptr(), device=device_index)
+           _ptr(default), _ptr(index), found.data_ptr(), device=device)
 
 
 def find(state: TableState, keys: torch.Tensor,
@@ -137,19 +222,63 @@ def contains(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 def erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """Remove each key; True on one row per removed key (which row of a repeated key is
     unspecified)."""
-    erased = torch.empty(keys.shape[0], dtype=torch.bool, device=keys.device)
-    launch(_kernel(state, "gh_erase"), keys.shape[0], *_table_args(state), keys.data_ptr(),
-           keys.shape[0], erased.data_ptr(), device=state.device)
+    kernels, table, device = _launch_info(state)
+    erased = keys.new_empty(keys.shape[0], dtype=torch.bool)
+    launch(kernels["gh_erase"], keys.shape[0], *table, keys.data_ptr(), keys.shape[0],
+           erased.data_ptr(), device=device)
     return erased
 
 
 def rehash(source: TableState, target: TableState) -> None:
     """Insert every live entry of ``source`` into the empty table ``target``, on the GPU."""
+    kernels, table, device = _launch_info(target)
     rows = source.slots.shape[0]
-    pending = torch.empty(rows, dtype=torch.uint8, device=target.device)
-    launch(_kernel(target, "gh_rehash"), rows, *_table_args(target), source.slots.data_ptr(),
+    if target.multi:
+        launch(kernels["gh_multi_rehash"], rows, *table, source.slots.data_ptr(),
+               _ptr(source.values), source.spec.num_slots, device=device)
+        return
+    pending = source.slots.new_empty(rows, dtype=torch.uint8)
+    launch(kernels["gh_rehash"], rows, *table, source.slots.data_ptr(), _ptr(source.values),
+           source.spec.num_slots, pending.data_ptr(), device=device)
+    launch(kernels["gh_rehash_deferred"], rows, *table, source.slots.data_ptr(),
            _ptr(source.values), source.spec.num_slots, pending.data_ptr(),
-           device=target.device)
-    launch(_kernel(target, "gh_rehash_deferred"), rows, *_table_args(target),
-           source.slots.data_ptr(), _ptr(source.values), source.spec.num_slots,
-           pending.data_ptr(), _locks(target), device=target.device)
+           _bucket_locks(target), *_stash(target), device=device)
+
+
+# --- multimap -----------------------------------------------------------------------------
+def multi_insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None) -> None:
+    """Add every row as its own entry (repeated keys kept)."""
+    kernels, table, device = _launch_info(state)
+    launch(kernels["gh_multi_insert"], keys.shape[0], *table, keys.data_ptr(), _ptr(values),
+           keys.shape[0], device=device)
+
+
+def multi_count(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    """Entries holding each key."""
+    kernels, table, device = _launch_info(state)
+    counts = keys.new_empty(keys.shape[0], dtype=torch.int64)
+    launch(kernels["gh_multi_count"], keys.shape[0], *table, keys.data_ptr(), keys.shape[0],
+           counts.data_ptr(), device=device)
+    return counts
+
+
+def multi_find_all(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(query row, slot) of every match, grouped by query row. Synchronises once (the total)."""
+    kernels, table, device = _launch_info(state)
+    counts = multi_count(state, keys)
+    offsets = torch.cumsum(counts, 0) - counts
+    total = int(counts.sum()) if keys.shape[0] else 0
+    rows = keys.new_empty(total, dtype=torch.int64)
+    index = keys.new_empty(total, dtype=torch.int64)
+    launch(kernels["gh_multi_retrieve"], keys.shape[0], *table, keys.data_ptr(), keys.shape[0],
+           offsets.data_ptr(), rows.data_ptr(), index.data_ptr(), device=device)
+    return rows, index
+
+
+def multi_erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    """Remove every copy of each key; copies removed by each row."""
+    kernels, table, device = _launch_info(state)
+    erased = keys.new_empty(keys.shape[0], dtype=torch.int64)
+    launch(kernels["gh_multi_erase"], keys.shape[0], *table, keys.data_ptr(), keys.shape[0],
+           erased.data_ptr(), device=device)
+    return erased

@@ -1,5 +1,8 @@
-// Shared device helpers: fixed-width types, the hash, bucket choice, value copies, counters.
-// Compiled by NVRTC without the standard library, so types are spelled out here.
+// Shared device helpers: fixed-width types, the hash, value copies, counters, and the memory
+// orderings the tables rely on. Compiled by NVRTC without the standard library, so types are
+// spelled out here and atomics with an explicit order are written as the PTX they lower to
+// (cuda::atomic_ref<T, thread_scope_device> with that order produces the same instructions;
+// the toolkit's libcu++ headers are not available to NVRTC everywhere a user installs us).
 #pragma once
 
 typedef unsigned long long gh_u64;
@@ -8,8 +11,16 @@ typedef unsigned int gh_u32;
 typedef unsigned short gh_u16;
 typedef unsigned char gh_u8;
 
-// MurmurHash3's 64-bit finalizer: every key bit reaches every hash bit. The CPU engine
-// computes the same function (engines/cpu.py: _mix64).
+// --- hash bits -----------------------------------------------------------------------------
+// Every table decision derives from one 64-bit hash of (key ^ seed), MurmurHash3's finalizer
+// (every key bit reaches every hash bit). Its bits have one owner each:
+//   bits  0..31  first bucket (multiply-high onto the bucket count)
+//   bits 32..63  second bucket (multiply-high)
+//   bits  0..2   filter fingerprint (which of a bucket's 8 filter bits a key sets)
+// Radix partitions and shards must not reuse those bits, or every key of a partition would
+// crowd the same buckets; they take their own hash, gh_partition_hash (the same mix of the key with a salted seed),
+// whose high bits pick the partition and low bits the shard. The CPU engine computes the same
+// functions (engines/cpu.py: _mix64, partition_of).
 __device__ __forceinline__ gh_u64 gh_mix64(gh_u64 x) {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdULL;
@@ -19,12 +30,17 @@ __device__ __forceinline__ gh_u64 gh_mix64(gh_u64 x) {
     return x;
 }
 
+__device__ __forceinline__ gh_u64 gh_partition_hash(gh_u64 key, gh_u64 seed) {
+    return gh_mix64(key ^ seed ^ 0x9e3779b97f4a7c15ULL);
+}
+
 // Maps 32 hash bits onto [0, n) by a multiply-high instead of a modulo, so any bucket count
 // works (no power-of-two rounding of memory) and costs one multiply.
 __device__ __forceinline__ gh_u64 gh_range(gh_u64 bits32, gh_u64 n) {
     return (bits32 * n) >> 32;
 }
 
+// --- value copies ----------------------------------------------------------------------------
 // The widest aligned word that divides the value width: rows are copied in such words.
 template <int BYTES> struct GhCopyWord { typedef gh_u8 type; };
 template <> struct GhCopyWord<2> { typedef gh_u16 type; };
@@ -43,7 +59,8 @@ __device__ __forceinline__ void gh_copy_value(char* dst, const char* src) {
     }
 }
 
-// Reads up to 8 value bytes into the low bytes of a word (little-endian, as the slot holds them).
+// Reads up to 8 value bytes into the low bytes of a zeroed word (little-endian, as the slot
+// holds them): the bytes above the value are zero, in both engines.
 template <int VALUE_BYTES>
 __device__ __forceinline__ gh_u64 gh_value_bits(const char* src) {
     gh_u64 bits = 0;
@@ -59,6 +76,32 @@ __device__ __forceinline__ void gh_store_value_bits(char* dst, gh_u64 bits) {
         dst, reinterpret_cast<const char*>(&bits));
 }
 
+// --- ordered atomics -------------------------------------------------------------------------
+// A lock word taken with acquire order and released with release order: every write made
+// under the lock is visible to the next holder (device scope).
+__device__ __forceinline__ void gh_lock(gh_u32* lock) {
+    gh_u32 prev;
+    while (true) {
+        asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], 0, 1;"
+                     : "=r"(prev) : "l"(lock) : "memory");
+        if (prev == 0) return;
+        __nanosleep(32);
+    }
+}
+
+__device__ __forceinline__ void gh_unlock(gh_u32* lock) {
+    asm volatile("st.release.gpu.global.u32 [%0], 0;" :: "l"(lock) : "memory");
+}
+
+// Relaxed device-scope load of a word other threads of the launch may be changing; plain loads
+// may be served from a stale L1 line, this one reads L2.
+__device__ __forceinline__ gh_u64 gh_load_relaxed(const gh_u64* p) {
+    gh_u64 v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// --- counting --------------------------------------------------------------------------------
 // Adds two per-thread amounts to two global counters with one atomic per block each (per-warp
 // atomics on one address serialise: measured 4.5 G inserts/s instead of the table's rate).
 // Every thread of the block must call it; the block size must be a multiple of 32, at most 1024.
@@ -84,4 +127,16 @@ __device__ __forceinline__ void gh_block_count(gh_i64* first, gh_i64 a, gh_i64* 
         if (second != nullptr && sum_b) atomicAdd(reinterpret_cast<unsigned long long*>(second),
                                                   static_cast<unsigned long long>(sum_b));
     }
+}
+
+__device__ __forceinline__ void gh_count_add(gh_i64* counter, gh_i64 amount) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(counter), static_cast<unsigned long long>(amount));
+}
+
+__device__ __forceinline__ gh_u64 gh_row() {
+    return static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ gh_u64 gh_stride() {
+    return static_cast<gh_u64>(gridDim.x) * blockDim.x;
 }

@@ -1,0 +1,74 @@
+"""The command line on the CPU: help, version, refused options and a quick CPU benchmark."""
+
+import json
+
+import pytest
+import torch
+
+import gpuhash
+from gpuhash.cli import main
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"gpuhash {gpuhash.__version__}"
+
+
+def test_bare_invocation_prints_help(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: gpuhash")
+    assert "bench" in out and "--version" in out
+
+
+def test_bench_map_help_says_what_it_measures(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "map", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for words in ("HashMap", "insert", "find_index", "load factors", "memory ceiling",
+                  "measured in the same run", "Python dict", "CPU engine"):
+        assert words in text, words
+
+
+@pytest.mark.parametrize("option", [["--plot", "x.png"], ["--layouts"]], ids=lambda o: o[0])
+def test_gpu_only_options_refused_on_the_cpu(option, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "map", "--quick", "--cpu", *option])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{option[0]} needs a GPU" in err and "--cpu was given" in err
+    assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without a GPU")
+def test_gpu_only_option_refused_without_cuda(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "map", "--plot", "x.png"])
+    assert exit_info.value.code == 2
+    assert "--plot needs a GPU (no CUDA device" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("runs", ["0", "-1", "many"])
+def test_runs_must_be_a_positive_count(runs, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "map", "--cpu", "--runs", runs])
+    assert exit_info.value.code == 2
+    assert "--runs" in capsys.readouterr().err
+
+
+def test_quick_cpu_bench_writes_json(tmp_path, capsys):
+    path = tmp_path / "map.json"
+    assert main(["bench", "map", "--quick", "--cpu", "--runs", "2", "--json", str(path)]) == 0
+    assert "CPU engine" in capsys.readouterr().out
+    report = json.loads(path.read_text())
+    assert report["suite"] == "map" and report["quick"] is True and report["runs"] == 2
+    configs = report["cpu"]["configs"]
+    assert {(c["kind"], c["load"]) for c in configs} == {
+        (kind, load) for kind in ("u32->u32", "u64->f32x8") for load in (0.5, 0.9)}
+    assert all(c["timings"]["insert"]["runs"] == 2 for c in configs)
+    assert all(c["insert_m_per_s"] > 0 and c["find_hit_m_per_s"] > 0 for c in configs)
+    assert report["cpu"]["versus_dict"]["keys"] == 2**16
