@@ -58,7 +58,8 @@ def main() -> int:
             source = Path(folder) / name
             # taking each instance's address makes nvcc instantiate (and compile) it
             refs = "".join(f"    (void*)&{e},\n" for e in expressions)
-            tail = f"\n[[maybe_unused]] static void* gh_instances[] = {{\n{refs}}};\n" if expressions else ""
+            array = "[[maybe_unused]] static void* gh_instances[]"
+            tail = f"\n{array} = {{\n{refs}}};\n" if expressions else ""
             source.write_text(inline_source(name) + tail)  # the text NVRTC compiles, + refs
             for arch in ARCHS:
                 ok &= compile_one(source, arch, f"({len(expressions)} instances)")

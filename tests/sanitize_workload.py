@@ -47,6 +47,31 @@ for key_dtype, value_dtype in ((torch.int32, torch.int32), (torch.int64, torch.i
     full.insert(keys, keys.to(value_dtype))
     assert bool(full.find(keys)[1].all())
 
+# insert_or_apply on every layout, and the multimap's kernels
+APPLY_LAYOUTS = [(torch.int32, torch.int32, ()), (torch.int64, torch.float64, ()),
+                 (torch.int64, torch.float32, (8,))]
+for key_dtype, value_dtype, shape in APPLY_LAYOUTS:
+    table = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
+                       capacity=64, device="cuda")
+    keys = torch.randint(0, 500, (3000,)).to(key_dtype).cuda()
+    for op in ("add", "min", "max"):
+        table.insert_or_apply(keys, torch.ones(3000, *shape, dtype=value_dtype).cuda(), op=op)
+    multi = gh.MultiMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
+                        capacity=64, device="cuda")
+    multi.insert(keys, torch.ones(3000, *shape, dtype=value_dtype).cuda())
+    multi.count(keys)
+    multi.find_all(keys[:100].contiguous())
+    multi.erase(keys[::3].contiguous())
+    assert len(multi) > 0
+    torch.cuda.synchronize()
+
+# rows layout at load 0.99: wide values placed by displacement
+wide = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(8,),
+                  capacity=4000, max_load_factor=0.99, growable=False, device="cuda")
+keys = torch.randperm(4000).cuda()
+wide.insert(keys, torch.ones(4000, 8).cuda())
+assert bool(wide.find(keys)[1].all())
+
 device = torch.device("cuda")
 ceilings._gather_rate(2**20, 2**16, device)
 peers.seed_layouts(2**12, device, 1.0, runs=1)

@@ -156,26 +156,6 @@ def test_growth_on_gpu_keeps_everything():
     assert len(table) == keys.numel()
 
 
-def test_streams_are_respected():
-    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, device="cuda")
-    stream = torch.cuda.Stream()
-    keys = torch.arange(1000, device="cuda")
-    with torch.cuda.stream(stream):
-        values = torch.rand(1000, device="cuda")
-    table.insert(keys, values, stream=stream)
-    got, found = table.find(keys, stream=stream)
-    stream.synchronize()
-    assert bool(found.all()) and torch.equal(got, values)
-
-    class Foreign:  # anything speaking the __cuda_stream__ protocol
-        def __cuda_stream__(self):
-            return (0, stream.cuda_stream)
-
-    assert bool(table.contains(keys, stream=Foreign()).all())
-    with pytest.raises(TypeError, match="stream"):
-        table.find(keys, stream="default")
-
-
 def test_wrong_device_is_refused():
     table = gh.HashSet(key_dtype=torch.int64, device="cuda")
     with pytest.raises(ValueError, match="keys is on cpu"):

@@ -391,11 +391,15 @@ def _matches(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch
     probe = _probe_state(state, keys, torch.arange(keys.shape[0]))
     wanted = keys
     rows, slots = [], []
+    visited = torch.zeros((keys.shape[0], 0), dtype=torch.int64)  # buckets seen, per key
     for step in range(spec.num_buckets + RANDOM_STEPS + 2):
         if probe.shape[0] == 0:
             break
         words = buckets[probe[:, _BUCKET]]
-        match = words == wanted[:, None]
+        # small tables revisit buckets: a copy counts once (gh_visited_before)
+        again = (visited == probe[:, _BUCKET, None]).any(1)
+        visited = torch.cat([visited, probe[:, _BUCKET, None]], 1)
+        match = (words == wanted[:, None]) & ~again[:, None]
         which, lane = match.nonzero(as_tuple=True)
         rows.append(probe[which, _ROW])
         slots.append(probe[which, _BUCKET] * spec.bucket_slots + lane)
@@ -403,7 +407,7 @@ def _matches(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch
         if step < 2:  # a full bucket ends the search unless the key's filter bit is set
             done |= ~overflow_flag(state, probe[:, _LEFT_FIRST if step == 0 else _LEFT_SECOND])
         keep = ~done
-        probe, wanted = probe[keep], wanted[keep]
+        probe, wanted, visited = probe[keep], wanted[keep], visited[keep]
         _advance(state, step, probe)
     if not rows:
         return torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)

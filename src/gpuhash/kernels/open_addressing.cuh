@@ -313,17 +313,32 @@ __device__ GhSlot gh_probe(const T& t, gh_u64 key, gh_u64 vbits) {
     return out;
 }
 
+// Whether a key's sequence visited `bucket` before `step` (small tables revisit buckets; a
+// multimap must count each copy once). Long walks are rare, so the quadratic cost is too.
+template <class T>
+__device__ __forceinline__ bool gh_visited_before(const T& t, const GhHome& home, gh_u64 step,
+                                                  gh_u64 bucket) {
+    gh_u64 earlier = home.b1;
+    for (gh_u64 j = 0; j < step; ++j) {
+        if (earlier == bucket) return true;
+        earlier = gh_next_bucket(t, home, j, earlier);
+    }
+    return false;
+}
+
 // Calls f(slot) for every slot holding key (a multimap's copies), walking as a search does.
 template <class T, bool COHERENT, class F>
 __device__ __forceinline__ void gh_for_each_match(const T& t, gh_u64 key, F&& f) {
-    gh_walk<T, true, COHERENT, false>(t, gh_home(t, key), [&](gh_u64 bucket, gh_u64,
-                                                              gh_u64 (&w)[T::BUCKET],
-                                                              gh_u64 (&)[T::BUCKET]) {
+    const GhHome home = gh_home(t, key);
+    gh_walk<T, true, COHERENT, false>(t, home, [&](gh_u64 bucket, gh_u64 step,
+                                                   gh_u64 (&w)[T::BUCKET],
+                                                   gh_u64 (&)[T::BUCKET]) {
+        const bool again = step > 0 && gh_visited_before(t, home, step, bucket);
         bool room = false;
 #pragma unroll
         for (int i = 0; i < T::BUCKET; ++i) {
             const gh_u64 part = w[i] & T::KEY_MASK;
-            if (part == key) f(bucket * T::BUCKET + i);
+            if (part == key && !again) f(bucket * T::BUCKET + i);
             room |= part == T::EMPTY;
         }
         return room;

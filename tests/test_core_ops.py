@@ -1,0 +1,108 @@
+"""The core's newer operations and the first review's defects, on the CPU engine: MultiMap and
+insert_or_apply against Python models, the bytes both engines write, and the error paths."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+from model_ops import make_apply_machine, make_multimap_machine
+
+import gpuhash as gh
+from gpuhash.engines import cpu as cpu_engine
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.parametrize(("key_dtype", "value_shape"),
+                         [(torch.int64, ()), (torch.uint32, None), (torch.int32, (3,)),
+                          (torch.uint64, (1,))], ids=str)
+def test_multimap_behaves_like_a_multiset(key_dtype, value_shape):
+    machine = make_multimap_machine(key_dtype=key_dtype, value_shape=value_shape, device="cpu")
+    machine.TestCase.settings = settings(max_examples=25, stateful_step_count=20, **SETTINGS)
+    machine.TestCase().runTest()
+
+
+@pytest.mark.parametrize(("key_dtype", "value_dtype", "value_shape"),
+                         [(torch.int32, torch.int32, ()), (torch.int64, torch.float64, ()),
+                          (torch.uint32, torch.float32, (4,)), (torch.int64, torch.int64, (2,))],
+                         ids=str)
+def test_insert_or_apply_folds_like_a_dict(key_dtype, value_dtype, value_shape):
+    machine = make_apply_machine(key_dtype=key_dtype, value_dtype=value_dtype,
+                                 value_shape=value_shape, device="cpu")
+    machine.TestCase.settings = settings(max_examples=25, stateful_step_count=15, **SETTINGS)
+    machine.TestCase().runTest()
+
+
+def test_insert_or_apply_refuses_bad_op_and_dtype():
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64)
+    with pytest.raises(ValueError, match="op must be one of"):
+        table.insert_or_apply(torch.tensor([1]), torch.tensor([1]), op="mul")
+    small = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int16)
+    with pytest.raises(TypeError, match="int16"):
+        small.insert_or_apply(torch.tensor([1]), torch.tensor([1], dtype=torch.int16))
+    assert len(table) == len(small) == 0
+
+
+def test_multimap_refuses_the_reserved_keys_and_stays_unchanged():
+    table = gh.MultiMap(key_dtype=torch.int64)
+    table.insert(torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match="0xffffffffffffffff"):
+        table.insert(torch.tensor([3, -1]))
+    assert len(table) == 2 and table.count(torch.tensor([3])).tolist() == [0]
+
+
+@pytest.mark.parametrize(("key_dtype", "value_dtype", "shape"),
+                         [(torch.int32, torch.int8, (3,)), (torch.int32, None, ()),
+                          (torch.int64, torch.int16, (3,)), (torch.int64, torch.int32, ()),
+                          (torch.uint32, torch.float16, ())], ids=str)
+def test_bytes_above_a_value_are_zero(key_dtype, value_dtype, shape):
+    """Packed and pair slots hold the value zero-padded, as the CUDA engine writes them, so
+    the same table is the same bytes on both engines (the GPU test compares them)."""
+    if value_dtype is None:
+        table = gh.HashSet(key_dtype=key_dtype)
+        table.insert(torch.arange(50).to(key_dtype))
+    else:
+        table = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape)
+        keys = torch.arange(50).to(key_dtype)
+        table.insert(keys, torch.full((50, *shape), -1).to(value_dtype))
+        table.insert(keys[::2].contiguous(), torch.full((25, *shape), 3).to(value_dtype))
+    spec = table.spec
+    index = torch.nonzero(table._state.key_view()[: spec.num_slots] >= 0).squeeze(1)
+    raw = table._state.slots.view(torch.uint8)[index]
+    if spec.layout == "packed" and spec.key_bytes == 4:
+        assert bool((raw[:, 4 + spec.value_bytes: 8] == 0).all())
+    if spec.layout == "pair":
+        assert bool((raw[:, 8 + spec.value_bytes: 16] == 0).all())
+
+
+def test_value_shape_may_be_an_int_and_reserve_refuses_negatives():
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=8)
+    assert table.spec.value_shape == (8,)
+    with pytest.raises(TypeError, match="value_shape"):
+        gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=2.5)
+    with pytest.raises(ValueError, match="entries must be a non-negative int, got -1"):
+        table.reserve(-1)
+
+
+def full_table(device: str = "cpu") -> gh.HashMap:
+    """A table whose every bucket slot holds a key while its counters say it is nearly empty
+    (a corruption no API call can make): the only way to reach the unplaced-row path."""
+    table = gh.HashMap(key_dtype=torch.int32, value_dtype=torch.int32, capacity=200,
+                       max_load_factor=0.99, growable=True)
+    state = table._state
+    keys = torch.arange(1, state.spec.num_slots + 1, dtype=torch.int32)
+    cpu_engine.insert(state, keys, keys, active=torch.ones_like(keys, dtype=torch.bool))
+    assert int((state.key_view()[: state.spec.num_slots] == -1).sum()) == 0
+    state.counts[1] = 0  # the lie
+    table._used_bound = 0
+    return table.to(device) if device != "cpu" else table
+
+
+def test_a_row_that_finds_no_slot_raises_and_leaves_the_cpu_table_unchanged():
+    table = full_table()
+    before = [t.clone() for t in table._state.tensors().values()]
+    extra = torch.tensor([-5, -6, -7], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="no free slot"):
+        table.insert(extra, extra)
+    assert all(torch.equal(a, b) for a, b in zip(before, table._state.tensors().values()))

@@ -1,0 +1,255 @@
+"""GPU tests of the core outside the benchmark's path: streams, several GPUs, racing writers of
+wide values, rows no slot could take, the sm_80 code paths, the bytes both engines write, and
+the newer operations against the CPU engine and the Python models. Marked gpu."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+from model_ops import make_apply_machine, make_multimap_machine
+from test_core_ops import full_table
+
+import gpuhash as gh
+
+pytestmark = pytest.mark.gpu
+HERE = Path(__file__).resolve().parent
+SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
+SLEEP_CYCLES = 2_000_000_000  # about a second of a busy stream
+
+
+def busy(stream: torch.cuda.Stream | None = None) -> None:
+    """Queue about a second of GPU work on ``stream`` (the current stream if None)."""
+    if stream is None:
+        torch.cuda._sleep(SLEEP_CYCLES)
+        return
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(SLEEP_CYCLES)
+
+
+def test_a_default_row_is_made_on_the_operations_stream():
+    """The default row of a find travels to the GPU on the find's stream: made on the busy
+    ambient stream, the kernel on `s` read it before it arrived."""
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(4,),
+                       device="cuda")
+    table.insert(torch.arange(10, device="cuda"), torch.zeros(10, 4, device="cuda"))
+    missing = torch.arange(100, 1100, device="cuda")
+    stream = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    busy()  # the ambient (default) stream
+    got, found = table.find(missing, default=torch.tensor([1.0, 2.0, 3.0, 4.0]), stream=stream)
+    stream.synchronize()
+    assert not bool(found.any())
+    assert torch.equal(got.cpu(), torch.tensor([1.0, 2.0, 3.0, 4.0]).expand(1000, 4))
+    torch.cuda.synchronize()
+
+
+def test_insert_on_one_stream_then_find_on_another_ordered_by_an_event():
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, device="cuda",
+                       capacity=100_000)
+    first, second = torch.cuda.Stream(), torch.cuda.Stream()
+    keys = torch.arange(50_000, device="cuda")
+    torch.cuda.synchronize()
+    busy(first)  # the insert waits behind this on `first`
+    table.insert(keys, keys * 3, stream=first)
+    done = first.record_event()
+    second.wait_event(done)
+    got, found = table.find(keys, stream=second)
+    second.synchronize()
+    assert bool(found.all()) and torch.equal(got, keys * 3)
+
+
+def test_a_long_kernel_on_the_default_stream_does_not_block_a_find_on_another():
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, device="cuda")
+    keys = torch.arange(1000, device="cuda")
+    table.insert(keys, keys)
+    stream = torch.cuda.Stream()
+    table.find(keys, stream=stream)  # compiled and warm
+    torch.cuda.synchronize()
+    busy()
+    start = time.perf_counter()
+    got, found = table.find(keys, stream=stream)
+    stream.synchronize()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    assert elapsed < 0.3, f"the find waited {elapsed:.2f} s for the default stream"
+    assert bool(found.all())
+
+
+def test_streams_of_the_cuda_stream_protocol_and_bad_streams():
+    table = gh.HashSet(key_dtype=torch.int64, device="cuda")
+    stream = torch.cuda.Stream()
+    keys = torch.arange(100, device="cuda")
+    table.insert(keys, stream=stream)
+
+    class Foreign:  # anything speaking the __cuda_stream__ protocol
+        def __cuda_stream__(self):
+            return (0, stream.cuda_stream)
+
+    assert bool(table.contains(keys, stream=Foreign()).all())
+    with pytest.raises(TypeError, match="stream"):
+        table.contains(keys, stream="default")
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_tables_on_two_gpus_interleaved_from_one_thread():
+    torch.cuda.set_device(0)
+    tables = [gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(8,),
+                         device=f"cuda:{i}") for i in (0, 1)]
+    sets = [gh.HashSet(key_dtype=torch.uint32, device=f"cuda:{i}") for i in (0, 1)]
+    for round_ in range(3):
+        for i in (1, 0):
+            device = f"cuda:{i}"
+            keys = torch.arange(round_ * 10_000, (round_ + 1) * 10_000, device=device) * (i + 1)
+            values = keys[:, None].float().expand(-1, 8).contiguous()
+            tables[i].insert(keys, values)
+            sets[i].insert(keys.to(torch.int32).view(torch.uint32))
+            assert torch.cuda.current_device() == 0
+    for i in (0, 1):
+        device = f"cuda:{i}"
+        keys = torch.arange(30_000, device=device) * (i + 1)
+        got, found = tables[i].find(keys)
+        assert bool(found.all()) and torch.equal(got[:, 0], keys.float())
+        assert bool(sets[i].contains(keys.to(torch.int32).view(torch.uint32)).all())
+        assert len(tables[i]) == 30_000
+    torch.cuda.set_device(1)
+    got, found = tables[0].find(torch.arange(100, device="cuda:0"))
+    assert bool(found.all()) and torch.cuda.current_device() == 1
+    assert gh.HashSet(key_dtype=torch.int64, device="cuda").device == torch.device("cuda:1")
+    torch.cuda.set_device(0)
+    assert gh.HashSet(key_dtype=torch.int64, device="cuda").device == torch.device("cuda:0")
+
+
+@pytest.mark.parametrize("width", [8, 32])
+def test_racing_rows_of_wide_values_never_tear(width):
+    """duplicates='any', 1M rows over 1000 keys, values of 32 and 128 bytes: each stored row
+    is one whole row of its key."""
+    keys = torch.randint(0, 1000, (1_000_000,), device="cuda")
+    rows = torch.arange(keys.numel(), device="cuda", dtype=torch.float32)
+    values = rows[:, None].expand(-1, width).contiguous()
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(width,),
+                       duplicates="any", device="cuda")
+    table.insert(keys, values)
+    stored_keys, stored = table.items()
+    assert bool((stored == stored[:, :1]).all()), "a stored row mixes two rows' values"
+    assert torch.equal(keys[stored[:, 0].long()], stored_keys)
+
+
+@pytest.mark.parametrize("value_shape", [(), (8,)])
+def test_a_row_no_slot_could_take_raises_at_the_next_sync_with_the_table_whole(value_shape):
+    table = full_table("cuda") if value_shape == () else None
+    if table is None:
+        pytest.skip("the crafted full table is int32 -> int32")
+    held = table.items()[0].clone()
+    extra = torch.tensor([-5, -6, -7], dtype=torch.int32, device="cuda")
+    inserted = table.insert(extra, extra)
+    with pytest.raises(RuntimeError, match="could not be placed"):
+        len(table)
+    assert bool(table.contains(held).all())
+    assert bool(table.contains(extra[inserted]).all())
+    assert len(table) == held.numel() + int(inserted.sum())
+
+
+def test_seeds_above_two_to_the_63_work_on_the_gpu_and_match_the_cpu():
+    options = dict(key_dtype=torch.int64, value_dtype=torch.int64, seed=2**64 - 5)
+    gpu, cpu = gh.HashMap(device="cuda", **options), gh.HashMap(device="cpu", **options)
+    keys = torch.arange(500)
+    gpu.insert(keys.cuda(), keys.cuda())
+    cpu.insert(keys, keys)
+    assert torch.equal(gpu.find_index(keys.cuda())[0].cpu(), cpu.find_index(keys)[0])
+
+
+@pytest.mark.parametrize(("key_dtype", "value_dtype", "shape"),
+                         [(torch.int32, torch.int8, (3,)), (torch.uint32, None, ()),
+                          (torch.int64, torch.int16, (3,)), (torch.int64, torch.int32, ())],
+                         ids=str)
+def test_both_engines_write_the_same_slot_bytes(key_dtype, value_dtype, shape):
+    keys = torch.randperm(5000)[:2000].to(key_dtype)
+    tables = []
+    for device in ("cuda", "cpu"):
+        if value_dtype is None:
+            table = gh.HashSet(key_dtype=key_dtype, device=device)
+            table.insert(keys.to(device))
+        else:
+            table = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
+                               device=device)
+            table.insert(keys.to(device), torch.full((2000, *shape), 5).to(value_dtype).to(device))
+            table.insert(keys[::2].to(device), torch.full((1000, *shape), -3).to(value_dtype)
+                         .to(device))
+        tables.append(table)
+    gpu, cpu = tables
+    index_gpu = gpu._engine.find_index(gpu._state, gpu._keys(keys.cuda())[0])[0].cpu()
+    index_cpu = cpu._engine.find_index(cpu._state, cpu._keys(keys)[0])[0]
+    assert torch.equal(gpu._state.slots.cpu()[index_gpu], cpu._state.slots[index_cpu])
+
+
+def test_insert_or_apply_matches_the_cpu_engine_at_scale():
+    keys = torch.randint(0, 10_000, (1_000_000,))
+    values = torch.randint(-100, 100, (1_000_000,), dtype=torch.int64)
+    for op in ("add", "min", "max"):
+        results = []
+        for device in ("cuda", "cpu"):
+            table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, device=device)
+            inserted = table.insert_or_apply(keys.to(device), values.to(device), op=op)
+            assert int(inserted.sum()) == torch.unique(keys).numel()
+            stored_keys, stored = table.items()
+            order = torch.argsort(stored_keys.cpu())
+            results.append((stored_keys.cpu()[order], stored.cpu()[order]))
+        assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1],
+                                                                         results[1][1])
+
+
+def test_multimap_matches_the_cpu_engine_at_scale():
+    keys = torch.randint(0, 50_000, (200_000,))
+    values = torch.arange(200_000)
+    queries = torch.randint(0, 60_000, (100_000,))
+    found = []
+    for device in ("cuda", "cpu"):
+        table = gh.MultiMap(key_dtype=torch.int64, value_dtype=torch.int64, device=device,
+                            max_load_factor=0.95)
+        table.insert(keys.to(device), values.to(device))
+        counts = table.count(queries.to(device)).cpu()
+        rows, index = table.find_all(queries.to(device))
+        pairs = torch.stack([rows.cpu(), table.values[index].cpu()], 1)
+        pairs = pairs[torch.argsort(pairs[:, 0] * 1_000_000 + pairs[:, 1])]
+        found.append((counts, pairs))
+    assert torch.equal(found[0][0], found[1][0]) and torch.equal(found[0][1], found[1][1])
+
+
+@pytest.mark.parametrize(("key_dtype", "value_shape"),
+                         [(torch.int64, ()), (torch.uint32, None), (torch.int32, (3,))], ids=str)
+def test_gpu_multimap_behaves_like_a_multiset(key_dtype, value_shape):
+    machine = make_multimap_machine(key_dtype=key_dtype, value_shape=value_shape, device="cuda")
+    machine.TestCase.settings = settings(max_examples=12, stateful_step_count=15, **SETTINGS)
+    machine.TestCase().runTest()
+
+
+@pytest.mark.parametrize(("key_dtype", "value_dtype", "value_shape"),
+                         [(torch.int32, torch.int32, ()), (torch.int64, torch.float64, ()),
+                          (torch.uint32, torch.float32, (4,)), (torch.int64, torch.int64, ())],
+                         ids=str)
+def test_gpu_insert_or_apply_folds_like_a_dict(key_dtype, value_dtype, value_shape):
+    machine = make_apply_machine(key_dtype=key_dtype, value_dtype=value_dtype,
+                                 value_shape=value_shape, device="cuda")
+    machine.TestCase.settings = settings(max_examples=12, stateful_step_count=12, **SETTINGS)
+    machine.TestCase().runTest()
+
+
+@pytest.mark.skipif(os.environ.get("GPUHASH_CUDA_ARCH") is not None, reason="already sm_80")
+def test_the_sm80_paths_run_as_compute_80_ptx():
+    """Pair slots without a 128-bit CAS (bucket locks, two-launch insert_or_apply) run when the
+    kernels are compiled for compute_80 and the driver carries the PTX forward."""
+    env = dict(os.environ, GPUHASH_CUDA_ARCH="compute_80")
+    chosen = ("matches_cpu_engine or displacement or apply or multimap or racing or "
+              "no_slot or same_slot_bytes")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "gpu",
+         str(HERE / "test_gpu.py"), str(HERE / "test_gpu_core.py"), "-k", chosen],
+        env=env, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
