@@ -82,13 +82,17 @@ def load_module(name: str, names: tuple[str, ...], device_index: int, arch: str 
     load = ObjectCode.from_ptx if kind == "ptx" else ObjectCode.from_cubin
     with torch.cuda.device(device_index):  # restores the caller's device on the way out
         if path.exists() and symbols_path.exists():
-            symbols = json.loads(symbols_path.read_text())
+            symbols = {name: mangled.encode()
+                       for name, mangled in json.loads(symbols_path.read_text()).items()}
             return load(path.read_bytes(), symbol_mapping=symbols)
         options = ProgramOptions(arch=arch, std="c++17")
         code = Program(source, "c++", options).compile(kind, name_expressions=names)
-        # cuda.core keeps the name -> mangled symbol map of a compile only on the object it
-        # returns; the cache needs it to find the kernels again
-        symbols = dict(getattr(code, "_sym_map", {}) or {})
+        # the name -> mangled symbol map of a compile lives on the object it returns (public
+        # as symbol_mapping since cuda.core 0.4; _sym_map before); the cache keeps it to find
+        # the kernels again. Without one, nothing is cached and the next process recompiles.
+        symbols = getattr(code, "symbol_mapping", None) or getattr(code, "_sym_map", None) or {}
+        symbols = {name: bytes(mangled).decode() if not isinstance(mangled, str) else mangled
+                   for name, mangled in symbols.items()}
         data = code.code if isinstance(code.code, bytes) else bytes(code.code)
         if set(symbols) >= set(names):
             _write_atomically(path, data)
