@@ -18,7 +18,10 @@ A table is stored as
   bucket sets the bit its hash fingerprint picks among its first bucket's low 8; a key placed
   past its second bucket also sets its fingerprint's bit among the second bucket's high 8. A
   miss whose bucket is full stops there unless its own bit is set.
-* ``counts``: int64 ``[live entries, used bucket slots]`` (used counts tombstones too).
+* ``counts``: int64, ``COUNTS_LEN`` entries: ``[live entries, used bucket slots, rows that
+  could not be placed (an error flag), stash fill]``. Used counts tombstones too but not the
+  out-of-band slots, which live counts: so ``live <= used + 2``. Files written when counts
+  had only the first two entries load with the others zero.
 
 Layouts (chosen from key and value width):
 
@@ -33,14 +36,24 @@ The key part of a slot word is the low 32 bits for 32-bit keys, the whole word f
 keys. ``EMPTY`` is the all-ones key part, ``TOMBSTONE`` all-ones minus one; out-of-band slot 0
 holds key ``EMPTY`` when its key part equals ``EMPTY`` (absent: ``TOMBSTONE``), slot 1 holds key
 ``TOMBSTONE`` when its key part equals ``TOMBSTONE`` (absent: ``EMPTY``).
+
+Seeds are unsigned 64-bit ints; kernels take them as signed 64-bit arguments
+(``TableSpec.signed_seed``), the same bits.
+
+``load_state`` checks everything in a file (structure, every spec field, each tensor's dtype,
+shape and contiguity, the counts' ranges) before an engine sees it: kernels trust the shapes a
+spec implies. Anything that is not a table file, or is damaged, is one ``ValueError`` naming
+the path.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import torch
@@ -56,13 +69,17 @@ L2_TABLE_BYTES = 32 * 2**20  # tables up to this size count as L2-resident (50 M
 NARROW_MAX_LOAD = 0.75  # above it even small tables take 8-slot buckets (fewer overflows)
 PAIR_WIDE_ABOVE = 0.95  # pair slots: 4-slot buckets cannot reach such loads
 FILTER_BITS = 16  # per bucket: 8 "left its first bucket" + 8 "went past its second bucket"
-DEFAULT_SEED = 0x2545F4914F6CDD1D  # below 2**63 so it travels as a signed kernel argument
+DEFAULT_SEED = 0x2545F4914F6CDD1D
+SEED_LIMIT = 2**64  # seeds are unsigned 64-bit; kernels take them as int64 (signed_seed)
 MAX_LOAD_FACTOR = 0.99
 MAX_BUCKETS = 2**31 - 1  # bucket choice multiplies a 32-bit hash by the bucket count in 64 bits
 
 KEY_DTYPES = (torch.int32, torch.uint32, torch.int64, torch.uint64)
 PACKED, PAIR, ROWS = "packed", "pair", "rows"
 LAYOUT_CODES = {PACKED: 0, PAIR: 1, ROWS: 2}
+# counts: [live entries, used bucket slots, rows that could not be placed, stash fill]
+COUNTS_LEN = 4
+LEGACY_COUNTS_LEN = 2  # files written before the last two counters; they load as zeros
 
 
 @dataclass(frozen=True)
@@ -83,6 +100,15 @@ class TableSpec:
     seed: int = DEFAULT_SEED
     max_load_factor: float = 0.9
     bucket_slots: int = BUCKET_SLOTS
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed)
+
+    @property
+    def signed_seed(self) -> int:
+        """The seed's 64 bits as a signed int, for kernel arguments (int64: a seed of 2**63 or
+        more would overflow them)."""
+        return self.seed - SEED_LIMIT if self.seed >= SEED_LIMIT // 2 else self.seed
 
     @property
     def key_bytes(self) -> int:
@@ -129,8 +155,10 @@ class TableSpec:
 
     @property
     def max_entries(self) -> int:
-        """How many bucket slots may be used before the table must grow or refuse."""
-        return int(self.max_load_factor * self.num_slots)
+        """How many bucket slots may be used before the table must grow or refuse: the floor
+        of ``max_load_factor * num_slots`` computed exactly (see _load_ratio)."""
+        num, den = _load_ratio(self.max_load_factor)
+        return self.num_slots * num // den
 
     def sized_for(self, entries: int, *, bucket_slots: int | None = None) -> TableSpec:
         """This spec with the bucket width and count that hold ``entries`` keys at
@@ -143,10 +171,17 @@ class TableSpec:
             >>> spec.num_slots >= 1000 / spec.max_load_factor
             True
         """
-        slots = math.ceil(max(entries, 1) / self.max_load_factor)
+        entries = max(entries, 1)
+        num, den = _load_ratio(self.max_load_factor)
+        slots = -(-entries * den // num)  # ceil(entries / max_load_factor), exactly
         width = bucket_slots or bucket_slots_for(self, slots)
-        return dataclasses.replace(self, bucket_slots=width,
+        spec = dataclasses.replace(self, bucket_slots=width,
                                    num_buckets=buckets_for(entries, self.max_load_factor, width))
+        # buckets_for's exact arithmetic already guarantees the capacity; this loop keeps the
+        # promise (capacity >= entries) from resting on that alone
+        while spec.max_entries < entries:
+            spec = dataclasses.replace(spec, num_buckets=spec.num_buckets + 1)
+        return spec
 
     def bytes_per_slot(self) -> int:
         row = self.value_bytes if self.layout == ROWS else 0
@@ -164,8 +199,23 @@ def bucket_slots_for(spec: TableSpec, slots: int) -> int:
 
 def buckets_for(entries: int, max_load_factor: float, bucket_slots: int) -> int:
     """The fewest buckets that hold ``entries`` keys without passing ``max_load_factor``."""
-    need = math.ceil(max(entries, 1) / max_load_factor / bucket_slots)
-    return max(need, 1)
+    num, den = _load_ratio(max_load_factor)
+    return max(-(-max(entries, 1) * den // (num * bucket_slots)), 1)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_ratio(max_load_factor: float) -> tuple[int, int]:
+    """``max_load_factor`` as the exact ratio of the decimal it was written as. The float 0.7
+    is 0.69999999999999996, so ``int(0.7 * 180)`` gives 125 where 126 is meant (1,166 of the
+    capacities below 100,000 came out one short at 0.7); ``repr`` gives back "0.7"."""
+    ratio = Fraction(repr(float(max_load_factor)))
+    return ratio.numerator, ratio.denominator
+
+
+def check_seed(seed: object) -> None:
+    """Refuse a seed that is not an int in [0, 2**64) (the hash mixes 64 unsigned bits)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
 
 
 @dataclass
@@ -244,7 +294,7 @@ def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
                                    device=device)
     overflow = torch.zeros(((spec.num_buckets * FILTER_BITS + 31) // 32,), dtype=torch.int32,
                            device=device)
-    counts = torch.zeros((2,), dtype=torch.int64, device=device)
+    counts = torch.zeros((COUNTS_LEN,), dtype=torch.int64, device=device)
     state = TableState(spec, slots, state_values, overflow, counts)
     reset_out_of_band(state)
     return state
@@ -282,15 +332,6 @@ def _dtype_name(dtype: torch.dtype | None) -> str | None:
     return None if dtype is None else str(dtype).removeprefix("torch.")
 
 
-def _dtype_from(name: str | None) -> torch.dtype | None:
-    if name is None:
-        return None
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"saved table names unknown dtype {name!r}")
-    return dtype
-
-
 def _checksum(tensors: dict[str, torch.Tensor]) -> str:
     digest = hashlib.sha256()
     for name in sorted(tensors):
@@ -324,36 +365,171 @@ def save_state(state: TableState, path: str | Path, *, kind: str) -> None:
 
 
 def load_state(path: str | Path, device: torch.device | str, *, kind: str) -> TableState:
-    """Read a table written by ``save_state``; refuses other formats, versions and corrupt data."""
-    payload = torch.load(str(path), map_location="cpu", weights_only=True)
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT_NAME:
-        raise ValueError(f"{path} is not a gpuhash table file")
-    if payload.get("version") != FORMAT_VERSION:
-        raise ValueError(f"{path} has format version {payload.get('version')!r}; "
-                         f"this gpuhash reads version {FORMAT_VERSION}")
-    if payload.get("kind") != kind:
-        raise ValueError(f"{path} holds a {payload.get('kind')}, not a {kind}")
-    tensors = payload["tensors"]
-    if _checksum(tensors) != payload["checksum"]:
-        raise ValueError(f"{path} failed its checksum: the file is corrupt")
-    raw = payload["spec"]
-    spec = TableSpec(
-        key_dtype=_dtype_from(raw["key_dtype"]),
-        value_dtype=_dtype_from(raw["value_dtype"]),
-        value_shape=tuple(raw["value_shape"]),
-        num_buckets=int(raw["num_buckets"]),
-        seed=int(raw["seed"]),
-        max_load_factor=float(raw["max_load_factor"]),
-        bucket_slots=int(raw["bucket_slots"]),
-    )
+    """Read a table written by ``save_state``. Files of another kind or version are refused
+    as such; anything else that is not a sound gpuhash table file, one ``ValueError`` naming
+    the path. A missing or unreadable file raises its ``OSError``."""
+    try:
+        payload = _read_payload(path)
+        _check_keys("the file", payload, _PAYLOAD_KEYS)
+        # type checks first: a crafted file may hold tensors where these compare by element
+        if not isinstance(payload["format"], str) or payload["format"] != FORMAT_NAME:
+            raise _Damaged(f"its format marker is {payload['format']!r}, not {FORMAT_NAME!r}")
+        if not _is_int(payload["version"]) or payload["version"] != FORMAT_VERSION:
+            raise ValueError(f"{path} has format version {payload['version']!r}; "
+                             f"this gpuhash reads version {FORMAT_VERSION}")
+        if not isinstance(payload["kind"], str) or payload["kind"] != kind:
+            raise ValueError(f"{path} holds a {payload['kind']}, not a {kind}")
+        spec = _spec_from(payload["spec"])
+        tensors = _checked_tensors(spec, payload["tensors"])
+        if not isinstance(payload["checksum"], str):
+            raise _Damaged(f"its checksum is a {type(payload['checksum']).__name__}, not a str")
+        if _checksum(tensors) != payload["checksum"]:
+            raise ValueError(f"{path} failed its checksum: the file is corrupt")
+        counts = _checked_counts(spec, tensors["counts"])
+    except _Damaged as exc:
+        raise ValueError(f"{path} is not a gpuhash table file or is damaged: {exc}"
+                         ) from exc.__cause__
     device = torch.device(device)
     return TableState(
         spec,
         tensors["slots"].to(device),
         tensors["values"].to(device) if "values" in tensors else None,
         tensors["overflow"].to(device),
-        tensors["counts"].to(device),
+        counts.to(device),
     )
+
+
+# --- load_state's checks: kernels index by the shapes the spec implies, so a file must match
+# them exactly before an engine sees it ------------------------------------------------------
+
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
+_PAYLOAD_KEYS = ("format", "version", "kind", "spec", "tensors", "checksum")
+_SPEC_KEYS = ("key_dtype", "value_dtype", "value_shape", "num_buckets", "seed",
+              "max_load_factor", "bucket_slots")
+
+
+class _Damaged(Exception):
+    """What is wrong with a file; load_state adds the path."""
+
+
+def _read_payload(path: str | Path) -> object:
+    # open() first: a missing or unreadable file keeps its own OSError
+    with open(path, "rb") as file:
+        head = file.read(len(_ZIP_MAGIC))
+        if head != _ZIP_MAGIC:
+            raise _Damaged("empty file" if not head else "not a torch.save archive")
+        file.seek(0)
+        try:
+            return torch.load(file, map_location="cpu", weights_only=True)
+        except Exception as exc:  # truncated archives, foreign pickles: all mean the same here
+            raise _Damaged(f"torch.load cannot read it ({type(exc).__name__})") from exc
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_keys(where: str, raw: object, keys: tuple[str, ...]) -> None:
+    if not isinstance(raw, dict):
+        raise _Damaged(f"{where} holds a {type(raw).__name__}, not a dict")
+    missing = [key for key in keys if key not in raw]
+    if missing:
+        raise _Damaged(f"{where} lacks {', '.join(missing)}")
+    unknown = sorted(repr(key) for key in raw if key not in keys)
+    if unknown:
+        raise _Damaged(f"{where} has unexpected entries {', '.join(unknown)}")
+
+
+def _dtype_from(field: str, name: object) -> torch.dtype:
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(dtype, torch.dtype):
+        raise _Damaged(f"{field} is {name!r}, not the name of a torch dtype")
+    return dtype
+
+
+def _spec_from(raw: object) -> TableSpec:
+    _check_keys("spec", raw, _SPEC_KEYS)
+    key_dtype = _dtype_from("spec.key_dtype", raw["key_dtype"])
+    if key_dtype not in KEY_DTYPES:
+        raise _Damaged(f"spec.key_dtype is {raw['key_dtype']!r}; keys are int32, uint32, "
+                       f"int64 or uint64")
+    value_dtype = raw["value_dtype"]
+    if value_dtype is not None:
+        value_dtype = _dtype_from("spec.value_dtype", value_dtype)
+    shape = raw["value_shape"]
+    if not isinstance(shape, (list, tuple)) or not all(_is_int(d) and d >= 1 for d in shape):
+        raise _Damaged(f"spec.value_shape is {shape!r}, not a list of positive ints")
+    buckets = raw["num_buckets"]
+    if not _is_int(buckets) or not 1 <= buckets <= MAX_BUCKETS:
+        raise _Damaged(f"spec.num_buckets is {buckets!r}, not an int in [1, {MAX_BUCKETS}]")
+    width = raw["bucket_slots"]
+    if not _is_int(width) or width not in (BUCKET_SLOTS, WIDE_BUCKET_SLOTS):
+        raise _Damaged(f"spec.bucket_slots is {width!r}, not {BUCKET_SLOTS} or "
+                       f"{WIDE_BUCKET_SLOTS}")
+    load = raw["max_load_factor"]
+    # written this way round so that NaN fails too
+    if not isinstance(load, (int, float)) or isinstance(load, bool) or not (
+            0 < load <= MAX_LOAD_FACTOR):
+        raise _Damaged(f"spec.max_load_factor is {load!r}, not a number in "
+                       f"(0, {MAX_LOAD_FACTOR}]")
+    seed = raw["seed"]
+    if not _is_int(seed) or not 0 <= seed < SEED_LIMIT:
+        raise _Damaged(f"spec.seed is {seed!r}, not an int in [0, 2**64)")
+    return TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=tuple(shape),
+                     num_buckets=buckets, seed=seed, max_load_factor=float(load),
+                     bucket_slots=width)
+
+
+def _checked_tensors(spec: TableSpec, raw: object) -> dict[str, torch.Tensor]:
+    """The file's tensors, each of the dtype, shape and layout ``spec`` implies."""
+    rows = spec.num_slots + 2
+    expected = {
+        "slots": (torch.int64, (rows, spec.words_per_slot)),
+        "overflow": (torch.int32, ((spec.num_buckets * FILTER_BITS + 31) // 32,)),
+        "counts": (torch.int64, None),  # two lengths: _checked_counts
+    }
+    if spec.layout == ROWS:
+        expected["values"] = (spec.value_dtype, (rows, *spec.value_shape))
+    _check_keys("tensors", raw, tuple(expected))
+    tensors, storages = {}, set()
+    for name, (dtype, shape) in expected.items():
+        tensor = raw[name]
+        if not isinstance(tensor, torch.Tensor):
+            raise _Damaged(f"tensors.{name} is a {type(tensor).__name__}, not a tensor")
+        if tensor.layout != torch.strided or tensor.device.type != "cpu":
+            raise _Damaged(f"tensors.{name} is a {tensor.layout} tensor on {tensor.device}, "
+                           f"not a dense one on the cpu")
+        if tensor.dtype != dtype:
+            raise _Damaged(f"tensors.{name} has dtype {tensor.dtype}, not {dtype}")
+        if shape is None:
+            shape = (COUNTS_LEN,) if tensor.shape == (COUNTS_LEN,) else (LEGACY_COUNTS_LEN,)
+        if tuple(tensor.shape) != shape:
+            raise _Damaged(f"tensors.{name} has shape {tuple(tensor.shape)}, not {shape} "
+                           f"(spec: {spec.num_buckets} buckets of {spec.bucket_slots} slots)")
+        if not tensor.is_contiguous():
+            raise _Damaged(f"tensors.{name} is not contiguous")
+        # engines write in place: tensors sharing memory would overwrite each other
+        storage = tensor.untyped_storage().data_ptr()
+        if storage in storages:
+            raise _Damaged(f"tensors.{name} shares its memory with another tensor")
+        storages.add(storage)
+        tensors[name] = tensor.detach()
+    return tensors
+
+
+def _checked_counts(spec: TableSpec, counts: torch.Tensor) -> torch.Tensor:
+    """``counts`` extended to COUNTS_LEN, once its values are possible for ``spec``."""
+    if counts.shape[0] < COUNTS_LEN:
+        counts = torch.cat([counts, counts.new_zeros(COUNTS_LEN - counts.shape[0])])
+    live, used, unplaced, stash = counts.tolist()
+    # used counts bucket slots (tombstones too); live also counts the two out-of-band slots
+    if not 0 <= used <= spec.num_slots:
+        raise _Damaged(f"counts says {used} bucket slots are used, not in [0, {spec.num_slots}]")
+    if not 0 <= live <= used + 2:
+        raise _Damaged(f"counts says {live} live entries, not in [0, {used} used + 2]")
+    if unplaced < 0 or stash < 0:
+        raise _Damaged(f"counts holds negative counters {counts.tolist()}")
+    return counts
 
 
 def copy_state(state: TableState, device: torch.device | str) -> TableState:
