@@ -106,3 +106,20 @@ def test_a_row_that_finds_no_slot_raises_and_leaves_the_cpu_table_unchanged():
     with pytest.raises(RuntimeError, match="no free slot"):
         table.insert(extra, extra)
     assert all(torch.equal(a, b) for a, b in zip(before, table._state.tensors().values()))
+
+
+@pytest.mark.parametrize("key_dtype", [torch.int64, torch.uint32])
+def test_multimap_queries_of_the_reserved_keys_match_nothing_and_change_nothing(key_dtype):
+    """A walk for the sentinel keys would take EMPTY or erased slots for copies of them."""
+    table = gh.MultiMap(key_dtype=key_dtype, capacity=8)
+    table.insert(torch.tensor([1, 2, 3]).to(key_dtype))
+    table.erase(torch.tensor([2]).to(key_dtype))  # leaves an erased slot
+    reserved = torch.tensor([-1, -2], dtype=torch.int64)
+    reserved = reserved.to(torch.int32).view(key_dtype) if key_dtype == torch.uint32 else reserved
+    before = [t.clone() for t in table._state.tensors().values()]
+    assert table.count(reserved).tolist() == [0, 0]
+    rows, index = table.find_all(reserved)
+    assert rows.numel() == index.numel() == 0
+    assert table.erase(reserved).tolist() == [0, 0]
+    assert all(torch.equal(a, b) for a, b in zip(before, table._state.tensors().values()))
+    assert len(table) == 2

@@ -177,18 +177,26 @@ class _Table:
         if entries is not None:
             words, value_bytes = entries
             spec = state.spec
-            keys = words.view(torch.int32).view(-1, 2)[:, 0] if spec.key_bytes == 4 else words
+            keys = words
+            if spec.key_bytes == 4:  # the key is the low half of each word (little-endian)
+                keys = words.view(torch.int32).view(-1, 2)[:, 0].contiguous()
             values = None
             if spec.value_dtype is not None:
                 values = value_bytes.contiguous().view(spec.value_dtype).view(
                     -1, *spec.value_shape)
+            # a key inserted again since it was displaced keeps its newer value (an erase
+            # since then cannot be told apart: the key comes back, as the error says)
+            absent = ~self._engine.contains(self._state, keys)
+            keys = keys[absent]
+            values = None if values is None else values[absent]
             self._make_room(keys, torch.ones_like(keys, dtype=torch.bool))
             self._engine.insert(self._state, keys, values,
                                 active=torch.ones_like(keys, dtype=torch.bool))
         raise RuntimeError(
             f"{unplaced} rows could not be placed: the table's counters did not match its "
-            f"slots. Rows marked inserted are in the table; {kept} entries they displaced "
-            f"were put back and {stashed - kept} were lost.")
+            f"slots. Rows marked inserted are in the table; {kept} entries displaced by the "
+            f"failed placements were put back (one erased since then would be back too) and "
+            f"{stashed - kept} were lost.")
 
     def _keys(self, keys: Any) -> tuple[torch.Tensor, str]:
         return _arrays.check_keys(keys, self._state.spec, self._device, self._device_index)
@@ -200,7 +208,10 @@ class _Table:
         self._engine.rehash(old, target)
         if self.device.type == "cuda":  # the old tensors may be freed while the rehash runs
             stream = torch.cuda.current_stream(self.device)
-            for tensor in old.tensors().values():
+            # the table's own tensors and the engine's scratch kept with it (locks, stash)
+            kept = [*old.tensors().values(),
+                    *(v for v in vars(old).values() if isinstance(v, torch.Tensor))]
+            for tensor in kept:
                 tensor.record_stream(stream)
         self._state = target
         self._default_cache.clear()

@@ -196,7 +196,7 @@ class HashMap(_Table):
     def _default(self, default: Any) -> torch.Tensor:
         """The default row, made on the current stream (the operation's): a cached row is
         kept per stream, so it is never read by a kernel ordered before its making."""
-        cacheable = isinstance(default, (int, float, bool))
+        cacheable = isinstance(default, (int, float, bool)) and default == default  # not NaN
         if not cacheable:
             return _arrays.default_row(default, self._state.spec, self.device)
         stream = (torch._C._cuda_getCurrentRawStream(self._device_index)
@@ -205,6 +205,8 @@ class HashMap(_Table):
         row = self._default_cache.get(key)
         if row is None:
             row = _arrays.default_row(default, self._state.spec, self.device)
+            if len(self._default_cache) >= 64:  # streams made per call would grow it forever
+                self._default_cache.clear()
             self._default_cache[key] = row
         return row
 

@@ -64,6 +64,12 @@ def _arch(device_index: int, arch: str | None) -> str:
     return f"sm_{major}{minor}"
 
 
+def has_cas128(device_index: int, arch: str | None = None) -> bool:
+    """Whether kernels compiled for this GPU (or for ``arch``) swap 16-byte slots with one CAS:
+    they do from sm_90 on (kernels/open_addressing.cuh: GH_HAS_CAS128)."""
+    return int(_arch(device_index, arch).split("_")[1]) >= 90
+
+
 @functools.cache
 def load_module(name: str, names: tuple[str, ...], device_index: int, arch: str | None = None):
     """The compiled, loaded module (cuda.core ObjectCode) holding the named template instances

@@ -19,7 +19,9 @@ THREADS = 256
 
 
 @functools.lru_cache(maxsize=64)
-def _stream(handle: int):
+def _stream(device: int, handle: int):
+    """A cuda.core view of a stream; keyed by device too (the default stream's handle is 0 on
+    every device)."""
     from cuda.core import Stream
 
     return Stream.from_handle(handle)
@@ -44,7 +46,7 @@ def launch(kernel, rows: int, *args: int, device: int) -> None:
     (an index), with that GPU current during the launch."""
     if rows <= 0:
         return
-    stream = _stream(torch._C._cuda_getCurrentRawStream(device))
+    stream = _stream(device, torch._C._cuda_getCurrentRawStream(device))
     config = _config((rows + THREADS - 1) // THREADS)
     if torch._C._cuda_getDevice() == device:
         _launcher()(stream, config, kernel, *args)

@@ -387,11 +387,13 @@ def _matches(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch
     """(query row, slot) of every entry holding each key, walking as a search does."""
     spec = state.spec
     buckets = _bucket_rows(state)
-    empty, _ = _sentinels(state)
-    probe = _probe_state(state, keys, torch.arange(keys.shape[0]))
-    wanted = keys
+    empty, tomb = _sentinels(state)
+    # the sentinel keys are never stored in buckets: they match nothing (gh_for_each_match)
+    ordinary = ((keys != empty) & (keys != tomb)).nonzero().squeeze(1)
+    probe = _probe_state(state, keys[ordinary], ordinary)
+    wanted = keys[ordinary]
     rows, slots = [], []
-    visited = torch.zeros((keys.shape[0], 0), dtype=torch.int64)  # buckets seen, per key
+    visited = torch.zeros((wanted.shape[0], 0), dtype=torch.int64)  # buckets seen, per key
     for step in range(spec.num_buckets + RANDOM_STEPS + 2):
         if probe.shape[0] == 0:
             break

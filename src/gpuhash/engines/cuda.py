@@ -14,7 +14,7 @@ import os
 
 import torch
 
-from .._cuda.compile import load_module
+from .._cuda.compile import has_cas128, load_module
 from .._cuda.launch import launch
 from .._format import LAYOUT_CODES, PAIR, ROWS, TableSpec, TableState
 
@@ -79,6 +79,12 @@ def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...], int]:
     return info
 
 
+def _cas128(state: TableState) -> bool:
+    """Whether this table's kernels were compiled with the 128-bit CAS (decided by the
+    architecture they were compiled for, as the kernels decide it)."""
+    return has_cas128(state.slots.get_device(), os.environ.get(ARCH_ENV))
+
+
 def _ptr(tensor: torch.Tensor | None) -> int:
     return 0 if tensor is None else tensor.data_ptr()
 
@@ -97,9 +103,7 @@ def _bucket_locks(state: TableState) -> int:
     without a 128-bit CAS (before sm_90, or PTX for compute_80), and rows. All zero between
     launches."""
     spec = state.spec
-    cas128 = (torch.cuda.get_device_capability(state.device)[0] >= 9
-              and not os.environ.get(ARCH_ENV, "").endswith("80"))
-    if not (spec.layout == ROWS or (spec.layout == PAIR and not cas128)):
+    if not (spec.layout == ROWS or (spec.layout == PAIR and not _cas128(state))):
         return 0
     return _scratch(state, "_cuda_locks", lambda: torch.zeros(
         spec.num_buckets, dtype=torch.int32, device=state.device)).data_ptr()
@@ -130,10 +134,11 @@ def stashed(state: TableState, count: int) -> tuple[torch.Tensor, torch.Tensor] 
     words = words[:count]
     spec = state.spec
     if spec.layout == ROWS:
-        value_bytes = state.__dict__["_cuda_stash_rows"][:count]
+        value_bytes = state.__dict__["_cuda_stash_rows"][:count].clone()
     else:
-        value_bytes = words[:, 1:].contiguous().view(torch.uint8)[:, : spec.value_bytes]
-    return words[:, 0].contiguous(), value_bytes
+        value_bytes = words[:, 1:].clone().view(torch.uint8)[:, : spec.value_bytes].contiguous()
+    # copies: putting the entries back launches kernels that may write the stash again
+    return words[:, 0].clone(), value_bytes
 
 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
@@ -169,9 +174,7 @@ def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
     inserted = keys.new_empty(rows, dtype=torch.bool)
     kernel = kernels[f"apply_{op}"]
     spec = state.spec
-    cas128 = torch.cuda.get_device_capability(state.device)[0] >= 9 and not os.environ.get(
-        ARCH_ENV, "").endswith("80")
-    if spec.layout != ROWS and (spec.layout != PAIR or cas128):  # one CAS publishes both
+    if spec.layout != ROWS and (spec.layout != PAIR or _cas128(state)):  # one CAS: both
         launch(kernel, rows, *table, keys.data_ptr(), values.data_ptr(), inserted.data_ptr(),
                rows, 0, 0, device=device)
         return inserted

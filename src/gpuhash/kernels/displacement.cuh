@@ -125,9 +125,11 @@ __device__ __forceinline__ bool gh_evict_in(const T& t, gh_u32* locks, gh_u64 bu
 // displaced found none (kept in `stash` / `stash_rows` for the host to put back). Only a table with no EMPTY
 // slot left (counters that lie about its use) can get there: the host's room check leaves at
 // least 1% of slots EMPTY.
+// With `keep_own` (a rehash, whose own keys are entries of the table), an own key that found no
+// slot is stashed like a victim and 2 returned: no entry is ever lost without the host knowing.
 template <class T>
 __device__ int gh_place_displacing(const T& t, gh_u32* locks, GhCarried<T> c, gh_u64* stash,
-                                   char* stash_rows, gh_u64 stash_capacity) {
+                                   char* stash_rows, gh_u64 stash_capacity, bool keep_own) {
     gh_u64 random = gh_mix64(c.key ^ 0x9e3779b97f4a7c15ULL);
     gh_u64 came_from = ~0ULL;  // the bucket the carried key was just evicted from
     bool own = true;           // still carrying the row's own key
@@ -155,7 +157,7 @@ __device__ int gh_place_displacing(const T& t, gh_u32* locks, GhCarried<T> c, gh
         bucket = gh_next_bucket(t, home, step, bucket);
     }
     gh_report_unplaced(t);
-    if (own) return 1;
+    if (own && !keep_own) return 1;
     const gh_u64 at = static_cast<gh_u64>(atomicAdd(
         reinterpret_cast<unsigned long long*>(&t.counts[3]), 1ULL));
     if (stash != nullptr && at < stash_capacity) {

@@ -65,7 +65,8 @@ __global__ void gh_insert_deferred(GH_TABLE_PARAMS, const char* keys, const char
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
         if (inserted[row] != GH_PENDING) continue;
         const GhCarried<T> c = gh_carry<T>(gh_key_at<T>(keys, row), in_values + row * T::VALUE_BYTES);
-        inserted[row] = gh_place_displacing(t, locks, c, stash, stash_rows, stash_capacity) != 1;
+        inserted[row] =
+            gh_place_displacing(t, locks, c, stash, stash_rows, stash_capacity, false) != 1;
     }
 }
 
@@ -74,27 +75,27 @@ template <class T>
 __global__ void gh_lookup(GH_TABLE_PARAMS, const char* keys, gh_u64 n, char* out_values,
                           const char* default_value, gh_i64* out_index, gh_u8* out_found) {
     const T t = GH_REF(T);
-    const gh_u64 row = gh_row();
-    if (row >= n) return;
     // A default of up to 8 bytes is read before the probe, so its load overlaps the bucket's
     // instead of adding a round trip to every miss.
     const bool wanted = out_values != nullptr && T::LAYOUT != GH_ROWS;
     const gh_u64 default_bits = wanted ? gh_value_bits<T::VALUE_BYTES>(default_value) : 0;
-    const GhSlot s = gh_probe<T, GH_SEARCH, false>(t, gh_key_at<T>(keys, row), 0);
-    if (out_values != nullptr) {
-        char* out = out_values + row * T::VALUE_BYTES;
-        if (s.slot < 0 && T::LAYOUT != GH_ROWS) {
-            gh_store_value_bits<T::VALUE_BYTES>(out, default_bits);
-        } else if (s.slot < 0) {
-            gh_copy_value<T::VALUE_BYTES>(out, default_value);
-        } else if (T::LAYOUT == GH_ROWS) {
-            gh_copy_value<T::VALUE_BYTES>(out, t.value(s.slot));
-        } else {
-            gh_store_value_bits<T::VALUE_BYTES>(out, s.value);  // already loaded by the probe
+    for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
+        const GhSlot s = gh_probe<T, GH_SEARCH, false>(t, gh_key_at<T>(keys, row), 0);
+        if (out_values != nullptr) {
+            char* out = out_values + row * T::VALUE_BYTES;
+            if (s.slot < 0 && T::LAYOUT != GH_ROWS) {
+                gh_store_value_bits<T::VALUE_BYTES>(out, default_bits);
+            } else if (s.slot < 0) {
+                gh_copy_value<T::VALUE_BYTES>(out, default_value);
+            } else if (T::LAYOUT == GH_ROWS) {
+                gh_copy_value<T::VALUE_BYTES>(out, t.value(s.slot));
+            } else {
+                gh_store_value_bits<T::VALUE_BYTES>(out, s.value);  // loaded by the probe
+            }
         }
+        if (out_index != nullptr) out_index[row] = s.slot;
+        if (out_found != nullptr) out_found[row] = s.slot >= 0;
     }
-    if (out_index != nullptr) out_index[row] = s.slot;
-    if (out_found != nullptr) out_found[row] = s.slot >= 0;
 }
 
 template <class T>
@@ -144,7 +145,7 @@ __global__ void gh_rehash_deferred(GH_TABLE_PARAMS, const gh_u64* source_slots,
         if (!pending[i]) continue;
         const GhCarried<T> c = gh_carry<T>(source_slots[i * T::WORDS] & T::KEY_MASK,
                                            gh_source_value<T>(source_slots, source_values, i));
-        placed += gh_place_displacing(t, locks, c, stash, stash_rows, stash_capacity) != 1;
+        placed += gh_place_displacing(t, locks, c, stash, stash_rows, stash_capacity, true) != 1;
     }
     gh_block_count(&t.counts[0], placed, &t.counts[1], placed);
 }

@@ -327,8 +327,11 @@ __device__ __forceinline__ bool gh_visited_before(const T& t, const GhHome& home
 }
 
 // Calls f(slot) for every slot holding key (a multimap's copies), walking as a search does.
+// The two sentinel keys are never stored in buckets (a multimap refuses them), and a walk for
+// them would take EMPTY or erased slots for copies: they match nothing.
 template <class T, bool COHERENT, class F>
 __device__ __forceinline__ void gh_for_each_match(const T& t, gh_u64 key, F&& f) {
+    if (key >= T::TOMB) return;
     const GhHome home = gh_home(t, key);
     gh_walk<T, true, COHERENT, false>(t, home, [&](gh_u64 bucket, gh_u64 step,
                                                    gh_u64 (&w)[T::BUCKET],
