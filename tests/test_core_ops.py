@@ -123,3 +123,25 @@ def test_multimap_queries_of_the_reserved_keys_match_nothing_and_change_nothing(
     assert table.erase(reserved).tolist() == [0, 0]
     assert all(torch.equal(a, b) for a, b in zip(before, table._state.tensors().values()))
     assert len(table) == 2
+
+
+def test_both_engines_offer_the_engine_protocol_with_the_same_signatures():
+    import inspect
+
+    from gpuhash.engines import Engine
+    from gpuhash.engines import cpu as cpu_module
+
+    engines = [cpu_module]
+    try:
+        from gpuhash.engines import cuda as cuda_module
+    except ImportError:  # cuda.core missing: nothing to compare
+        cuda_module = None
+    else:
+        engines.append(cuda_module)
+    operations = [name for name in vars(Engine) if not name.startswith("_")]
+    assert len(operations) >= 12
+    for module in engines:
+        assert isinstance(module, Engine), module.__name__
+        for name in operations:
+            wanted = list(inspect.signature(getattr(Engine, name)).parameters)[1:]
+            assert list(inspect.signature(getattr(module, name)).parameters) == wanted, name

@@ -170,7 +170,7 @@ class _Table:
     def _repair(self, unplaced: int, stashed: int) -> None:
         state = self._state
         kept = min(stashed, STASH_CAPACITY)
-        entries = self._engine.stashed(state, kept) if hasattr(self._engine, "stashed") else None
+        entries = self._engine.stashed(state, kept)
         state.counts[2:] = 0
         # a stashed entry was counted where it stood; it no longer stands anywhere
         state.counts[:2] -= stashed

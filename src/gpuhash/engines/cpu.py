@@ -364,6 +364,11 @@ def erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     return erased
 
 
+def stashed(state: TableState, count: int) -> None:
+    """Nothing: a CPU placement that fails gives back what it took and raises at once."""
+    return None
+
+
 def rehash(source: TableState, target: TableState) -> None:
     """Insert every live entry of ``source`` into the empty table ``target``."""
     live = live_slots(source).nonzero().squeeze(1)

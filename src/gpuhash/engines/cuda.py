@@ -142,17 +142,17 @@ def stashed(state: TableState, count: int) -> tuple[torch.Tensor, torch.Tensor] 
 
 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
-           active: torch.Tensor | None = None, exclusive: bool = False) -> torch.Tensor:
+           active: torch.Tensor | None = None) -> torch.Tensor:
     """Insert or assign each active row; True where the row added a new key.
 
-    ``active`` rows (or, with ``exclusive``, all rows) hold distinct keys (the table layer's
-    duplicate policy), so keys whose first bucket is full are placed by displacement in a
-    second launch instead of further along their bucket sequence.
+    Given ``active``, the active rows hold distinct keys (the table layer's duplicate policy),
+    so keys whose first bucket is full are placed by displacement in a second launch instead
+    of further along their bucket sequence.
     """
     kernels, table, device = _launch_info(state)
     rows = keys.shape[0]
     inserted = keys.new_empty(rows, dtype=torch.bool)
-    defer = active is not None or exclusive
+    defer = active is not None
     row_locks = _row_locks(state) if state.spec.layout == ROWS and not defer else 0
     launch(kernels["gh_insert"], rows, *table, keys.data_ptr(), _ptr(values), _ptr(active),
            inserted.data_ptr(), rows, int(defer), row_locks, device=device)
