@@ -44,7 +44,7 @@ def _header(device_name: str, quick: bool, runs: int, method: str) -> dict:
 def _bench_map_gpu(args) -> dict:
     from rich.progress import track
 
-    from .bench import ceilings, map_suite, peers
+    from .bench import ceilings, core_suite, map_suite, peers
     from .bench.harness import time_host_calls
 
     device = torch.device("cuda", torch.cuda.current_device())
@@ -52,6 +52,8 @@ def _bench_map_gpu(args) -> dict:
     report = _header(torch.cuda.get_device_name(device), args.quick, runs, GPU_METHOD)
     # host overhead first, while the allocator is fresh (as in a program's first calls)
     report["host_overhead_us"] = _host_overhead(device, time_host_calls)
+    report["host_overhead_us"]["bare_launch"] = core_suite.bare_launch_us(device,
+                                                                          time_host_calls)
     report["ceilings"] = ceilings.measure(device, quick=args.quick)
     results = []
     for config in track(map_suite.plan(quick=args.quick), description="map configs"):
@@ -64,6 +66,8 @@ def _bench_map_gpu(args) -> dict:
         report["peers"]["seed_layouts"] = (
             peers.seed_layouts(2**20, device, report["ceilings"]["C_l2"], runs=runs)
             + peers.seed_layouts(big, device, report["ceilings"]["C_hbm"], runs=runs))
+    report["core"] = core_suite.run(device, report["ceilings"], quick=args.quick, runs=runs)
+    torch.cuda.empty_cache()
     report["cpu"] = {"versus_dict": peers.cpu_versus_dict(2**18 if args.quick else 2**20)}
     return report
 

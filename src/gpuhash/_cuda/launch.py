@@ -41,11 +41,13 @@ def _launcher():
     return launch
 
 
-def launch(kernel, rows: int, *args: int, device: int) -> None:
+def launch(kernel, rows: int, *args: int, device: int | torch.device) -> None:
     """Launch ``kernel`` with one thread per row on torch's current stream of GPU ``device``
-    (an index), with that GPU current during the launch."""
+    (an index, or a torch device), with that GPU current during the launch."""
     if rows <= 0:
         return
+    if device.__class__ is not int:  # the tables pass indices; the benchmarks torch devices
+        device = device.index if device.index is not None else torch.cuda.current_device()
     stream = _stream(device, torch._C._cuda_getCurrentRawStream(device))
     config = _config((rows + THREADS - 1) // THREADS)
     if torch._C._cuda_getDevice() == device:

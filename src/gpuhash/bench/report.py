@@ -47,6 +47,21 @@ def print_gpu(report: dict) -> None:
         h = report["host_overhead_us"]
         console.print(f"host overhead per call, 1K keys: find {h['find_1k']:.1f} us, "
                       f"contains {h['contains_1k']:.1f} us, insert {h['insert_1k']:.1f} us")
+        if "bare_launch" in h:
+            console.print(f"bare cuda.core launch {h['bare_launch']:.1f} us: find / launch "
+                          f"{h['find_1k'] / h['bare_launch']:.2f}x")
+    core = report.get("core")
+    if core:
+        a, m = core["insert_or_apply_add"], core["multimap"]
+        console.print(f"insert_or_apply add, {_size(a['rows'])} rows into {_size(a['keys'])} "
+                      f"keys: {a['apply_g_per_s']:.2f} G rows/s against atomicAdd to random "
+                      f"words of the same footprint {a['atomic_add_g_per_s']:.2f} "
+                      f"({a['ratio']:.2f})")
+        console.print(f"MultiMap, {_size(m['keys'])} keys x {m['copies']}, {_size(m['probes'])} "
+                      f"probes: count {m['count_g_probes_per_s']:.2f} G/s "
+                      f"({m['count_ratio']:.2f} C_hbm), find_all "
+                      f"{m['find_all_g_matches_per_s']:.2f} G matches/s "
+                      f"({m['find_all_ratio']:.2f} C_hbm)")
     print_cpu(report["cpu"])
 
 

@@ -125,3 +125,14 @@ SEED_KERNELS(seed_v2,
                                  in_keys[i]))
 SEED_KERNELS(seed_v3, seed_aos_insert(table, mask, in_keys[i], in_values[i], dropped),
              seed_aos_find(table, mask, in_keys[i]))
+
+// The ceiling of insert-or-apply: one atomicAdd per row to a random word of a buffer as large
+// as the table (index read, one atomic), the same traffic shape as applying to a found slot.
+extern "C" __global__ void gh_atomic_add(int* buffer, const gh_u32* index, gh_u64 n) {
+    const gh_u64 i = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(buffer + __ldg(index + i), 1);
+}
+
+// A launch that does nothing: the cost of a bare cuda.core launch, which a small call's host
+// time is measured against.
+extern "C" __global__ void gh_noop() {}
