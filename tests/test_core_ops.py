@@ -145,3 +145,22 @@ def test_both_engines_offer_the_engine_protocol_with_the_same_signatures():
         for name in operations:
             wanted = list(inspect.signature(getattr(Engine, name)).parameters)[1:]
             assert list(inspect.signature(getattr(module, name)).parameters) == wanted, name
+
+
+@pytest.mark.parametrize(("key_dtype", "value_shape"), [(torch.int32, ()), (torch.int64, (3,))],
+                         ids=str)
+def test_erased_slots_are_reused_by_batches_of_distinct_keys(key_dtype, value_shape):
+    """Erase every key and insert them again: each finds an erased slot on its own walk, so
+    the used-slot counter stays where it was (it doubled when claims took only EMPTY slots)."""
+    table = gh.HashMap(key_dtype=key_dtype, value_dtype=torch.int32, value_shape=value_shape,
+                       capacity=4000, max_load_factor=0.9)
+    keys = torch.randperm(1_000_000)[:3000].to(key_dtype)
+    values = torch.arange(3000 * max(1, sum(value_shape)), dtype=torch.int32).reshape(
+        3000, *value_shape)
+    table.insert(keys, values)
+    used = int(table._state.counts[1])
+    table.erase(keys)
+    table.insert(keys, values)
+    assert int(table._state.counts[1]) == used and len(table) == 3000
+    got, found = table.find(keys)
+    assert bool(found.all()) and torch.equal(got, values)

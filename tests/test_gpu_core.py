@@ -253,3 +253,33 @@ def test_the_sm80_paths_run_as_compute_80_ptx():
          str(HERE / "test_gpu.py"), str(HERE / "test_gpu_core.py"), "-k", chosen],
         env=env, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+
+
+@pytest.mark.parametrize(("key_dtype", "value_shape"), [(torch.int32, ()), (torch.int64, (8,))],
+                         ids=str)
+def test_gpu_reuses_erased_slots_and_churn_keeps_every_key(key_dtype, value_shape):
+    table = gh.HashMap(key_dtype=key_dtype, value_dtype=torch.float32, value_shape=value_shape,
+                       capacity=400_000, max_load_factor=0.9, device="cuda")
+    keys = torch.randperm(10_000_000)[:300_000].to(key_dtype).cuda()
+    values = torch.rand(300_000, *value_shape, device="cuda")
+    table.insert(keys, values)
+    used = int(table._state.counts[1])
+    table.erase(keys)
+    table.insert(keys, values)
+    assert int(table._state.counts[1]) == used and len(table) == 300_000
+    live, live_values, fresh = keys, values, 10_000_000
+    for _ in range(20):  # churn: erase 5%, insert as many new keys
+        gone = torch.randperm(live.numel(), device="cuda")[:15_000]
+        keep = torch.ones(live.numel(), dtype=torch.bool, device="cuda")
+        keep[gone] = False
+        assert bool(table.erase(live[gone]).all())
+        new = torch.arange(fresh, fresh + 15_000, device="cuda").to(key_dtype)
+        fresh += 15_000
+        new_values = torch.rand(15_000, *value_shape, device="cuda")
+        assert bool(table.insert(new, new_values).all())
+        live = torch.cat([live[keep], new])
+        live_values = torch.cat([live_values[keep], new_values])
+    got, found = table.find(live)
+    assert bool(found.all()) and torch.equal(got, live_values) and len(table) == live.numel()
+    cpu = table.to("cpu")  # the CPU engine reads the same table
+    assert bool(cpu.contains(live.cpu()).all())

@@ -183,29 +183,42 @@ def _rank_within(groups: torch.Tensor) -> torch.Tensor:
 
 
 def _find_or_claim(state: TableState, keys: torch.Tensor, *, multi: bool = False
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Slot of each of the distinct (in-bucket) keys, placing the absent ones; returns the
-    slots and whether each key was placed here. With ``multi`` every row takes a new slot
-    (a multimap's copies), whatever copies exist.
+    slots, whether each key was placed here, and whether it took an erased slot. With
+    ``multi`` every row takes a new slot (a multimap's copies), whatever copies exist.
 
     One walk along each key's bucket sequence: a match means the key is present; a bucket with
     room and no match means it is absent (by the invariant no key lives past a bucket with
-    room), and it takes an EMPTY slot there (rows that want the same bucket are ranked so each
-    takes a different one). Never takes tombstones, so a key erased and inserted again cannot
-    end up stored twice. The CUDA engine may also displace keys between their two buckets;
-    both keep the invariant the probe relies on (see kernels/open_addressing.cuh). If some key
-    finds no slot at all (only a table whose counters lie about its use), every slot this call
-    took is given back and RuntimeError raised: the table is unchanged.
+    room). An absent key takes the first erased slot its walk passed, if another key of the
+    batch does not take it first (the keys are distinct, so no copy of it can appear
+    meanwhile); else an EMPTY slot of the bucket with room (rows that want the same bucket are
+    ranked so each takes a different one), as the CUDA engine's claims do
+    (kernels/open_addressing.cuh: gh_probe). The CUDA engine may also displace keys between
+    their two buckets; both keep the invariant the probe relies on. If some key finds no slot
+    at all (only a table whose counters lie about its use), every slot this call took is given
+    back and RuntimeError raised: the table is unchanged.
     """
     spec = state.spec
+    width = spec.bucket_slots
     key_view = state.key_view()
     buckets = _bucket_rows(state)
-    empty, _ = _sentinels(state)
+    empty, tomb = _sentinels(state)
     slot = torch.full((keys.shape[0],), -1, dtype=torch.int64)
     claimed = torch.zeros(keys.shape[0], dtype=torch.bool)
+    reused = torch.zeros(keys.shape[0], dtype=torch.bool)
     probe = _probe_state(state, keys, torch.arange(keys.shape[0]))
     pending = keys
-    spilled, taken = [], []
+    erased = torch.full((keys.shape[0],), -1, dtype=torch.int64)  # first erased slot passed
+    erased_step = torch.zeros(keys.shape[0], dtype=torch.int64)
+    spilled, taken, taken_erased = [], [], []
+
+    def settle(rows, where, at_step):
+        slot[probe[rows, _ROW]] = where
+        claimed[probe[rows, _ROW]] = True
+        spilled.append(probe[rows & (at_step >= 1), _LEFT_FIRST])
+        spilled.append(probe[rows & (at_step >= 2), _LEFT_SECOND])
+
     for step in range(spec.num_buckets + RANDOM_STEPS + 2):
         if probe.shape[0] == 0:
             break
@@ -213,52 +226,69 @@ def _find_or_claim(state: TableState, keys: torch.Tensor, *, multi: bool = False
         match = words == pending[:, None]
         hit = match.any(1) & (not multi)
         lanes = match[hit].int().argmax(1)
-        slot[probe[hit, _ROW]] = probe[hit, _BUCKET] * spec.bucket_slots + lanes
+        slot[probe[hit, _ROW]] = probe[hit, _BUCKET] * width + lanes
+        used = (words != empty).sum(1)
+        room = ~hit & (used < width)
+        if not multi:
+            holes = words == tomb
+            first_seen = holes.any(1) & (erased < 0) & ~hit
+            erased = torch.where(first_seen, probe[:, _BUCKET] * width
+                                 + holes.int().argmax(1), erased)
+            erased_step = torch.where(first_seen, step, erased_step)
+            # an erased slot another key took in an earlier round is gone (the GPU's CAS fails)
+            erased = torch.where((erased >= 0) & (key_view[erased.clamp(min=0)] != tomb), -1,
+                                 erased)
+            wanting = room & (erased >= 0)
+            wins = wanting & (_rank_within(torch.where(wanting, erased, -1)) == 0)
+            key_view[erased[wins]] = pending[wins]
+            taken_erased.append(erased[wins])
+            reused[probe[wins, _ROW]] = True
+            settle(wins, erased[wins], erased_step)
+            room &= ~wins
+        else:
+            wins = torch.zeros_like(room)
         # Lanes fill in order and never become EMPTY again (both engines), so a bucket's EMPTY
         # lanes are a suffix: the k-th absent row wanting a bucket takes lane used + k.
-        used = (words != empty).sum(1)
-        room = ~hit & (used < spec.bucket_slots)
         lane = used + _rank_within(torch.where(room, probe[:, _BUCKET], -1))
-        fits = room & (lane < spec.bucket_slots)
-        placed = probe[fits, _BUCKET] * spec.bucket_slots + lane[fits]
+        fits = room & (lane < width)
+        placed = probe[fits, _BUCKET] * width + lane[fits]
         key_view[placed] = pending[fits]
         taken.append(placed)
-        slot[probe[fits, _ROW]] = placed
-        claimed[probe[fits, _ROW]] = True
-        if step >= 1:
-            spilled.append(probe[fits, _LEFT_FIRST])
-        if step >= 2:
-            spilled.append(probe[fits, _LEFT_SECOND])
-        keep = ~(hit | fits)
+        settle(fits, placed, torch.full_like(lane, step))
+        keep = ~(hit | fits | wins)
         probe, pending = probe[keep], pending[keep]
+        erased, erased_step = erased[keep], erased_step[keep]
         _advance(state, step, probe)
     if probe.shape[0]:
         key_view[torch.cat(taken)] = empty  # give back what this call took
+        if taken_erased:
+            key_view[torch.cat(taken_erased)] = tomb
         raise RuntimeError(f"{probe.shape[0]} keys found no free slot although the room check "
                            "passed: the table's counters do not match its slots; the table "
                            "is unchanged")
     if spilled:
         _set_overflow_bits(state, torch.cat(spilled))
-    return slot, claimed
+    return slot, claimed, reused
 
 
 def _place(state: TableState, keys: torch.Tensor, *, multi: bool = False
            ) -> tuple[torch.Tensor, torch.Tensor]:
     """Slot of each distinct key (every row, with ``multi``), placing absent ones, the two
-    sentinel keys out of band; and whether each was placed here. Counts the new entries."""
+    sentinel keys out of band; and whether each was placed here. Counts the new entries (a
+    reused erased slot was counted as used already)."""
     empty, tomb = _sentinels(state)
     special = (keys == empty) | (keys == tomb)
     slot = torch.empty(keys.shape[0], dtype=torch.int64)
     new = torch.zeros(keys.shape[0], dtype=torch.bool)
     normal = ~special
-    slot[normal], new[normal] = _find_or_claim(state, keys[normal], multi=multi)
+    slot[normal], new[normal], reused = _find_or_claim(state, keys[normal], multi=multi)
     if bool(special.any()):  # the two sentinel keys live out of band
         where = _out_of_band_slot(state, keys[special])
         new[special] = state.key_view()[where] != keys[special]
         state.key_view()[where] = keys[special]
         slot[special] = where
     state.counts[0] += int(new.sum())
-    state.counts[1] += int(new[normal].sum())
+    state.counts[1] += int((new[normal] & ~reused).sum())
     return slot, new
 
 

@@ -24,6 +24,7 @@ __global__ void gh_insert(GH_TABLE_PARAMS, const char* keys, const char* in_valu
                           gh_u32* row_locks) {
     const T t = GH_REF(T);
     gh_i64 live = 0, used = 0;  // every claim adds a live entry; bucket claims use a slot
+    gh_i64 unused = 0;  // defer: claims the host will count as using a slot that do not
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
         gh_u8 state = 0;
         if (active == nullptr || active[row]) {
@@ -38,13 +39,16 @@ __global__ void gh_insert(GH_TABLE_PARAMS, const char* keys, const char* in_valu
             } else {
                 state = s.claimed;
                 live += s.claimed;
-                used += s.claimed && key < T::TOMB;
-                if (defer && s.claimed && key >= T::TOMB) gh_count_add(&t.counts[1], -1);
+                used += s.claimed && key < T::TOMB && !s.reused;
+                unused += s.claimed && (key >= T::TOMB || s.reused);
             }
         }
         inserted[row] = state;
     }
-    if (!defer) gh_block_count(&t.counts[0], live, &t.counts[1], used);  // defer: grid-uniform
+    // defer is grid-uniform: either every block counts its claims, or only the corrections to
+    // the host's count (out-of-band claims and reused erased slots use no new bucket slot)
+    if (!defer) gh_block_count(&t.counts[0], live, &t.counts[1], used);
+    else gh_block_count(&t.counts[1], -unused, nullptr, 0);
 }
 
 template <class T>
@@ -127,7 +131,7 @@ __global__ void gh_rehash(GH_TABLE_PARAMS, const gh_u64* source_slots, const cha
             deferred = s.slot == GH_DEFERRED;
             if (s.slot == -1) gh_report_unplaced(t);
             live += s.claimed;
-            used += s.claimed && key < T::TOMB;
+            used += s.claimed && key < T::TOMB && !s.reused;  // (a fresh table: never reused)
         }
         pending[i] = deferred;
     }

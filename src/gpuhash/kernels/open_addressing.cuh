@@ -55,6 +55,7 @@ struct GhSlot {
     bool claimed;  // the probe put the key there
     gh_u64 value;  // packed / pair: the value bits as loaded by the probe (finds use them
                    // instead of reading the slot again, which costs a second memory access)
+    bool reused = false;  // the claim took an erased slot (no bucket slot newly used)
 };
 
 // Bucket choices and the two overflow-filter bits of a key. The filter has 16 bits per bucket:
@@ -235,14 +236,16 @@ __device__ __forceinline__ void gh_walk(const T& t, const GhHome& home, Visit&& 
 // The first EMPTY lane of a bucket (-1 if full) and, unless MULTI, the lane holding key.
 template <class T, bool MULTI>
 __device__ __forceinline__ void gh_scan(const gh_u64 (&w)[T::BUCKET], gh_u64 key, int* match,
-                                        int* free_lane) {
+                                        int* free_lane, int* erased_lane) {
     *match = -1;
     *free_lane = -1;
+    *erased_lane = -1;
 #pragma unroll
     for (int i = 0; i < T::BUCKET; ++i) {
         const gh_u64 part = w[i] & T::KEY_MASK;
         if (!MULTI && part == key && *match < 0) *match = i;
         if (part == T::EMPTY && *free_lane < 0) *free_lane = i;
+        if (part == T::TOMB && *erased_lane < 0) *erased_lane = i;
     }
 }
 
@@ -259,7 +262,11 @@ constexpr gh_i64 GH_DEFERRED = -2;
 // copies of a key can never arise: every claimant of a key races for the same first EMPTY.
 // GH_CLAIM_B1 claims only in b1 and leaves the rest for gh_place_displacing (batches of
 // distinct keys only): filling first buckets before any key settles for its second keeps more
-// keys in their first. The two sentinel keys live out of band in slots num_slots and
+// keys in their first. It also reuses erased slots: once the walk has reached a bucket with an
+// EMPTY slot and found no copy, the key is absent, and no other row of the launch holds it
+// (distinct keys), so the first erased slot of its walk may take it, CAS'd from its erased word
+// (so two keys never take one slot). Insert/erase churn then leaves used slots flat instead of
+// forcing a compaction again and again. The two sentinel keys live out of band in slots num_slots and
 // num_slots + 1, where an "absent" marker (the other sentinel) plays the part of EMPTY.
 template <class T, int MODE, bool COHERENT>
 __device__ GhSlot gh_probe(const T& t, gh_u64 key, gh_u64 vbits) {
@@ -278,20 +285,47 @@ __device__ GhSlot gh_probe(const T& t, gh_u64 key, gh_u64 vbits) {
             }
         }
     }
+    constexpr bool REUSE = MODE == GH_CLAIM_B1;
     const GhHome home = gh_home(t, key);
     GhSlot out = {-1, false, 0};
+    gh_i64 erased = -1;  // REUSE: the first erased slot of the walk, its words and its step
+    gh_u64 erased_word = 0, erased_value = 0, erased_step = 0;
     gh_walk<T, !CLAIM, COHERENT, CLAIM>(t, home, [&](gh_u64 bucket, gh_u64 step,
                                                      gh_u64 (&w)[T::BUCKET],
                                                      gh_u64 (&v)[T::BUCKET]) {
         while (true) {
-            int match, free_lane;
-            gh_scan<T, MODE == GH_CLAIM_NEW>(w, key, &match, &free_lane);
+            int match, free_lane, erased_lane;
+            gh_scan<T, MODE == GH_CLAIM_NEW>(w, key, &match, &free_lane, &erased_lane);
             if (match >= 0) {
                 out = {static_cast<gh_i64>(bucket * T::BUCKET + match), false, gh_lane(v, match)};
                 return true;
             }
+            if (REUSE && erased < 0 && erased_lane >= 0) {
+                erased = static_cast<gh_i64>(bucket * T::BUCKET + erased_lane);
+                erased_word = gh_lane(w, erased_lane);
+                erased_value = gh_lane(v, erased_lane);
+                erased_step = step;
+            }
             if (free_lane < 0) return false;  // full: on to the next bucket
             if (!CLAIM) return true;          // a bucket with room ends a search
+            if (REUSE && erased >= 0) {       // absent: take the first erased slot
+                gh_u64 prev, prev_value;
+                if (gh_swap_slot<T>(t.word(erased), erased_word, erased_value,
+                                    gh_make_word<T>(erased_word, key, vbits), vbits, &prev,
+                                    &prev_value)) {
+                    if (erased_step >= 1) gh_mark_overflow(t, home.left_first);
+                    if (erased_step >= 2) gh_mark_overflow(t, home.left_second);
+                    out = {erased, true, vbits, true};
+                    return true;
+                }
+                // another key took it: look at this bucket again (or leave it to the EMPTY)
+                if (static_cast<gh_u64>(erased) / T::BUCKET == bucket) {
+                    gh_set_lane(w, static_cast<int>(erased % T::BUCKET), prev);
+                    gh_set_lane(v, static_cast<int>(erased % T::BUCKET), prev_value);
+                }
+                erased = -1;
+                continue;
+            }
             if (MODE == GH_CLAIM_B1 && step >= 1) {
                 out.slot = GH_DEFERRED;
                 return true;
