@@ -72,6 +72,17 @@ keys = torch.randperm(4000).cuda()
 wide.insert(keys, torch.ones(4000, 8).cuda())
 assert bool(wide.find(keys)[1].all())
 
+# erased slots reused by a batch of distinct keys (the first pass's CAS from an erased word)
+for key_dtype, value_dtype, shape in APPLY_LAYOUTS:
+    churn = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
+                       capacity=4000, device="cuda")
+    keys = torch.randperm(100_000)[:3000].to(key_dtype).cuda()
+    values = torch.ones(3000, *shape, dtype=value_dtype).cuda()
+    churn.insert(keys, values)
+    churn.erase(keys[::2].contiguous())
+    churn.insert(keys, values)
+    assert bool(churn.contains(keys).all())
+
 device = torch.device("cuda")
 ceilings._gather_rate(2**20, 2**16, device)
 peers.seed_layouts(2**12, device, 1.0, runs=1)
