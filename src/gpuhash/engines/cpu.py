@@ -230,14 +230,14 @@ def _find_or_claim(state: TableState, keys: torch.Tensor, *, multi: bool = False
         used = (words != empty).sum(1)
         room = ~hit & (used < width)
         if not multi:
+            # an erased slot another key took in an earlier round is gone (the GPU's CAS fails)
+            erased = torch.where((erased >= 0) & (key_view[erased.clamp(min=0)] != tomb), -1,
+                                 erased)
             holes = words == tomb
             first_seen = holes.any(1) & (erased < 0) & ~hit
             erased = torch.where(first_seen, probe[:, _BUCKET] * width
                                  + holes.int().argmax(1), erased)
             erased_step = torch.where(first_seen, step, erased_step)
-            # an erased slot another key took in an earlier round is gone (the GPU's CAS fails)
-            erased = torch.where((erased >= 0) & (key_view[erased.clamp(min=0)] != tomb), -1,
-                                 erased)
             wanting = room & (erased >= 0)
             wins = wanting & (_rank_within(torch.where(wanting, erased, -1)) == 0)
             key_view[erased[wins]] = pending[wins]

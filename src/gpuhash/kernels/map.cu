@@ -6,8 +6,10 @@
 // serialised inserts: 4.5 G/s on the H100). A deferred insert leaves them to the host, which
 // adds the number of rows marked inserted after both launches: the displacing pass's rows take
 // very different times, and a per-block count would end each block at a barrier waiting for
-// its slowest row (bench/RESULTS.md: +11-14% default inserts at load 0.9-0.99). Only the rare
-// claim of an out-of-band slot, which uses no bucket slot, is then corrected here.
+// its slowest row (bench/RESULTS.md: +11-14% default inserts at load 0.9-0.99). The first,
+// plain pass then corrects the host's used-slot count per block for claims that used no new
+// bucket slot (out-of-band keys, reused erased slots); its rows take similar times, so that
+// barrier should cost little (to be measured: a per-warp atomic would avoid it).
 #include "apply.cuh"
 #include "displacement.cuh"
 #include "launch_params.cuh"

@@ -139,9 +139,10 @@ __device__ __forceinline__ bool gh_swap_slot(gh_u64* word, gh_u64 seen_key, gh_u
 // slots the value word into v. COHERENT loads read L2 (ld.cg) because other threads of the same
 // launch may be changing the bucket; searches use the read-only path. LAZY (the claims of the
 // probe loop) loads half by half through L1: within one insert launch a slot only goes from
-// EMPTY to a key that then stays, so a stale line can only show EMPTY where a key now sits, and
-// the CAS on that slot fails and returns the key (L1 does not outlive a launch). EMPTY lanes
-// are a suffix, so once a step's last lane is EMPTY the rest of the bucket is too.
+// EMPTY (or erased) to a key that then stays, so a stale line can only show EMPTY or erased
+// where a key now sits, and the CAS on that slot fails and returns the key (L1 does not
+// outlive a launch). EMPTY lanes are a suffix, so once a step's last lane is EMPTY the rest of
+// the bucket is too.
 template <class T, bool COHERENT, bool LAZY>
 __device__ __forceinline__ void gh_load_bucket(const T& t, gh_u64 bucket,
                                                gh_u64 (&w)[T::BUCKET], gh_u64 (&v)[T::BUCKET]) {
@@ -258,8 +259,9 @@ enum GhMode {
 };
 constexpr gh_i64 GH_DEFERRED = -2;
 
-// Finds a key, or claims a slot for it. Claims take only EMPTY slots, never tombstones, so two
-// copies of a key can never arise: every claimant of a key races for the same first EMPTY.
+// Finds a key, or claims a slot for it. Claims of rows that may repeat a key take only EMPTY
+// slots, never erased ones, so two copies of a key can never arise: every claimant of a key
+// races for the same first EMPTY.
 // GH_CLAIM_B1 claims only in b1 and leaves the rest for gh_place_displacing (batches of
 // distinct keys only): filling first buckets before any key settles for its second keeps more
 // keys in their first. It also reuses erased slots: once the walk has reached a bucket with an
@@ -308,7 +310,9 @@ __device__ GhSlot gh_probe(const T& t, gh_u64 key, gh_u64 vbits) {
             }
             if (free_lane < 0) return false;  // full: on to the next bucket
             if (!CLAIM) return true;          // a bucket with room ends a search
-            if (REUSE && erased >= 0) {       // absent: take the first erased slot
+            // absent: take the first erased slot, if it is in b1 or b2 (past them, the
+            // displacing pass places the key in one of its two buckets, which finds prefer)
+            if (REUSE && erased >= 0 && erased_step <= 1) {
                 gh_u64 prev, prev_value;
                 if (gh_swap_slot<T>(t.word(erased), erased_word, erased_value,
                                     gh_make_word<T>(erased_word, key, vbits), vbits, &prev,
