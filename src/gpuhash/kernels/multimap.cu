@@ -5,21 +5,26 @@
 // refused by the Python layer (they have one out-of-band slot each, no room for copies).
 #include "launch_params.cuh"
 
+// Adds one entry (a new copy of its key) with the value at src; false (reported) if no slot.
+template <class T>
+__device__ __forceinline__ bool gh_add_copy(const T& t, gh_u64 key, const char* src) {
+    const gh_u64 vbits = (T::LAYOUT != GH_ROWS) ? gh_value_bits<T::VALUE_BYTES>(src) : 0;
+    const GhSlot s = gh_probe<T, GH_CLAIM_NEW, true>(t, key, vbits);
+    if (s.slot < 0) {
+        gh_report_unplaced(t);
+        return false;
+    }
+    if (T::LAYOUT == GH_ROWS) gh_copy_value<T::VALUE_BYTES>(t.value(s.slot), src);
+    return true;
+}
+
 template <class T>
 __global__ void gh_multi_insert(GH_TABLE_PARAMS, const char* keys, const char* in_values,
                                 gh_u64 n) {
     const T t = GH_REF(T);
     gh_i64 placed = 0;
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
-        const char* src = in_values + row * T::VALUE_BYTES;
-        const gh_u64 vbits = (T::LAYOUT != GH_ROWS) ? gh_value_bits<T::VALUE_BYTES>(src) : 0;
-        const GhSlot s = gh_probe<T, GH_CLAIM_NEW, true>(t, gh_key_at<T>(keys, row), vbits);
-        if (s.slot < 0) {
-            gh_report_unplaced(t);
-            continue;
-        }
-        if (T::LAYOUT == GH_ROWS) gh_copy_value<T::VALUE_BYTES>(t.value(s.slot), src);
-        ++placed;
+        placed += gh_add_copy(t, gh_key_at<T>(keys, row), in_values + row * T::VALUE_BYTES);
     }
     gh_block_count(&t.counts[0], placed, &t.counts[1], placed);
 }
@@ -70,15 +75,7 @@ __global__ void gh_multi_rehash(GH_TABLE_PARAMS, const gh_u64* source_slots,
     for (gh_u64 i = gh_row(); i < source_num_slots; i += gh_stride()) {
         gh_u64 key;
         if (!gh_live_source<T>(source_slots, source_num_slots, i, &key)) continue;
-        const char* src = gh_source_value<T>(source_slots, source_values, i);
-        const gh_u64 vbits = (T::LAYOUT != GH_ROWS) ? gh_value_bits<T::VALUE_BYTES>(src) : 0;
-        const GhSlot s = gh_probe<T, GH_CLAIM_NEW, true>(t, key, vbits);
-        if (s.slot < 0) {
-            gh_report_unplaced(t);
-            continue;
-        }
-        if (T::LAYOUT == GH_ROWS) gh_copy_value<T::VALUE_BYTES>(t.value(s.slot), src);
-        ++placed;
+        placed += gh_add_copy(t, key, gh_source_value<T>(source_slots, source_values, i));
     }
     gh_block_count(&t.counts[0], placed, &t.counts[1], placed);
 }
