@@ -222,14 +222,20 @@ def contains(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     return found
 
 
+def _per_row(state: TableState, keys: torch.Tensor, kernel: str,
+             dtype: torch.dtype) -> torch.Tensor:
+    """Launch a kernel taking (keys, n, out) that writes one ``dtype`` result per row."""
+    kernels, table, device = _launch_info(state)
+    out = keys.new_empty(keys.shape[0], dtype=dtype)
+    launch(kernels[kernel], keys.shape[0], *table, keys.data_ptr(), keys.shape[0],
+           out.data_ptr(), device=device)
+    return out
+
+
 def erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """Remove each key; True on one row per removed key (which row of a repeated key is
     unspecified)."""
-    kernels, table, device = _launch_info(state)
-    erased = keys.new_empty(keys.shape[0], dtype=torch.bool)
-    launch(kernels["gh_erase"], keys.shape[0], *table, keys.data_ptr(), keys.shape[0],
-           erased.data_ptr(), device=device)
-    return erased
+    return _per_row(state, keys, "gh_erase", torch.bool)
 
 
 def rehash(source: TableState, target: TableState) -> None:
@@ -258,11 +264,7 @@ def multi_insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | N
 
 def multi_count(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """Entries holding each key."""
-    kernels, table, device = _launch_info(state)
-    counts = keys.new_empty(keys.shape[0], dtype=torch.int64)
-    launch(kernels["gh_multi_count"], keys.shape[0], *table, keys.data_ptr(), keys.shape[0],
-           counts.data_ptr(), device=device)
-    return counts
+    return _per_row(state, keys, "gh_multi_count", torch.int64)
 
 
 def multi_find_all(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -280,8 +282,4 @@ def multi_find_all(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor,
 
 def multi_erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """Remove every copy of each key; copies removed by each row."""
-    kernels, table, device = _launch_info(state)
-    erased = keys.new_empty(keys.shape[0], dtype=torch.int64)
-    launch(kernels["gh_multi_erase"], keys.shape[0], *table, keys.data_ptr(), keys.shape[0],
-           erased.data_ptr(), device=device)
-    return erased
+    return _per_row(state, keys, "gh_multi_erase", torch.int64)
