@@ -25,7 +25,6 @@ MULTI_KERNELS = ("gh_multi_insert", "gh_multi_count", "gh_multi_retrieve", "gh_m
 ELEMENT_TYPES = {torch.int32: "int", torch.int64: "long long", torch.float32: "float",
                  torch.float64: "double"}
 APPLY_OPS = {"add": 0, "min": 1, "max": 2}
-ROW_LOCKS = 4096  # kernels/open_addressing.cuh: GH_ROW_LOCKS
 STASH_CAPACITY = 1024  # displaced keys kept for the host if a table had no slot left
 # Set (tests only) to compile for another architecture, e.g. compute_80 on an sm_90 GPU: the
 # sm_80 code paths then run as PTX compiled forward by the driver.
@@ -99,19 +98,15 @@ def _scratch(state: TableState, name: str, make) -> torch.Tensor:
 
 
 def _bucket_locks(state: TableState) -> int:
-    """Per-bucket locks for displacement where a slot changes in several stores: pair slots
-    without a 128-bit CAS (before sm_90, or PTX for compute_80), and rows. All zero between
-    launches."""
+    """Per-bucket locks where a slot changes in several stores: displacement of pair slots
+    without a 128-bit CAS (before sm_90, or PTX for compute_80), and of rows; row writes of
+    launches whose keys may repeat. One more than the buckets: the out-of-band slots' lock.
+    All zero between launches."""
     spec = state.spec
     if not (spec.layout == ROWS or (spec.layout == PAIR and not _cas128(state))):
         return 0
     return _scratch(state, "_cuda_locks", lambda: torch.zeros(
-        spec.num_buckets, dtype=torch.int32, device=state.device)).data_ptr()
-
-
-def _row_locks(state: TableState) -> int:
-    return _scratch(state, "_cuda_row_locks", lambda: torch.zeros(
-        ROW_LOCKS, dtype=torch.int32, device=state.device)).data_ptr()
+        spec.num_buckets + 1, dtype=torch.int32, device=state.device)).data_ptr()
 
 
 def _stash(state: TableState) -> tuple[int, int, int]:
@@ -153,7 +148,7 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
     rows = keys.shape[0]
     inserted = keys.new_empty(rows, dtype=torch.bool)
     defer = active is not None
-    row_locks = _row_locks(state) if state.spec.layout == ROWS and not defer else 0
+    row_locks = _bucket_locks(state) if state.spec.layout == ROWS and not defer else 0
     launch(kernels["gh_insert"], rows, *table, keys.data_ptr(), _ptr(values), _ptr(active),
            inserted.data_ptr(), rows, int(defer), row_locks, device=device)
     if defer:

@@ -388,9 +388,11 @@ __device__ __forceinline__ void gh_for_each_match(const T& t, gh_u64 key, F&& f)
 
 // --- row writes --------------------------------------------------------------------------
 // Values wider than a word (rows layout) are copied in several stores. When rows of one key
-// may write in the same launch (duplicates="any"), each copy happens under a lock striped by
-// slot, so one row wins whole. `locks` is null when the launch's keys are distinct.
-enum : gh_u64 { GH_ROW_LOCKS = 4096 };
+// may write in the same launch (duplicates="any"), each copy happens under its bucket's lock
+// (num_buckets + 1 words: the last guards the two out-of-band slots), so one row wins whole.
+// A lock per bucket, not a few thousand striped ones: with every row of a launch taking a
+// lock, a small stripe set serialises the launch (4096 stripes: 1.2 G rows/s, bench/RESULTS.md).
+// `locks` is null when the launch's keys are distinct.
 
 template <class T>
 __device__ __forceinline__ void gh_write_row(const T& t, gh_u32* locks, gh_u64 slot,
@@ -399,7 +401,7 @@ __device__ __forceinline__ void gh_write_row(const T& t, gh_u32* locks, gh_u64 s
         gh_copy_value<T::VALUE_BYTES>(t.value(slot), src);
         return;
     }
-    gh_u32* lock = locks + (gh_mix64(slot) & (GH_ROW_LOCKS - 1));
+    gh_u32* lock = locks + slot / T::BUCKET;
     gh_lock(lock);
     gh_copy_value<T::VALUE_BYTES>(t.value(slot), src);
     gh_unlock(lock);
