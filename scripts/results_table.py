@@ -1,6 +1,8 @@
 """Render bench/RESULTS.md tables from a committed benchmark JSON, so no figure is copied by
 hand. Further JSON files (other runs of the same library code) add a run-to-run table of the
-targets. Usage: python scripts/results_table.py bench/results/<run>.json [<run>.json ...]"""
+targets. Usage: python scripts/results_table.py bench/results/<run>.json [<run>.json ...]
+or, for two runs of one device call (this tree's code and the previous release's):
+python scripts/results_table.py --compare <current>.json <previous>.json"""
 
 import json
 import sys
@@ -129,7 +131,44 @@ def run_to_run(paths: list[str]) -> None:
         print(f"| {label} | " + " | ".join(row) + " |")
 
 
+OPERATIONS = ("insert", "insert_dict_semantics", "find_hit", "find_miss", "find_index_hit")
+
+
+def compare(current_path: str, previous_path: str) -> None:
+    """Every configuration's G/s, current against previous, with their ratio."""
+    with open(current_path) as handle:
+        current = json.load(handle)
+    with open(previous_path) as handle:
+        previous = json.load(handle)
+    def key(r):
+        return r["kind"], r["keys"] >> 20, r["nominal_load"]
+    before = {key(r): r for r in previous["results"]}
+    ceilings = current["ceilings"]["C_hbm"], previous["ceilings"]["C_hbm"]
+    print(f"Current {current['commit']} ({current['date'][:16]}) against {previous['commit']} "
+          f"({previous['date'][:16]}), {current['device']}; C_hbm {ceilings[0]:.1f}"
+          f" / {ceilings[1]:.1f} G/s. G keys/s, current / previous (ratio); "
+          f"a ratio under 0.97 is marked *.\n")
+    print("| type | keys | load | " + " | ".join(OPERATIONS) + " |")
+    print("|---|---|---|" + "---|" * len(OPERATIONS))
+    for r in current["results"]:
+        p = before[key(r)]
+        cells = []
+        for op in OPERATIONS:
+            now, then = r[op]["g_per_s"], p[op]["g_per_s"]
+            mark = " *" if now / then < 0.97 else ""
+            cells.append(f"{now:.2f} / {then:.2f} ({now / then:.2f}){mark}")
+        head = f"| {r['kind']} | {r['keys'] >> 20}M | {r['nominal_load']} | "
+        print(head + " | ".join(cells) + " |")
+    hosts = current["host_overhead_us"], previous["host_overhead_us"]
+    print("\nHost time per call, 1K keys, us (current / previous): " + ", ".join(
+        f"{name} {hosts[0][name]:.1f} / {hosts[1][name]:.1f}" for name in hosts[1]) +
+        f"; bare launch {hosts[0].get('bare_launch', float('nan')):.1f}")
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--compare":
+        compare(sys.argv[2], sys.argv[3])
+        sys.exit()
     main(sys.argv[1])
     if len(sys.argv) > 2:
         run_to_run(sys.argv[1:])

@@ -279,3 +279,20 @@ def test_bucket_width_follows_table_size_and_load(monkeypatch):
     assert table.spec.bucket_slots == 8  # grown past the small-table size
     values, found = table.find(keys)
     assert bool(found.all()) and torch.equal(values, keys * 3)
+
+
+@pytest.mark.parametrize("duplicates", ["last", "any"])
+def test_a_full_fixed_table_takes_many_rows_of_its_last_free_key(duplicates):
+    # the room check counts distinct new keys exactly, not rows: 2000 rows of one new key and
+    # rows of present keys need one slot
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=100,
+                       growable=False, duplicates=duplicates)
+    limit = table.capacity
+    table.insert(torch.arange(limit - 1), torch.arange(limit - 1))
+    rows = torch.cat([torch.full((2000,), 7777), torch.arange(limit - 1)])
+    assert int(table.insert_or_apply(rows, torch.ones_like(rows)).sum()) == 1
+    assert int(table.insert(rows, rows).sum()) == 0
+    assert len(table) == limit
+    with pytest.raises(gh.TableFullError):
+        table.insert_or_apply(torch.tensor([1, 8888, 9999, 9999]), torch.ones(4, dtype=torch.int64))
+    assert table.find(torch.tensor([7777]))[0].tolist() == [7777]

@@ -217,14 +217,21 @@ class _Table:
         self._default_cache.clear()
         self._used_bound = self._counts()[1]
 
-    def _new_keys(self, keys: torch.Tensor, active: torch.Tensor | None) -> int:
-        """Exact number of distinct keys of the batch not yet in the table (syncs)."""
+    def _new_keys(self, keys: torch.Tensor, active: torch.Tensor | None, room: int) -> int:
+        """Number of distinct keys of the batch not yet in the table, exact whenever it
+        exceeds ``room`` (syncs). The rows whose key is absent are counted first, at a find's
+        cost; only if they could overflow ``room`` are they deduplicated, by a sort of those
+        rows alone (a batch of many rows over few keys, as insert_or_apply takes, never pays
+        for sorting the whole batch)."""
         spec = self._state.spec
         empty = spec.empty_key - (1 << 8 * spec.key_bytes)
-        out_of_band = (keys == empty) | (keys == empty - 1)
-        chosen = last_occurrence(keys) if active is None else active
-        fresh = ~self._engine.contains(self._state, keys) & chosen & ~out_of_band
-        return int(fresh.sum())
+        absent = ~self._engine.contains(self._state, keys) & (keys != empty) & (keys != empty - 1)
+        if active is not None:
+            absent &= active
+        bound = int(absent.sum())
+        if bound <= room or active is not None:  # active rows hold distinct keys already
+            return bound
+        return int(torch.unique(keys[absent]).numel())
 
     def _make_room(self, keys: torch.Tensor, active: torch.Tensor | None) -> None:
         """Ensure every new key of the batch gets a slot, before the table is touched."""
@@ -236,7 +243,7 @@ class _Table:
         self._used_bound = used
         if used + rows <= spec.max_entries:
             return
-        new = rows if self._multi else self._new_keys(keys, active)
+        new = rows if self._multi else self._new_keys(keys, active, spec.max_entries - used)
         if used + new <= spec.max_entries:
             return
         if live + new <= spec.max_entries and used > live:
