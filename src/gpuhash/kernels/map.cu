@@ -76,9 +76,7 @@ __global__ void gh_insert_deferred(GH_TABLE_PARAMS, const char* keys, const char
     }
 }
 
-// find / find_index / contains: each output is optional (null to skip). One thread per row,
-// as every launch gives (launch.py), with no grid-stride loop: finds of L2-resident tables are
-// bound by latency, and the loop's 64-bit arithmetic showed there (bench/RESULTS.md).
+// find / find_index / contains: each output is optional (null to skip).
 template <class T>
 __global__ void gh_lookup(GH_TABLE_PARAMS, const char* keys, gh_u64 n, char* out_values,
                           const char* default_value, gh_i64* out_index, gh_u8* out_found) {
@@ -87,23 +85,23 @@ __global__ void gh_lookup(GH_TABLE_PARAMS, const char* keys, gh_u64 n, char* out
     // instead of adding a round trip to every miss.
     const bool wanted = out_values != nullptr && T::LAYOUT != GH_ROWS;
     const gh_u64 default_bits = wanted ? gh_value_bits<T::VALUE_BYTES>(default_value) : 0;
-    const gh_u64 row = gh_row();
-    if (row >= n) return;
-    const GhSlot s = gh_probe<T, GH_SEARCH, false>(t, gh_key_at<T>(keys, row), 0);
-    if (out_values != nullptr) {
-        char* out = out_values + row * T::VALUE_BYTES;
-        if (s.slot < 0 && T::LAYOUT != GH_ROWS) {
-            gh_store_value_bits<T::VALUE_BYTES>(out, default_bits);
-        } else if (s.slot < 0) {
-            gh_copy_value<T::VALUE_BYTES>(out, default_value);
-        } else if (T::LAYOUT == GH_ROWS) {
-            gh_copy_value<T::VALUE_BYTES>(out, t.value(s.slot));
-        } else {
-            gh_store_value_bits<T::VALUE_BYTES>(out, s.value);  // loaded by the probe
+    for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
+        const GhSlot s = gh_probe<T, GH_SEARCH, false>(t, gh_key_at<T>(keys, row), 0);
+        if (out_values != nullptr) {
+            char* out = out_values + row * T::VALUE_BYTES;
+            if (s.slot < 0 && T::LAYOUT != GH_ROWS) {
+                gh_store_value_bits<T::VALUE_BYTES>(out, default_bits);
+            } else if (s.slot < 0) {
+                gh_copy_value<T::VALUE_BYTES>(out, default_value);
+            } else if (T::LAYOUT == GH_ROWS) {
+                gh_copy_value<T::VALUE_BYTES>(out, t.value(s.slot));
+            } else {
+                gh_store_value_bits<T::VALUE_BYTES>(out, s.value);  // loaded by the probe
+            }
         }
+        if (out_index != nullptr) out_index[row] = s.slot;
+        if (out_found != nullptr) out_found[row] = s.slot >= 0;
     }
-    if (out_index != nullptr) out_index[row] = s.slot;
-    if (out_found != nullptr) out_found[row] = s.slot >= 0;
 }
 
 template <class T>
