@@ -6,6 +6,9 @@ the same run.
   gh_atomic_add). Results checked against torch.bincount first.
 * MultiMap: keys with several copies each; count and find_all of queries that all hit, against
   the random-gather ceiling C_hbm of the same run (a copy found is a gathered entry).
+* An embedding table (u64 -> f32x8, values in rows) of 128M capacity filled to load 0.5 and
+  0.99: finds and assigns (default insert of present keys) of 1M keys per call, the figure at
+  0.99 against the one at 0.5.
 """
 
 from __future__ import annotations
@@ -77,6 +80,39 @@ def multimap_versus_gather(keys: int, copies: int, probes: int, device: torch.de
             "count_timing": count.as_dict(), "find_all_timing": find_all.as_dict()}
 
 
+def _embedding_at(load: float, capacity: int, batch: int, device: torch.device, *,
+                  runs: int) -> dict:
+    table = HashMap(key_dtype=torch.uint64, value_dtype=torch.float32, value_shape=(8,),
+                    capacity=capacity, max_load_factor=0.99, growable=False, device=device)
+    keys = unique_keys(int(capacity * load), torch.uint64, device)
+    for part in keys.split(16 * 2**20):
+        table.insert(part, torch.ones((part.numel(), 8), device=device))
+    # torch indexes no uint64 tensor on CUDA: pick through a same-width signed view
+    pick = keys.view(torch.int64)[torch.randperm(keys.numel(), device=device)[:batch]]
+    pick = pick.view(torch.uint64)
+    rows = torch.randn((batch, 8), device=device)
+    table.insert(pick, rows)
+    got, found = table.find(pick)
+    assert bool(found.all()) and torch.equal(got, rows), "embedding find is wrong"
+    find = time_gpu(lambda: table.find(pick), runs=runs)
+    assign = time_gpu(lambda: table.insert(pick, rows), runs=runs)
+    return {"entries": len(table), "find_g_per_s": find.rate(batch),
+            "assign_g_per_s": assign.rate(batch), "find_timing": find.as_dict(),
+            "assign_timing": assign.as_dict()}
+
+
+def embedding_table(capacity: int, batch: int, device: torch.device, *, runs: int) -> dict:
+    """Finds and assigns of ``batch`` present keys in a u64 -> f32x8 table of ``capacity``
+    filled to load 0.5 and to 0.99 (one table at a time: the 0.99 one takes 5 GB)."""
+    out = {"capacity": capacity, "batch": batch}
+    for load in (0.5, 0.99):
+        out[str(load)] = _embedding_at(load, capacity, batch, device, runs=runs)
+        torch.cuda.empty_cache()
+    for op in ("find", "assign"):
+        out[f"{op}_0.99_over_0.5"] = out["0.99"][f"{op}_g_per_s"] / out["0.5"][f"{op}_g_per_s"]
+    return out
+
+
 def bare_launch_us(device: torch.device, time_host_calls) -> float:
     """Host time of one launch of an empty kernel through the same launch path."""
     kernel = load_module("bench.cu", (), device.index or 0).get_kernel("gh_noop")
@@ -90,4 +126,6 @@ def run(device: torch.device, ceilings: dict, *, quick: bool, runs: int) -> dict
                                                     runs=runs),
         "multimap": multimap_versus_gather(10_000_000 // scale, 10, 10_000_000 // scale,
                                            device, ceilings, runs=runs),
+        "embedding_table": embedding_table(128 * 2**20 // scale, 2**20 // scale, device,
+                                           runs=runs),
     }

@@ -62,6 +62,12 @@ def print_gpu(report: dict) -> None:
                       f"({m['count_ratio']:.2f} C_hbm), find_all "
                       f"{m['find_all_g_matches_per_s']:.2f} G matches/s "
                       f"({m['find_all_ratio']:.2f} C_hbm)")
+        e = core["embedding_table"]
+        console.print(f"u64 -> f32x8, {_size(e['capacity'])} capacity, {_size(e['batch'])} keys "
+                      f"a call, load 0.99 against 0.5: find {e['0.99']['find_g_per_s']:.2f} / "
+                      f"{e['0.5']['find_g_per_s']:.2f} G/s ({e['find_0.99_over_0.5']:.2f}x), "
+                      f"assign {e['0.99']['assign_g_per_s']:.2f} / "
+                      f"{e['0.5']['assign_g_per_s']:.2f} ({e['assign_0.99_over_0.5']:.2f}x)")
     print_cpu(report["cpu"])
 
 

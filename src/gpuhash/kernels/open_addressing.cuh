@@ -234,20 +234,24 @@ __device__ __forceinline__ void gh_walk(const T& t, const GhHome& home, Visit&& 
     }
 }
 
-// The first EMPTY lane of a bucket (-1 if full) and, unless MULTI, the lane holding key.
+// The first EMPTY lane of a bucket (-1 if full), its first erased lane and, unless MULTI, the
+// lane holding key. Lanes are scanned downwards so each answer is a plain predicated move, the
+// lowest lane left last: no compare chain on an earlier answer (a find of an L2-resident
+// table is bound by these instructions). A map holds a key in at most one lane.
 template <class T, bool MULTI>
 __device__ __forceinline__ void gh_scan(const gh_u64 (&w)[T::BUCKET], gh_u64 key, int* match,
                                         int* free_lane, int* erased_lane) {
-    *match = -1;
-    *free_lane = -1;
-    *erased_lane = -1;
+    int m = -1, f = -1, e = -1;
 #pragma unroll
-    for (int i = 0; i < T::BUCKET; ++i) {
+    for (int i = T::BUCKET - 1; i >= 0; --i) {
         const gh_u64 part = w[i] & T::KEY_MASK;
-        if (!MULTI && part == key && *match < 0) *match = i;
-        if (part == T::EMPTY && *free_lane < 0) *free_lane = i;
-        if (part == T::TOMB && *erased_lane < 0) *erased_lane = i;
+        if (!MULTI && part == key) m = i;
+        if (part == T::EMPTY) f = i;
+        if (part == T::TOMB) e = i;
     }
+    *match = m;
+    *free_lane = f;
+    *erased_lane = e;
 }
 
 // Claim modes of gh_probe.
