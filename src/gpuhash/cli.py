@@ -90,7 +90,7 @@ def _host_overhead(device, time_host_calls) -> dict:
 
 
 def _bench_map_cpu(args) -> dict:
-    from .bench import cpu_suite, peers
+    from .bench import cpu_peers, cpu_suite, peers
 
     name = platform.processor() or platform.machine()
     where = "--cpu" if torch.cuda.is_available() else "no CUDA"
@@ -101,6 +101,7 @@ def _bench_map_cpu(args) -> dict:
         # the dict comparison keeps its own default of 3 runs unless --runs is given
         "versus_dict": peers.cpu_versus_dict(2**16 if args.quick else 2**18,
                                              runs=args.runs or 3),
+        "peers": cpu_peers.run(500_000 if args.quick else 5_000_000, runs=args.runs or 3),
     }
     return report
 

@@ -81,11 +81,30 @@ def print_cpu(cpu: dict) -> None:
                           f"{r['insert_m_per_s']:.1f}", f"{r['find_hit_m_per_s']:.1f}",
                           f"{r['find_miss_m_per_s']:.1f}")
         console.print(table)
+    if "peers" in cpu:
+        _print_peers(cpu["peers"])
     d = cpu["versus_dict"]
     console.print(f"CPU engine vs Python dict, {_size(d['keys'])} int64 keys: insert "
                   f"{d['engine_insert_ms']:.0f} ms vs dict build {d['dict_build_ms']:.0f} ms "
                   f"({d['insert_speedup']:.2f}x); find {d['engine_find_ms']:.0f} ms vs dict "
                   f"{d['dict_find_ms']:.0f} ms ({d['find_speedup']:.2f}x)")
+
+
+def _print_peers(p: dict) -> None:
+    table = Table(title=f"{p['keys']:,} int64 keys -> float32, {p['cores']} cores: the CPU "
+                        f"engine against each peer (ms; engine speedup)")
+    for column in ("peer", "build", "find"):
+        table.add_column(column, justify="right")
+    for name, f in p["peers"].items():
+        build = "-" if f["build_ms"] is None else (f"{f['build_ms']:.0f} "
+                                                   f"({f['engine_build_speedup']:.2f}x)")
+        table.add_row(name, build, f"{f['find_ms']:.0f} ({f['engine_find_speedup']:.2f}x)")
+    console.print(table)
+    r = p["rows_u64_f32x8"]
+    console.print(f"random-gather ceiling, {p['keys']:,} float32: {p['gather_ms']:.0f} ms; "
+                  f"u64 -> f32x8 at load {r['load']:.2f}, {r['keys']:,} keys: find "
+                  f"{r['find_ms']:.0f} ms against a gather of as many 32-byte rows "
+                  f"{r['gather_ms']:.0f} ms ({r['ratio']:.2f})")
 
 
 def write_json(report: dict, path: str | Path) -> None:

@@ -1,16 +1,19 @@
-"""The CPU engine: the table operations as vectorised torch ops over the shared table format.
+"""The CPU engine: the table operations over the shared table format, their probe loops
+compiled by numba (engines/_cpu_loops.py).
 
 It serves machines without a GPU and is the reference the CUDA engine is tested against. The
 probe order, hash and bucket choice are exactly the CUDA engine's (kernels/open_addressing.cuh),
-so a table built by either engine answers identically on the other. Each probe round handles
-every still-unresolved key at once; rows that want the same bucket are ranked so each takes a
-different empty slot, which is what the CUDA engine's compare-and-swap achieves.
+so a table built by either engine answers identically on the other. Reads run the scalar probe
+loop in parallel over rows; claims run it in row order, which is what the CUDA engine's
+compare-and-swap achieves without an order. What is not a probe (batch deduplication, value
+combination) stays as torch ops.
 
 Keys reach the engine as raw bits: int32 views for 32-bit keys, int64 for 64-bit keys.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .._batch import first_occurrence, last_occurrence
@@ -25,6 +28,7 @@ from .._format import (
 )
 
 _M32 = 0xFFFFFFFF
+RANDOM_STEPS = 64  # buckets drawn from the hash after b2 before the walk turns linear
 _MIX1 = 0xFF51AFD7ED558CCD - (1 << 64)  # fmix64 constants as signed int64
 _MIX2 = 0xC4CEB9FE1A85EC53 - (1 << 64)
 
@@ -100,219 +104,100 @@ def _set_overflow_bits(state: TableState, filter_bits: torch.Tensor) -> None:
     state.overflow |= acc.to(torch.int32)
 
 
-def _out_of_band_slot(state: TableState, keys: torch.Tensor) -> torch.Tensor:
-    _, tomb = _sentinels(state)
-    return state.spec.num_slots + (keys == tomb).to(torch.int64)
+def _loops():
+    """The compiled loops, imported on first use: numba's import would slow ``import gpuhash``."""
+    from . import _cpu_loops
+
+    return _cpu_loops
 
 
-def _bucket_rows(state: TableState) -> torch.Tensor:
-    """The key words of the bucket region as (num_buckets, bucket_slots): a bucket is a row."""
+def _wide(keys: torch.Tensor):
+    """Keys as the compiled loops take them: int64, a 32-bit key sign-extended."""
+    return keys.to(torch.int64).numpy()
+
+
+def _walk_args(state: TableState) -> tuple:
+    """The table arguments every compiled loop takes after its slots and filter bits."""
     spec = state.spec
-    return state.key_view()[: spec.num_slots].view(spec.num_buckets, spec.bucket_slots)
+    empty, tomb = _sentinels(state)
+    return (spec.key_bytes, np.uint64(spec.seed), spec.num_buckets, spec.bucket_slots, empty,
+            tomb)
 
 
-# Per-key probe state travels as one int64 tensor with these columns, so each probe round
-# filters it with one index operation.
-_ROW, _BUCKET, _SECOND, _LEFT_FIRST, _LEFT_SECOND, _HASH = range(6)
-RANDOM_STEPS = 64  # buckets drawn from the hash after b2 before the walk turns linear
+def _value_region(state: TableState) -> tuple[np.ndarray, int, int]:
+    """(bytes of every slot row, offset of the value in a row, width of the value area): the
+    value and, for packed and pair slots, the zero bytes above it (both engines write them
+    zero). One array type for every layout: numba compiles each loop once."""
+    spec = state.spec
+    if spec.layout == ROWS:
+        return value_bytes_view(state).numpy(), 0, spec.value_bytes
+    raw = state.slots.view(torch.uint8).numpy()
+    if spec.layout == PACKED:
+        return (raw, 4, 4) if spec.key_bytes == 4 else (raw, 8, 0)
+    return raw, 8, 8
 
 
-def _probe_state(state: TableState, keys: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    hashes = _hash(state, keys)
-    first, second, left_first, left_second = bucket_choices(state, keys, hashes=hashes)
-    return torch.stack([rows, first, second, left_first, left_second, hashes], dim=1)
+_NO_BYTES = torch.empty(0, dtype=torch.uint8)
 
 
-def _advance(state: TableState, step: int, probe: torch.Tensor) -> None:
-    """Move each key from the bucket of ``step`` to its next one (gh_next_bucket): b1, b2,
-    RANDOM_STEPS buckets drawn from the hash, then linear (wrapping)."""
-    following = step + 1
-    if following == 1:
-        probe[:, _BUCKET] = probe[:, _SECOND]
-    elif following < 2 + RANDOM_STEPS:
-        drawn = _mix64(probe[:, _HASH] + following) & _M32
-        probe[:, _BUCKET] = (drawn * state.spec.num_buckets) >> 32
+def _lookup(state: TableState, keys: torch.Tensor, default: torch.Tensor | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Slot of each key (-1 where absent) and, given a default row, each key's value bytes
+    (the default's where absent): the probe loop every read operation shares."""
+    slot = torch.empty(keys.shape[0], dtype=torch.int64)
+    raw, offset, _ = _value_region(state)
+    if default is None:
+        row, out = _NO_BYTES, torch.empty((keys.shape[0], 0), dtype=torch.uint8)
     else:
-        probe[:, _BUCKET] = (probe[:, _BUCKET] + 1) % state.spec.num_buckets
+        row = as_value_bytes(default.reshape(1, *default.shape))[0]
+        out = torch.empty((keys.shape[0], row.shape[0]), dtype=torch.uint8)
+    _loops().lookup(state.slots.numpy(), state.overflow.numpy(), _wide(keys), *_walk_args(state),
+                    raw, offset, row.numpy(), out.numpy(), slot.numpy())
+    return slot, (None if default is None else out)
 
 
 def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
-    """Slot of each key, -1 where absent: the probe loop every read operation shares."""
-    spec = state.spec
-    key_view = state.key_view()
-    buckets = _bucket_rows(state)
-    empty, tomb = _sentinels(state)
-    slot = torch.full((keys.shape[0],), -1, dtype=torch.int64)
-    special = (keys == empty) | (keys == tomb)
-    if bool(special.any()):
-        rows = special.nonzero().squeeze(1)
-        where = _out_of_band_slot(state, keys[rows])
-        present = key_view[where] == keys[rows]
-        slot[rows[present]] = where[present]
-    rows = (~special).nonzero().squeeze(1)
-    wanted = keys[rows]
-    probe = _probe_state(state, wanted, rows)
-    for step in range(spec.num_buckets + RANDOM_STEPS + 2):
-        if probe.shape[0] == 0:
-            break
-        words = buckets[probe[:, _BUCKET]]
-        match = words == wanted[:, None]
-        hit = match.any(1)
-        slot[probe[hit, _ROW]] = (probe[hit, _BUCKET] * spec.bucket_slots
-                                  + match[hit].int().argmax(1))
-        done = hit | (words == empty).any(1)
-        if step < 2:  # a full bucket ends the search unless the key's filter bit is set
-            done |= ~overflow_flag(state, probe[:, _LEFT_FIRST if step == 0 else _LEFT_SECOND])
-        keep = ~done
-        probe, wanted = probe[keep], wanted[keep]
-        _advance(state, step, probe)
-    return slot
-
-
-def _rank_within(groups: torch.Tensor) -> torch.Tensor:
-    """0, 1, 2, ... among the rows that share a group value."""
-    order = torch.argsort(groups, stable=True)
-    ordered = groups[order]
-    index = torch.arange(groups.shape[0])
-    starts = torch.ones_like(ordered, dtype=torch.bool)
-    starts[1:] = ordered[1:] != ordered[:-1]
-    start_of = torch.cummax(torch.where(starts, index, 0), 0).values
-    rank = torch.empty_like(index)
-    rank[order] = index - start_of
-    return rank
-
-
-def _find_or_claim(state: TableState, keys: torch.Tensor, *, multi: bool = False
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Slot of each of the distinct (in-bucket) keys, placing the absent ones; returns the
-    slots, whether each key was placed here, and whether it took an erased slot. With
-    ``multi`` every row takes a new slot (a multimap's copies), whatever copies exist.
-
-    One walk along each key's bucket sequence: a match means the key is present; a bucket with
-    room and no match means it is absent (by the invariant no key lives past a bucket with
-    room). An absent key takes the first erased slot its walk passed, if another key of the
-    batch does not take it first (the keys are distinct, so no copy of it can appear
-    meanwhile); else an EMPTY slot of the bucket with room (rows that want the same bucket are
-    ranked so each takes a different one), as the CUDA engine's claims do
-    (kernels/open_addressing.cuh: gh_probe). The CUDA engine may also displace keys between
-    their two buckets; both keep the invariant the probe relies on. If some key finds no slot
-    at all (only a table whose counters lie about its use), every slot this call took is given
-    back and RuntimeError raised: the table is unchanged.
-    """
-    spec = state.spec
-    width = spec.bucket_slots
-    key_view = state.key_view()
-    buckets = _bucket_rows(state)
-    empty, tomb = _sentinels(state)
-    slot = torch.full((keys.shape[0],), -1, dtype=torch.int64)
-    claimed = torch.zeros(keys.shape[0], dtype=torch.bool)
-    reused = torch.zeros(keys.shape[0], dtype=torch.bool)
-    probe = _probe_state(state, keys, torch.arange(keys.shape[0]))
-    pending = keys
-    erased = torch.full((keys.shape[0],), -1, dtype=torch.int64)  # first erased slot passed
-    erased_step = torch.zeros(keys.shape[0], dtype=torch.int64)
-    spilled, taken, taken_erased = [], [], []
-
-    def settle(rows, where, at_step):
-        slot[probe[rows, _ROW]] = where
-        claimed[probe[rows, _ROW]] = True
-        spilled.append(probe[rows & (at_step >= 1), _LEFT_FIRST])
-        spilled.append(probe[rows & (at_step >= 2), _LEFT_SECOND])
-
-    for step in range(spec.num_buckets + RANDOM_STEPS + 2):
-        if probe.shape[0] == 0:
-            break
-        words = buckets[probe[:, _BUCKET]]
-        match = words == pending[:, None]
-        hit = match.any(1) & (not multi)
-        lanes = match[hit].int().argmax(1)
-        slot[probe[hit, _ROW]] = probe[hit, _BUCKET] * width + lanes
-        used = (words != empty).sum(1)
-        room = ~hit & (used < width)
-        if not multi:
-            # an erased slot another key took in an earlier round is gone (the GPU's CAS fails)
-            erased = torch.where((erased >= 0) & (key_view[erased.clamp(min=0)] != tomb), -1,
-                                 erased)
-            holes = words == tomb
-            first_seen = holes.any(1) & (erased < 0) & ~hit
-            erased = torch.where(first_seen, probe[:, _BUCKET] * width
-                                 + holes.int().argmax(1), erased)
-            erased_step = torch.where(first_seen, step, erased_step)
-            wanting = room & (erased >= 0)
-            wins = wanting & (_rank_within(torch.where(wanting, erased, -1)) == 0)
-            key_view[erased[wins]] = pending[wins]
-            taken_erased.append(erased[wins])
-            reused[probe[wins, _ROW]] = True
-            settle(wins, erased[wins], erased_step)
-            room &= ~wins
-        else:
-            wins = torch.zeros_like(room)
-        # Lanes fill in order and never become EMPTY again (both engines), so a bucket's EMPTY
-        # lanes are a suffix: the k-th absent row wanting a bucket takes lane used + k.
-        lane = used + _rank_within(torch.where(room, probe[:, _BUCKET], -1))
-        fits = room & (lane < width)
-        placed = probe[fits, _BUCKET] * width + lane[fits]
-        key_view[placed] = pending[fits]
-        taken.append(placed)
-        settle(fits, placed, torch.full_like(lane, step))
-        keep = ~(hit | fits | wins)
-        probe, pending = probe[keep], pending[keep]
-        erased, erased_step = erased[keep], erased_step[keep]
-        _advance(state, step, probe)
-    if probe.shape[0]:
-        key_view[torch.cat(taken)] = empty  # give back what this call took
-        if taken_erased:
-            key_view[torch.cat(taken_erased)] = tomb
-        raise RuntimeError(f"{probe.shape[0]} keys found no free slot although the room check "
-                           "passed: the table's counters do not match its slots; the table "
-                           "is unchanged")
-    if spilled:
-        _set_overflow_bits(state, torch.cat(spilled))
-    return slot, claimed, reused
+    """Slot of each key, -1 where absent."""
+    return _lookup(state, keys)[0]
 
 
 def _place(state: TableState, keys: torch.Tensor, *, multi: bool = False
            ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Slot of each distinct key (every row, with ``multi``), placing absent ones, the two
-    sentinel keys out of band; and whether each was placed here. Counts the new entries (a
-    reused erased slot was counted as used already)."""
-    empty, tomb = _sentinels(state)
-    special = (keys == empty) | (keys == tomb)
-    slot = torch.empty(keys.shape[0], dtype=torch.int64)
-    new = torch.zeros(keys.shape[0], dtype=torch.bool)
-    normal = ~special
-    slot[normal], new[normal], reused = _find_or_claim(state, keys[normal], multi=multi)
-    if bool(special.any()):  # the two sentinel keys live out of band
-        where = _out_of_band_slot(state, keys[special])
-        new[special] = state.key_view()[where] != keys[special]
-        state.key_view()[where] = keys[special]
-        slot[special] = where
-    state.counts[0] += int(new.sum())
-    state.counts[1] += int((new[normal] & ~reused).sum())
-    return slot, new
+    """Slot of each distinct key (every row, with ``multi``: a multimap's copies), placing the
+    absent ones (the two sentinel keys out of band); and whether each was placed here. Counts
+    the new entries and the bucket slots they use.
 
-
-def _value_area(state: TableState) -> torch.Tensor | None:
-    """The bytes of each slot row beyond its key that hold the value: the value and, for
-    packed and pair slots, the zero bytes above it (both engines write them zero)."""
-    spec = state.spec
-    if spec.layout == ROWS:
-        return value_bytes_view(state)
-    raw = state.slots.view(torch.uint8)
-    if spec.layout == PACKED:
-        return raw[:, 4:8] if spec.key_bytes == 4 else None
-    return raw[:, 8:16]
+    The compiled loop (_cpu_loops.claim) fills first buckets before any key walks on, as the
+    CUDA engine's first pass does; it does not displace keys, which the CUDA engine may do: both
+    keep the invariant the probe relies on. If some key finds no slot at all (only a table whose
+    counters lie about its use), every slot this call took is given back and RuntimeError
+    raised."""
+    rows = keys.shape[0]
+    slot = torch.full((rows,), -1, dtype=torch.int64)
+    claimed = torch.zeros(rows, dtype=torch.bool)
+    reused = torch.zeros(rows, dtype=torch.bool)
+    failed, live, used = _loops().claim(state.slots.numpy(), state.overflow.numpy(),
+                                        _wide(keys), *_walk_args(state), multi,
+                                        _loops().numba.get_num_threads(), slot.numpy(),
+                                        claimed.numpy(), reused.numpy())
+    if failed >= 0:
+        raise RuntimeError(f"{int((slot < 0).sum())} keys found no free slot although the room "
+                           "check passed: the table's counters do not match its slots; the "
+                           "table is unchanged")
+    state.counts[0] += live
+    state.counts[1] += used
+    return slot, claimed
 
 
 def _write_values(state: TableState, slot: torch.Tensor, values: torch.Tensor | None) -> None:
-    """Store each row's value (raw bytes, zero-padded to the value area) at its slot."""
-    area = _value_area(state)
-    if area is None:
+    """Store each row's value (raw bytes, zero-padded to the value area) at its slot (the
+    slots are distinct)."""
+    raw, offset, area = _value_region(state)
+    if area == 0:
         return
-    padded = torch.zeros((slot.shape[0], area.shape[1]), dtype=torch.uint8)
-    if values is not None:
-        padded[:, : state.spec.value_bytes] = as_value_bytes(values)
-    area[slot] = padded
+    rows = (torch.empty((slot.shape[0], 0), dtype=torch.uint8) if values is None
+            else as_value_bytes(values))
+    _loops().write_rows(raw, offset, area, slot.numpy(), rows.numpy())
 
 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
@@ -359,13 +244,9 @@ def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
 def find(state: TableState, keys: torch.Tensor,
          default: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Values of each key (``default`` where missing) and a found mask."""
-    slot = _locate(state, keys)
-    found = slot >= 0
-    row = as_value_bytes(default.reshape(1, *default.shape))
-    out = row.expand(keys.shape[0], row.shape[1]).clone()
-    out[found] = value_bytes_view(state)[slot[found]]
+    slot, out = _lookup(state, keys, default)
     spec = state.spec
-    return out.view(spec.value_dtype).view(keys.shape[0], *spec.value_shape), found
+    return out.view(spec.value_dtype).view(keys.shape[0], *spec.value_shape), slot >= 0
 
 
 def find_index(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -419,38 +300,20 @@ def multi_insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | N
 
 
 def _matches(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(query row, slot) of every entry holding each key, walking as a search does."""
-    spec = state.spec
-    buckets = _bucket_rows(state)
-    empty, tomb = _sentinels(state)
-    # the sentinel keys are never stored in buckets: they match nothing (gh_for_each_match)
-    ordinary = ((keys != empty) & (keys != tomb)).nonzero().squeeze(1)
-    probe = _probe_state(state, keys[ordinary], ordinary)
-    wanted = keys[ordinary]
-    rows, slots = [], []
-    visited = torch.zeros((wanted.shape[0], 0), dtype=torch.int64)  # buckets seen, per key
-    for step in range(spec.num_buckets + RANDOM_STEPS + 2):
-        if probe.shape[0] == 0:
-            break
-        words = buckets[probe[:, _BUCKET]]
-        # small tables revisit buckets: a copy counts once (gh_visited_before)
-        again = (visited == probe[:, _BUCKET, None]).any(1)
-        visited = torch.cat([visited, probe[:, _BUCKET, None]], 1)
-        match = (words == wanted[:, None]) & ~again[:, None]
-        which, lane = match.nonzero(as_tuple=True)
-        rows.append(probe[which, _ROW])
-        slots.append(probe[which, _BUCKET] * spec.bucket_slots + lane)
-        done = (words == empty).any(1)
-        if step < 2:  # a full bucket ends the search unless the key's filter bit is set
-            done |= ~overflow_flag(state, probe[:, _LEFT_FIRST if step == 0 else _LEFT_SECOND])
-        keep = ~done
-        probe, wanted, visited = probe[keep], wanted[keep], visited[keep]
-        _advance(state, step, probe)
-    if not rows:
-        return torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)
-    rows, slots = torch.cat(rows), torch.cat(slots)
-    order = torch.argsort(rows, stable=True)  # grouped by query row, as the CUDA engine's
-    return rows[order], slots[order]
+    """(query row, slot) of every entry holding each key, grouped by query row: counts, an
+    exclusive scan, then each row's matches written at its offset (as the CUDA engine does)."""
+    loops, args = _loops(), _walk_args(state)
+    slots_words, overflow, wide = state.slots.numpy(), state.overflow.numpy(), _wide(keys)
+    counts = torch.empty(keys.shape[0], dtype=torch.int64)
+    loops.count_matches(slots_words, overflow, wide, *args, counts.numpy())
+    offsets = torch.cumsum(counts, 0) - counts
+    total = int(counts.sum())
+    rows = torch.empty(total, dtype=torch.int64)
+    slots = torch.empty(total, dtype=torch.int64)
+    if total:
+        loops.retrieve_matches(slots_words, overflow, wide, *args, offsets.numpy(),
+                               rows.numpy(), slots.numpy())
+    return rows, slots
 
 
 def multi_count(state: TableState, keys: torch.Tensor) -> torch.Tensor:
