@@ -164,3 +164,23 @@ def test_erased_slots_are_reused_by_batches_of_distinct_keys(key_dtype, value_sh
     assert int(table._state.counts[1]) == used and len(table) == 3000
     got, found = table.find(keys)
     assert bool(found.all()) and torch.equal(got, values)
+
+
+def test_cpu_claims_do_not_depend_on_the_thread_count():
+    """First-bucket claims run in parallel, a thread per bucket range: the table's bytes must
+    be those of one thread claiming row by row."""
+    import numba
+
+    keys = torch.randperm(10**6)[:20000]
+    tables = []
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(threads)
+            table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=20000,
+                               max_load_factor=0.95, growable=False)
+            table.insert(keys, keys)
+            tables.append(table._state.tensors())
+    finally:
+        numba.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(tables[0].values(), tables[1].values()))

@@ -242,19 +242,43 @@ def write_rows(raw, offset, area, slots, rows):
             raw[at, offset + j] = rows[i, j] if j < given else 0
 
 
+GROUP = 16  # rows whose first lines a lookup touches before probing any of them
+
+
 @numba.njit(parallel=True, **_JIT)
 def lookup(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tomb, raw,
            offset, default, out, slots):
     """find / find_index in one pass: slots[i] = slot of keys[i] (-1 where absent) and, if
-    ``out`` has columns, its value bytes (``default`` where absent), copied while the slot's
-    line is fresh: gh_lookup."""
+    ``out`` has columns, its value bytes (``default`` where absent): gh_lookup.
+
+    Rows go in groups of GROUP: first each row's b1 line is read, then each row probes, then
+    each found row's value line is read, then values are copied. A probe is a chain of
+    dependent loads, and one row at a time leaves the CPU one cache miss in flight; the
+    untaken reads of a group let it overlap GROUP of them (the pattern of a gather)."""
     size = out.shape[1]
-    for i in numba.prange(keys.shape[0]):
-        slot = probe(table, overflow, keys[i], key_bytes, seed, num_buckets, width, empty,
-                     tomb, SEARCH)[0]
-        slots[i] = slot
-        for j in range(size):
-            out[i, j] = raw[slot, offset + j] if slot >= 0 else default[j]
+    rows = keys.shape[0]
+    for group in numba.prange((rows + GROUP - 1) // GROUP):
+        start = group * GROUP
+        stop = min(start + GROUP, rows)
+        touched = np.int64(0)
+        for i in range(start, stop):
+            key = keys[i]
+            if (key != empty) & (key != tomb):
+                touched += table[home(key, key_bytes, seed, num_buckets)[1] * width, 0]
+        for i in range(start, stop):
+            slots[i] = probe(table, overflow, keys[i], key_bytes, seed, num_buckets, width,
+                             empty, tomb, SEARCH)[0]
+        if size == 0:
+            continue
+        for i in range(start, stop):
+            if slots[i] >= 0:
+                touched += raw[slots[i], offset]
+        for i in range(start, stop):
+            slot = slots[i]
+            for j in range(size):
+                out[i, j] = raw[slot, offset + j] if slot >= 0 else default[j]
+        if touched == 0x7FFFFFFFFFFFFFFF:  # keeps the touching reads (never true in practice)
+            slots[start] = slots[start]
 
 
 @numba.njit(inline="always", **_JIT)
