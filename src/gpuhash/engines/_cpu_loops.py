@@ -6,10 +6,11 @@ one row per slot, the key in the low bytes of its first word), buckets of ``widt
 consecutive slots, the two sentinel keys out of band in slots ``num_slots`` and
 ``num_slots + 1``, and keys as int64 (a 32-bit key sign-extended, as its word's low half is
 read). One array type for every table keeps numba to one compile per function, not one per
-key width and layout. Reads run in parallel
-over rows (numba ``prange``); claims run in row order on one thread, so no two rows race for a
-slot and the result is deterministic. Compiled on first use and cached on disk (numba's
-``cache=True``), so only a process's first call of each signature pays the compile.
+key width and layout. Reads run in parallel over rows (numba ``prange``); claims of first
+buckets run in parallel, a thread per bucket range, and the rest in row order on one thread,
+so no two rows race for a slot and the result does not depend on the thread count. Compiled
+on first use and cached on disk (numba's ``cache=True``; engines/_cpu_runtime.py picks the
+directory and serialises calls where numba's threading layer needs it).
 """
 
 from __future__ import annotations

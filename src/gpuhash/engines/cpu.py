@@ -4,7 +4,8 @@ compiled by numba (engines/_cpu_loops.py).
 It serves machines without a GPU and is the reference the CUDA engine is tested against. The
 probe order, hash and bucket choice are exactly the CUDA engine's (kernels/open_addressing.cuh),
 so a table built by either engine answers identically on the other. Reads run the scalar probe
-loop in parallel over rows; claims run it in row order, which is what the CUDA engine's
+loop in parallel over rows; claims of first buckets run in parallel, a thread per bucket range,
+and the rest in row order: no two rows race for a slot, which the CUDA engine's
 compare-and-swap achieves without an order. What is not a probe (batch deduplication, value
 combination) stays as torch ops.
 
@@ -26,6 +27,7 @@ from .._format import (
     live_slots,
     value_bytes_view,
 )
+from ._cpu_runtime import run, threads
 
 _M32 = 0xFFFFFFFF
 RANDOM_STEPS = 64  # buckets drawn from the hash after b2 before the walk turns linear
@@ -104,13 +106,6 @@ def _set_overflow_bits(state: TableState, filter_bits: torch.Tensor) -> None:
     state.overflow |= acc.to(torch.int32)
 
 
-def _loops():
-    """The compiled loops, imported on first use: numba's import would slow ``import gpuhash``."""
-    from . import _cpu_loops
-
-    return _cpu_loops
-
-
 def _wide(keys: torch.Tensor):
     """Keys as the compiled loops take them: int64, a 32-bit key sign-extended."""
     return keys.to(torch.int64).numpy()
@@ -151,8 +146,8 @@ def _lookup(state: TableState, keys: torch.Tensor, default: torch.Tensor | None 
     else:
         row = as_value_bytes(default.reshape(1, *default.shape))[0]
         out = torch.empty((keys.shape[0], row.shape[0]), dtype=torch.uint8)
-    _loops().lookup(state.slots.numpy(), state.overflow.numpy(), _wide(keys), *_walk_args(state),
-                    raw, offset, row.numpy(), out.numpy(), slot.numpy())
+    run("lookup", state.slots.numpy(), state.overflow.numpy(), _wide(keys), *_walk_args(state),
+        raw, offset, row.numpy(), out.numpy(), slot.numpy())
     return slot, (None if default is None else out)
 
 
@@ -176,14 +171,13 @@ def _place(state: TableState, keys: torch.Tensor, *, multi: bool = False
     slot = torch.full((rows,), -1, dtype=torch.int64)
     claimed = torch.zeros(rows, dtype=torch.bool)
     reused = torch.zeros(rows, dtype=torch.bool)
-    failed, live, used = _loops().claim(state.slots.numpy(), state.overflow.numpy(),
-                                        _wide(keys), *_walk_args(state), multi,
-                                        _loops().numba.get_num_threads(), slot.numpy(),
-                                        claimed.numpy(), reused.numpy())
+    failed, live, used = run("claim", state.slots.numpy(), state.overflow.numpy(), _wide(keys),
+                             *_walk_args(state), multi, threads(), slot.numpy(),
+                             claimed.numpy(), reused.numpy())
     if failed >= 0:
-        raise RuntimeError(f"{int((slot < 0).sum())} keys found no free slot although the room "
-                           "check passed: the table's counters do not match its slots; the "
-                           "table is unchanged")
+        raise RuntimeError(f"a key (row {failed} of {rows}) found no free slot although the "
+                           "room check passed: the table's counters do not match its slots; "
+                           "the table is unchanged")
     state.counts[0] += live
     state.counts[1] += used
     return slot, claimed
@@ -197,7 +191,7 @@ def _write_values(state: TableState, slot: torch.Tensor, values: torch.Tensor | 
         return
     rows = (torch.empty((slot.shape[0], 0), dtype=torch.uint8) if values is None
             else as_value_bytes(values))
-    _loops().write_rows(raw, offset, area, slot.numpy(), rows.numpy())
+    run("write_rows", raw, offset, area, slot.numpy(), rows.numpy())
 
 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
@@ -220,6 +214,8 @@ def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
                     op: str) -> torch.Tensor:
     """Insert new keys with their value; combine the values of existing keys (and of several
     rows of a new key) with ``op``. True on one row per new key (the first, here)."""
+    if keys.shape[0] == 0:
+        return torch.zeros(0, dtype=torch.bool)
     spec = state.spec
     distinct, group = torch.unique(keys, return_inverse=True)
     rows = torch.full((distinct.shape[0],), keys.shape[0], dtype=torch.int64)
@@ -302,17 +298,17 @@ def multi_insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | N
 def _matches(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(query row, slot) of every entry holding each key, grouped by query row: counts, an
     exclusive scan, then each row's matches written at its offset (as the CUDA engine does)."""
-    loops, args = _loops(), _walk_args(state)
+    args = _walk_args(state)
     slots_words, overflow, wide = state.slots.numpy(), state.overflow.numpy(), _wide(keys)
     counts = torch.empty(keys.shape[0], dtype=torch.int64)
-    loops.count_matches(slots_words, overflow, wide, *args, counts.numpy())
+    run("count_matches", slots_words, overflow, wide, *args, counts.numpy())
     offsets = torch.cumsum(counts, 0) - counts
     total = int(counts.sum())
     rows = torch.empty(total, dtype=torch.int64)
     slots = torch.empty(total, dtype=torch.int64)
     if total:
-        loops.retrieve_matches(slots_words, overflow, wide, *args, offsets.numpy(),
-                               rows.numpy(), slots.numpy())
+        run("retrieve_matches", slots_words, overflow, wide, *args, offsets.numpy(),
+            rows.numpy(), slots.numpy())
     return rows, slots
 
 
