@@ -197,9 +197,13 @@ def _write_values(state: TableState, slot: torch.Tensor, values: torch.Tensor | 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
            active: torch.Tensor | None = None) -> torch.Tensor:
     """Insert or assign each active row; True where the row added a new key."""
-    inserted = torch.zeros(keys.shape[0], dtype=torch.bool)
     if active is None:
         active = last_occurrence(keys)
+    if bool(active.all()):  # distinct keys, the common batch: no copies of the rows
+        slot, new = _place(state, keys)
+        _write_values(state, slot, values)
+        return new
+    inserted = torch.zeros(keys.shape[0], dtype=torch.bool)
     rows = active.nonzero().squeeze(1)
     slot, new = _place(state, keys[rows])
     _write_values(state, slot, None if values is None else values[rows])
