@@ -117,13 +117,17 @@ u32->f32x8 and u64->f32x8 (--quick: the first two) at load factors 0.5, 0.8, 0.9
 and as a ratio to a memory ceiling measured in the same run (random 8-byte gathers from a
 1 GiB buffer, C_hbm, or from a 16 MB one, C_l2, for tables that fit in L2); also bytes per
 entry and the buckets a lookup reads. Then: host time of a 1K-key call, torch sort +
-searchsorted as a read-only map, seed 000's fixed layouts (--layouts), and the CPU engine
-against a Python dict.
+searchsorted as a read-only map, seed 000's fixed layouts (--layouts), insert_or_apply
+against atomicAdd, MultiMap count and find_all, an embedding table (u64->f32x8, 128M
+capacity) at load 0.99 against 0.5, and the CPU engine against a Python dict.
 
 On a CPU (no CUDA device, or --cpu): the CPU engine inserting and finding (hits and
 misses) 256K keys (--quick: 32K) of u32->u32 and u64->f32x8 at loads 0.5 and 0.9, in
-M keys/s by wall clock, and the CPU engine against a Python dict building and looking up
-the same 256K int64 keys (--quick: 64K). --plot and --layouts need a GPU.
+M keys/s by wall clock; the CPU engine against a Python dict building and looking up
+the same 256K int64 keys (--quick: 64K); and 5M int64 -> float32 keys (--quick: 500K) built
+and found by the CPU engine, pandas, polars (a left join), a dict and torch sort +
+searchsorted (pandas and polars when installed), beside a numpy random-gather ceiling.
+--plot and --layouts need a GPU.
 """
 
 
