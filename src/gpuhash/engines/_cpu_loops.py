@@ -161,6 +161,18 @@ def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb
 
 
 @numba.njit(parallel=True, **_JIT)
+def _claim_first_buckets(table, overflow, keys, key_bytes, seed, num_buckets, width, empty,
+                         tomb, order, starts, slots, claimed, reused):
+    """claim's first pass: part p's rows, order[starts[p]:starts[p + 1]], in row order."""
+    for p in numba.prange(starts.shape[0] - 2):
+        for j in range(starts[p], starts[p + 1]):
+            i = order[j]
+            slots[i], claimed[i], reused[i] = probe(table, overflow, keys[i], key_bytes, seed,
+                                                    num_buckets, width, empty, tomb,
+                                                    CLAIM_FIRST)
+
+
+@numba.njit(**_JIT)
 def claim(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tomb, multi,
           parts, slots, claimed, reused):
     """Find or claim a slot for every row (rows hold distinct keys unless ``multi``, where
@@ -175,16 +187,9 @@ def claim(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tom
     bucket. ``parts``: numba's thread count (read by the caller, which keeps this cacheable)."""
     rows = keys.shape[0]
     failed = -1
-    if multi:
-        for i in range(rows):
-            slots[i], claimed[i], reused[i] = probe(table, overflow, keys[i], key_bytes, seed,
-                                                    num_buckets, width, empty, tomb, CLAIM_NEW)
-            if slots[i] == NO_SLOT:
-                failed = i
-                break
-    else:
+    if not multi:
         owner = np.empty(rows, np.int64)
-        for i in numba.prange(rows):
+        for i in range(rows):
             key = keys[i]
             if (key == empty) | (key == tomb):
                 owner[i] = parts  # out of band: with the deferred rows
@@ -200,22 +205,20 @@ def claim(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tom
         for i in range(rows):
             order[fill[owner[i]]] = i
             fill[owner[i]] += 1
-        for p in numba.prange(parts):
-            for j in range(starts[p], starts[p + 1]):
-                i = order[j]
-                slots[i], claimed[i], reused[i] = probe(table, overflow, keys[i], key_bytes,
-                                                        seed, num_buckets, width, empty, tomb,
-                                                        CLAIM_FIRST)
+        _claim_first_buckets(table, overflow, keys, key_bytes, seed, num_buckets, width, empty,
+                             tomb, order, starts, slots, claimed, reused)
         for j in range(starts[parts], starts[parts + 1]):
             slots[order[j]] = DEFERRED
-        for i in range(rows):
-            if slots[i] == DEFERRED:
-                slots[i], claimed[i], reused[i] = probe(table, overflow, keys[i], key_bytes,
-                                                        seed, num_buckets, width, empty, tomb,
-                                                        CLAIM)
-                if slots[i] == NO_SLOT:
-                    failed = i
-                    break
+    # one call site of probe for the rest (each inlined copy costs compile time): every row
+    # of a multimap, the deferred rows of a map
+    mode = CLAIM_NEW if multi else CLAIM
+    for i in range(rows):
+        if multi or slots[i] == DEFERRED:
+            slots[i], claimed[i], reused[i] = probe(table, overflow, keys[i], key_bytes, seed,
+                                                    num_buckets, width, empty, tomb, mode)
+            if slots[i] == NO_SLOT:
+                failed = i
+                break
     num_slots = num_buckets * width
     live, used = 0, 0
     for i in range(keys.shape[0]):
