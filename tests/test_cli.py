@@ -73,7 +73,7 @@ def test_quick_cpu_bench_writes_json(tmp_path, capsys):
     assert all(c["insert_m_per_s"] > 0 and c["find_hit_m_per_s"] > 0 for c in configs)
     assert report["cpu"]["versus_dict"]["keys"] == 2**16
     peers = report["cpu"]["peers"]
-    assert peers["keys"] == 500_000
+    assert peers["keys"] == 2**18
     assert {"gpuhash CPU engine", "Python dict", "torch sort + searchsorted"} <= set(peers["peers"])
     ours = peers["peers"]["gpuhash CPU engine"]
     assert ours["engine_find_speedup"] == 1.0 and ours["find_ms"] > 0

@@ -101,7 +101,7 @@ def _bench_map_cpu(args) -> dict:
         # the dict comparison keeps its own default of 3 runs unless --runs is given
         "versus_dict": peers.cpu_versus_dict(2**16 if args.quick else 2**18,
                                              runs=args.runs or 3),
-        "peers": cpu_peers.run(500_000 if args.quick else 5_000_000, runs=args.runs or 3),
+        "peers": cpu_peers.run(2**18 if args.quick else 5_000_000, runs=args.runs or 3),
     }
     return report
 
@@ -124,7 +124,7 @@ capacity) at load 0.99 against 0.5, and the CPU engine against a Python dict.
 On a CPU (no CUDA device, or --cpu): the CPU engine inserting and finding (hits and
 misses) 256K keys (--quick: 32K) of u32->u32 and u64->f32x8 at loads 0.5 and 0.9, in
 M keys/s by wall clock; the CPU engine against a Python dict building and looking up
-the same 256K int64 keys (--quick: 64K); and 5M int64 -> float32 keys (--quick: 500K) built
+the same 256K int64 keys (--quick: 64K); and 5M int64 -> float32 keys (--quick: 256K) built
 and found by the CPU engine, pandas, polars (a left join), a dict and torch sort +
 searchsorted (pandas and polars when installed), beside a numpy random-gather ceiling.
 --plot and --layouts need a GPU.

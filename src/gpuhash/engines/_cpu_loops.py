@@ -328,19 +328,17 @@ def each_match(table, overflow, key, key_bytes, seed, num_buckets, width, empty,
 
 
 @numba.njit(parallel=True, **_JIT)
-def count_matches(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tomb,
-                  counts):
-    nowhere = np.empty(0, np.int64)
+def matches(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tomb, offsets,
+            rows, slots):
+    """With ``rows`` empty: offsets[i] = the matches of row i (a count). Otherwise every match
+    of row i at offsets[i], offsets[i] + 1, ... (offsets: an exclusive scan of the counts).
+    One function for both phases: each parallel loop costs numba a compile of its own."""
+    counting = rows.shape[0] == 0
     for i in numba.prange(keys.shape[0]):
-        counts[i] = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets, width,
-                               empty, tomb, nowhere, 0)
-
-
-@numba.njit(parallel=True, **_JIT)
-def retrieve_matches(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tomb,
-                     offsets, rows, slots):
-    """Every match of row i at offsets[i], offsets[i] + 1, ... (an exclusive scan of counts)."""
-    for i in numba.prange(keys.shape[0]):
-        found = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets, width, empty,
-                           tomb, slots, offsets[i])
-        rows[offsets[i]: offsets[i] + found] = i
+        if counting:
+            offsets[i] = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets,
+                                    width, empty, tomb, slots, 0)
+        else:
+            found = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets, width,
+                               empty, tomb, slots, offsets[i])
+            rows[offsets[i]: offsets[i] + found] = i

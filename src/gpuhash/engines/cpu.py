@@ -305,14 +305,15 @@ def _matches(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch
     args = _walk_args(state)
     slots_words, overflow, wide = state.slots.numpy(), state.overflow.numpy(), _wide(keys)
     counts = torch.empty(keys.shape[0], dtype=torch.int64)
-    run("count_matches", slots_words, overflow, wide, *args, counts.numpy())
+    nothing = torch.empty(0, dtype=torch.int64).numpy()
+    run("matches", slots_words, overflow, wide, *args, counts.numpy(), nothing, nothing)
     offsets = torch.cumsum(counts, 0) - counts
     total = int(counts.sum())
     rows = torch.empty(total, dtype=torch.int64)
     slots = torch.empty(total, dtype=torch.int64)
     if total:
-        run("retrieve_matches", slots_words, overflow, wide, *args, offsets.numpy(),
-            rows.numpy(), slots.numpy())
+        run("matches", slots_words, overflow, wide, *args, offsets.numpy(), rows.numpy(),
+            slots.numpy())
     return rows, slots
 
 
