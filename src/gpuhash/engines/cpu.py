@@ -96,16 +96,6 @@ def overflow_flag(state: TableState, filter_bits: torch.Tensor) -> torch.Tensor:
     return ((words >> (filter_bits & 31)) & 1).bool()
 
 
-def _set_overflow_bits(state: TableState, filter_bits: torch.Tensor) -> None:
-    if filter_bits.numel() == 0:
-        return
-    unique = torch.unique(filter_bits)
-    acc = torch.zeros(state.overflow.shape[0], dtype=torch.int64)
-    acc.index_add_(0, unique >> 5, torch.ones_like(unique) << (unique & 31))
-    acc = torch.where(acc >= 1 << 31, acc - (1 << 32), acc)
-    state.overflow |= acc.to(torch.int32)
-
-
 def _wide(keys: torch.Tensor):
     """Keys as the compiled loops take them: int64, a 32-bit key sign-extended."""
     return keys.to(torch.int64).numpy()
