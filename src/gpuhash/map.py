@@ -87,13 +87,9 @@ class HashMap(_Table):
             >>> m.find(torch.tensor([3, 4]), default=-1)[0].tolist()
             [30, -1]
         """
-        if stream is None:  # small finds are dominated by host time: no context to enter
+        with self._stream(stream):
             bits, kind = self._keys(keys)
             values, found = self._engine.find(self._state, bits, self._default(default))
-        else:
-            with self._stream(stream):
-                bits, kind = self._keys(keys)
-                values, found = self._engine.find(self._state, bits, self._default(default))
         if kind is _arrays.TORCH:
             return values, found
         return _arrays.to_kind(values, kind), _arrays.to_kind(found, kind)
