@@ -92,7 +92,7 @@ def full_table(device: str = "cpu") -> gh.HashMap:
                        max_load_factor=0.99, growable=True)
     state = table._state
     keys = torch.arange(1, state.spec.num_slots + 1, dtype=torch.int32)
-    cpu_engine.insert(state, keys, keys, active=torch.ones_like(keys, dtype=torch.bool))
+    cpu_engine.insert(state, keys, keys, duplicates="distinct")
     assert int((state.key_view()[: state.spec.num_slots] == -1).sum()) == 0
     state.counts[1] = 0  # the lie
     table._used_bound = 0

@@ -249,7 +249,7 @@ def test_the_sm80_paths_run_as_compute_80_ptx():
     kernels are compiled for compute_80 and the driver carries the PTX forward."""
     env = dict(os.environ, GPUHASH_CUDA_ARCH="compute_80")
     chosen = ("matches_cpu_engine or displacement or apply or multimap or racing or "
-              "no_slot or same_slot_bytes")
+              "no_slot or same_slot_bytes or last_row")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "gpu",
          str(HERE / "test_gpu.py"), str(HERE / "test_gpu_core.py"), "-k", chosen],
@@ -285,3 +285,51 @@ def test_gpu_reuses_erased_slots_and_churn_keeps_every_key(key_dtype, value_shap
     assert bool(found.all()) and torch.equal(got, live_values) and len(table) == live.numel()
     cpu = table.to("cpu")  # the CPU engine reads the same table
     assert bool(cpu.contains(live.cpu()).all())
+
+
+@pytest.mark.parametrize("key_dtype", [torch.int32, torch.uint32, torch.int64, torch.uint64],
+                         ids=str)
+@pytest.mark.parametrize("rows", [1, 1000, 300_000])
+def test_last_rows_kernel_matches_cpu_engine(key_dtype, rows):
+    """gh_last_rows (no sort) marks the last row of each key, as the CPU engine's sort does,
+    whether keys repeat rarely or often, the sentinel key values included."""
+    from gpuhash.engines import cpu as cpu_engine
+    from gpuhash.engines import cuda as cuda_engine
+
+    table = gh.HashSet(key_dtype=key_dtype, device="cuda")
+    for distinct in (rows, max(1, rows // 50)):
+        # -3..-1: the sentinel key values (all ones, all ones minus one) and their neighbour
+        raw = torch.randint(-3, distinct, (rows,), dtype=torch.int64)
+        keys = raw.to(torch.int32 if key_dtype in (torch.int32, torch.uint32) else torch.int64)
+        got = cuda_engine.last_rows(table._state, keys.cuda()).cpu()
+        assert torch.equal(got, cpu_engine.last_rows(None, keys)), (distinct, rows)
+        torch.cuda.synchronize()
+        assert int(table._state.counts[2]) == 0
+
+
+@pytest.mark.parametrize(("key_dtype", "value_dtype", "shape"),
+                         [(torch.int32, torch.int32, ()), (torch.int64, torch.float64, ()),
+                          (torch.uint64, torch.float32, (8,)), (torch.uint32, torch.int8, (3,))],
+                         ids=str)
+@pytest.mark.parametrize("load", [0.5, 0.99])
+def test_last_row_wins_matches_cpu_engine(key_dtype, value_dtype, shape, load):
+    """Batches that repeat keys, into a table already holding some of them: each key ends with
+    its last row's value and the same rows are marked inserted on both engines."""
+    n = 20_000
+    outcomes = []
+    for device in ("cuda", "cpu"):
+        table = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
+                           capacity=n, max_load_factor=load, growable=False, device=device)
+        generator = torch.Generator().manual_seed(7)
+        marks = []
+        for _ in range(3):
+            keys = torch.randint(0, n, (n // 2,), generator=generator).to(key_dtype)
+            values = torch.randint(-100, 100, (n // 2, *shape), generator=generator)
+            marks.append(table.insert(keys.to(device), values.to(value_dtype).to(device)).cpu())
+        probe = torch.arange(n).to(key_dtype)
+        got, found = table.find(probe.to(device))
+        outcomes.append((marks, got.cpu(), found.cpu(), len(table)))
+    (gpu_marks, gpu_got, gpu_found, gpu_len), (cpu_marks, cpu_got, cpu_found, cpu_len) = outcomes
+    assert all(torch.equal(a, b) for a, b in zip(gpu_marks, cpu_marks))
+    assert torch.equal(gpu_found, cpu_found) and gpu_len == cpu_len
+    assert torch.equal(gpu_got[gpu_found], cpu_got[cpu_found])

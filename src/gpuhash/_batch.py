@@ -1,8 +1,4 @@
-"""Batch-level key bookkeeping in plain torch, run on whichever device the batch is on.
-
-Dict semantics for a batch that repeats a key (the last row in batch order wins) are decided
-here, once, before either engine sees the batch: both engines then insert only the chosen rows.
-"""
+"""Batch-level key bookkeeping in plain torch, run on whichever device the batch is on."""
 
 from __future__ import annotations
 
@@ -21,16 +17,6 @@ def _boundaries(keys: torch.Tensor, *, last: bool) -> torch.Tensor:
     return mask
 
 
-def last_occurrence(keys: torch.Tensor) -> torch.Tensor:
-    """Bool per row: True on the last row of each distinct key (batch order).
-
-    Example:
-        >>> last_occurrence(torch.tensor([5, 7, 5])).tolist()
-        [False, True, True]
-    """
-    return _boundaries(keys, last=True)
-
-
 def first_occurrence(keys: torch.Tensor) -> torch.Tensor:
     """Bool per row: True on the first row of each distinct key (batch order).
 
@@ -39,3 +25,13 @@ def first_occurrence(keys: torch.Tensor) -> torch.Tensor:
         [True, True, False]
     """
     return _boundaries(keys, last=False)
+
+
+def last_occurrence(keys: torch.Tensor) -> torch.Tensor:
+    """Bool per row: True on the last row of each distinct key (batch order).
+
+    Example:
+        >>> last_occurrence(torch.tensor([5, 7, 5])).tolist()
+        [False, True, True]
+    """
+    return _boundaries(keys, last=True)

@@ -14,7 +14,6 @@ from typing import Any
 import torch
 
 from . import _arrays
-from ._batch import last_occurrence
 from ._format import (
     KEY_DTYPES,
     MAX_LOAD_FACTOR,
@@ -189,9 +188,8 @@ class _Table:
             absent = ~self._engine.contains(self._state, keys)
             keys = keys[absent]
             values = None if values is None else values[absent]
-            self._make_room(keys, torch.ones_like(keys, dtype=torch.bool))
-            self._engine.insert(self._state, keys, values,
-                                active=torch.ones_like(keys, dtype=torch.bool))
+            self._make_room(keys, distinct=True)
+            self._engine.insert(self._state, keys, values, duplicates="distinct")
         raise RuntimeError(
             f"{unplaced} rows could not be placed: the table's counters did not match its "
             f"slots. Rows marked inserted are in the table; {kept} entries displaced by the "
@@ -217,23 +215,29 @@ class _Table:
         self._default_cache.clear()
         self._used_bound = self._counts()[1]
 
-    def _new_keys(self, keys: torch.Tensor, active: torch.Tensor | None, room: int) -> int:
-        """Number of distinct keys of the batch not yet in the table, exact whenever it
-        exceeds ``room`` (syncs). The rows whose key is absent are counted first, at a find's
-        cost; only if they could overflow ``room`` are they deduplicated, by a sort of those
-        rows alone (a batch of many rows over few keys, as insert_or_apply takes, never pays
-        for sorting the whole batch)."""
+    def _new_keys(self, keys: torch.Tensor, distinct: bool, room: int, live: int) -> int:
+        """Number of distinct keys of the batch not yet in the table, or an upper bound of it
+        (syncs). Exact whenever it exceeds ``room``, except for a growable table on the CPU.
+        The rows whose key is absent are counted first, at a find's cost (none for an empty
+        table); only if they could overflow ``room`` are those rows alone deduplicated (a batch
+        of many rows over few keys, as insert_or_apply takes, never pays for deduplicating the
+        whole batch). On the CPU that costs a sort, about what the insert does (5M keys, 2
+        cores: 0.3 s), so a growable table there grows to fit the upper bound and gives back
+        what the batch's repeats did not use afterwards (_fit_after_growth)."""
         spec = self._state.spec
         empty = spec.empty_key - (1 << 8 * spec.key_bytes)
-        absent = ~self._engine.contains(self._state, keys) & (keys != empty) & (keys != empty - 1)
-        if active is not None:
-            absent &= active
+        absent = (keys != empty) & (keys != empty - 1)
+        if live:
+            absent &= ~self._engine.contains(self._state, keys)
         bound = int(absent.sum())
-        if bound <= room or active is not None:  # active rows hold distinct keys already
+        if bound <= room or distinct:
             return bound
-        return int(torch.unique(keys[absent]).numel())
+        if self._growable and self.device.type == "cpu":
+            self._grown_from = spec
+            return bound
+        return int(self._engine.last_rows(self._state, keys[absent]).sum())
 
-    def _make_room(self, keys: torch.Tensor, active: torch.Tensor | None) -> None:
+    def _make_room(self, keys: torch.Tensor, *, distinct: bool = False) -> None:
         """Ensure every new key of the batch gets a slot, before the table is touched."""
         spec = self._state.spec
         rows = keys.shape[0]
@@ -243,7 +247,8 @@ class _Table:
         self._used_bound = used
         if used + rows <= spec.max_entries:
             return
-        new = rows if self._multi else self._new_keys(keys, active, spec.max_entries - used)
+        new = (rows if self._multi else
+               self._new_keys(keys, distinct, spec.max_entries - used, live))
         if used + new <= spec.max_entries:
             return
         if live + new <= spec.max_entries and used > live:
@@ -257,6 +262,18 @@ class _Table:
             )
         self._rehash(spec.sized_for(max(2 * spec.max_entries, live + new)))
 
+    def _fit_after_growth(self) -> None:
+        """After an insert for which the table grew to an upper bound of its new keys: if the
+        batch's repeats left it under a quarter full, rehash it to the size an exact count
+        would have given."""
+        before = self.__dict__.pop("_grown_from", None)
+        if before is None:
+            return
+        live = self._counts()[0]
+        fitted = before.sized_for(max(2 * before.max_entries, live))
+        if live * 4 < self._state.spec.max_entries and fitted.num_buckets < self.spec.num_buckets:
+            self._rehash(fitted)
+
     # --- operations shared by map and set ---------------------------------------------
     def _insert(self, keys: Any, values: Any, *, stream: Any) -> Any:
         with self._stream(stream):
@@ -268,9 +285,10 @@ class _Table:
                 checked = _arrays.check_values(values, spec, self.device, rows)
             if rows == 0:
                 return _arrays.to_kind(bits.new_zeros(0, dtype=torch.bool), kind)
-            active = last_occurrence(bits) if self._duplicates == "last" else None
-            self._make_room(bits, active)
-            inserted = self._engine.insert(self._state, bits, checked, active=active)
+            self._make_room(bits)
+            inserted = self._engine.insert(self._state, bits, checked,
+                                           duplicates=self._duplicates)
+            self._fit_after_growth()
             self._used_bound += rows
         return _arrays.to_kind(inserted, kind)
 

@@ -188,8 +188,9 @@ class HashMap(_Table):
             checked = _arrays.check_values(values, spec, self.device, bits.shape[0])
             if bits.shape[0] == 0:
                 return _arrays.to_kind(bits.new_zeros(0, dtype=torch.bool), kind)
-            self._make_room(bits, None)
+            self._make_room(bits)
             inserted = self._engine.insert_or_apply(self._state, bits, checked, op)
+            self._fit_after_growth()
             self._used_bound += bits.shape[0]
         return _arrays.to_kind(inserted, kind)
 

@@ -88,7 +88,7 @@ class MultiMap(_Table):
                 raise TypeError("values given to a MultiMap created without value_dtype")
             if bits.shape[0] == 0:
                 return
-            self._make_room(bits, None)
+            self._make_room(bits)
             self._engine.multi_insert(self._state, bits, checked)
             self._used_bound += bits.shape[0]
 

@@ -19,10 +19,14 @@ from .._format import TableState
 class Engine(Protocol):
     """The operations every engine offers, with the same names and signatures."""
 
+    def last_rows(self, state: TableState, keys: torch.Tensor) -> torch.Tensor:
+        """True on the last row of each distinct key of a batch (batch order)."""
+
     def insert(self, state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
-               active: torch.Tensor | None = None) -> torch.Tensor:
-        """Insert or assign each active row (all rows if None; active rows hold distinct
-        keys); True where the row added a new key."""
+               duplicates: str = "last") -> torch.Tensor:
+        """Insert or assign each row; True where the row added a new key. ``duplicates``:
+        "last" (a repeated key's last row wins and is the one marked), "any" (one row wins) or
+        "distinct" (the caller guarantees no key repeats)."""
 
     def insert_or_apply(self, state: TableState, keys: torch.Tensor, values: torch.Tensor,
                         op: str) -> torch.Tensor:

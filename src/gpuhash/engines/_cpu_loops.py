@@ -19,8 +19,12 @@ import numba
 import numpy as np
 
 RANDOM_STEPS = 64  # kernels/open_addressing.cuh: GH_RANDOM_STEPS
-SEARCH, CLAIM, CLAIM_FIRST, CLAIM_NEW = 0, 1, 2, 3  # gh_probe's modes (GhMode)
-DEFERRED = -3       # CLAIM_FIRST: absent, and its first bucket is full
+SEARCH, CLAIM, CLAIM_NEW = 0, 1, 3  # gh_probe's modes (GhMode)
+CLAIM_AT = 8        # CLAIM_AT + k: claim in the bucket of step k alone (k = 0: GH_CLAIM_B1)
+DEFERRED = -3       # CLAIM_AT: not in its bucket, which is full
+DEFERRED_HOLE = -4  # CLAIM_AT: as DEFERRED, but the bucket holds an erased slot the key may take
+CLAIMED, REUSED = 1, 2  # claim's flags per row: added its key; took an erased slot
+GROUP = 16  # rows whose first lines a lookup touches before probing any of them
 NO_SLOT = -2        # a claim walked every bucket and found no room
 
 _M32 = np.uint64(0xFFFFFFFF)
@@ -68,6 +72,16 @@ def next_bucket(h, b2, step, bucket, num_buckets):
 
 
 @numba.njit(inline="always", **_JIT)
+def bucket_at(h, b1, b2, step, num_buckets):
+    """The bucket of step ``step`` of a key's sequence, for steps before the linear part."""
+    if step == 0:
+        return b1
+    if step == 1:
+        return b2
+    return _range(_mix64(h + np.uint64(step)), num_buckets)
+
+
+@numba.njit(inline="always", **_JIT)
 def _key_at(table, slot, key_bytes):
     word = table[slot, 0]
     if key_bytes == 4:
@@ -104,12 +118,15 @@ def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb
     copy, ignores matches). A bucket with an EMPTY slot ends it too: by the invariant every
     writer keeps (slots never become EMPTY again; the buckets of a sequence before the one
     holding a key are full) the key is absent, so a SEARCH returns -1 and a claim takes the
-    first erased slot its walk passed (CLAIM, CLAIM_FIRST: distinct keys, so reusing one cannot
-    make two copies) or else the bucket's first EMPTY slot. A SEARCH also stops after a full
-    b1 / b2 whose filter bit for the key is clear. CLAIM_FIRST looks at b1 alone and, if it is
-    full without the key, returns DEFERRED for a CLAIM later (every first bucket is filled
-    before any key settles for its second, and a deferred key is read once more, not walked
-    twice). A claim past b1 sets the key's filter bits. Slot -1 / NO_SLOT: none found.
+    first erased slot its walk passed (rows of one key claim one after another, so reusing one
+    cannot make two copies) or else the bucket's first EMPTY slot. A SEARCH also stops after a
+    full b1 / b2 whose filter bit for the key is clear. CLAIM_AT + k looks at the bucket of
+    step k alone (k = 0: every first bucket is filled before any key settles for its second), for a
+    key whose earlier buckets were full, without it and without erased slots: it takes the
+    bucket's first erased or EMPTY slot, or returns DEFERRED (DEFERRED_HOLE if the bucket holds
+    an erased slot); it sets no filter bit (those are other threads' words: the caller sets
+    them after its pass). A claim past b1 sets the key's filter bits. Slot -1 / NO_SLOT: none
+    found.
     """
     num_slots = num_buckets * width
     if (key == empty) | (key == tomb):  # out of band; the other sentinel marks the slot absent
@@ -121,9 +138,10 @@ def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb
         _set_key(table, slot, key_bytes, key)
         return slot, True, False
     h, b1, b2, left_first, left_second = home(key, key_bytes, seed, num_buckets)
-    bucket = b1
+    first = mode - CLAIM_AT if mode >= CLAIM_AT else 0
+    bucket = bucket_at(h, b1, b2, first, num_buckets)
     erased, erased_step = -1, 0
-    for step in range(num_buckets + RANDOM_STEPS + 2):
+    for step in range(first, num_buckets + RANDOM_STEPS + 2):
         base = bucket * width
         match, free, hole = -1, -1, -1
         for lane in range(width - 1, -1, -1):  # downwards: the lowest lane of each kind stays
@@ -145,13 +163,13 @@ def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb
             if erased >= 0:
                 slot, at, reused = erased, erased_step, True
             _set_key(table, slot, key_bytes, key)
-            if at >= 1:
+            if at >= 1 and mode < CLAIM_AT:
                 _mark(overflow, left_first)
-            if at >= 2:
+            if at >= 2 and mode < CLAIM_AT:
                 _mark(overflow, left_second)
             return slot, True, reused
-        if mode == CLAIM_FIRST:  # b1 is full: whether the key is further on, pass 2 finds
-            return DEFERRED, False, False
+        if mode >= CLAIM_AT:  # full: whether the key is further on, a later pass finds
+            return (DEFERRED_HOLE if erased >= 0 else DEFERRED), False, False
         if mode == SEARCH and step == 0 and not _overflowed(overflow, left_first):
             return -1, False, False
         if mode == SEARCH and step == 1 and not _overflowed(overflow, left_second):
@@ -160,93 +178,192 @@ def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb
     return (-1 if mode == SEARCH else NO_SLOT), False, False
 
 
+PART_BUCKETS = 2048  # buckets a part of the parallel claim passes spans (128 KiB of 64-byte
+#                     buckets: a part's claims stay in the core's cache)
+
+
+@numba.njit(**_JIT)
+def _partition(keys, rows, count, key_bytes, seed, num_buckets, step, order, keyed, starts):
+    """rows[:count] by part of the bucket of their step ``step``, in their given order within
+    each part: order[starts[p]:starts[p + 1]] are the rows whose bucket lies in part p, and
+    keyed[j] the key of row order[j] (a pass then reads its keys in sequence, not scattered
+    over the batch). Parts depend on the table alone, not on the thread count, so neither
+    does the result."""
+    parts = starts.shape[0] - 1
+    part = np.empty(count, np.int32)
+    starts[:] = 0
+    for j in range(count):
+        h, b1, b2, _, _ = home(keys[rows[j]], key_bytes, seed, num_buckets)
+        part[j] = bucket_at(h, b1, b2, step, num_buckets) // PART_BUCKETS
+        starts[part[j] + 1] += 1
+    for p in range(parts):
+        starts[p + 1] += starts[p]
+    fill = starts.copy()
+    for j in range(count):
+        order[fill[part[j]]] = rows[j]
+        keyed[fill[part[j]]] = keys[rows[j]]
+        fill[part[j]] += 1
+
+
+@numba.njit(**_JIT)
+def _settle(table, overflow, key, at, key_bytes, seed, num_buckets, width, empty, tomb, mode,
+            slots, flags, last):
+    """Probe for the row at position ``at`` of a pass (its key: ``key``) by ``mode``, and
+    record the outcome there: slots[at], flags[at] (CLAIMED, REUSED). Rows of one key settle in
+    one pass, on one thread, in row order (their positions rise with their rows), so
+    ``last[slot]`` ends as the position of the key's last row, whose value stays (dict
+    semantics); a row finding a key an earlier row of the pass claimed takes over its mark, so
+    the last row of a new key is the one marked, as the CUDA engine marks it. ``last`` holds
+    other values at slots this pass did not reach: a claim is recognised by the pass's own
+    record at the position pointing back at the slot."""
+    slot, new, hole = probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty,
+                            tomb, mode)
+    slots[at] = slot
+    if slot < 0:
+        return
+    if new:
+        flags[at] = CLAIMED | (REUSED if hole else 0)
+    elif mode != CLAIM_NEW:
+        r = last[slot]
+        if 0 <= r < at and slots[r] == slot and flags[r] & CLAIMED:
+            flags[at], flags[r] = flags[r], 0
+    last[slot] = at
+
+
 @numba.njit(parallel=True, **_JIT)
-def _claim_first_buckets(table, overflow, keys, key_bytes, seed, num_buckets, width, empty,
-                         tomb, order, starts, slots, claimed, reused):
-    """claim's first pass: part p's rows, order[starts[p]:starts[p + 1]], in row order."""
-    for p in numba.prange(starts.shape[0] - 2):
+def _settle_parts(table, overflow, keyed, key_bytes, seed, num_buckets, width, empty, tomb,
+                  mode, starts, slots, flags, last):
+    """A parallel claim pass over positions in part order, a thread per part. A pass claims in
+    the bucket of one step of each row's sequence (``mode``: CLAIM_AT + step) and a part's
+    rows' buckets are its own: no two threads write one bucket."""
+    for p in numba.prange(starts.shape[0] - 1):
+        for j in range(starts[p], starts[p + 1]):
+            _settle(table, overflow, keyed[j], j, key_bytes, seed, num_buckets, width, empty,
+                    tomb, mode, slots, flags, last)
+
+
+@numba.njit(parallel=True, **_JIT)
+def _finish_parts(order, starts, pass_slots, pass_flags, last, slots, flags):
+    """After a parallel pass: its outcomes back in row order, and ``last`` at each slot the
+    pass reached rewritten from the winning position to -2 - its row (rows and positions then
+    never meet: positions are not negative). Kept apart from the pass because outcome stores
+    scattered over the batch, interleaved with the probes, ran the pass three times slower."""
+    for p in numba.prange(starts.shape[0] - 1):
         for j in range(starts[p], starts[p + 1]):
             i = order[j]
-            slots[i], claimed[i], reused[i] = probe(table, overflow, keys[i], key_bytes, seed,
-                                                    num_buckets, width, empty, tomb,
-                                                    CLAIM_FIRST)
+            slot = pass_slots[j]
+            slots[i] = slot
+            flags[i] = pass_flags[j]
+            if slot >= 0 and last[slot] == j:
+                last[slot] = -2 - i
+
+
+PARALLEL_STEPS = 6  # steps of the sequence claimed by parallel passes before the walk
 
 
 @numba.njit(**_JIT)
 def claim(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tomb, multi,
-          parts, slots, claimed, reused):
-    """Find or claim a slot for every row (rows hold distinct keys unless ``multi``, where
-    every row claims a new copy, in row order on one thread). Distinct keys go in two passes:
-    the first claims only in first buckets, in parallel, each thread owning a range of
-    buckets and taking the rows whose b1 lies there in row order (no two threads touch one
-    bucket, so no atomics, and the result does not depend on the thread count); the rows it
-    defers, and the sentinel keys, walk on in row order on one thread. Returns (the first row
-    that found no slot or -1, new entries, new bucket slots used: a sentinel key or a reused
-    erased slot uses none). A row that finds no slot makes the call give back every claim it
-    made: the table is unchanged but for filter bits, which only cost a search one more
-    bucket. ``parts``: numba's thread count (read by the caller, which keeps this cacheable)."""
+          slots, flags, last):
+    """Find or claim a slot for every row: slots[i], flags[i] (CLAIMED: the row added its key;
+    REUSED: in an erased slot), and last[slot] = -2 - the last row that reached the slot
+    (write_rows stores that row's value). A map's rows settle in three passes, each keeping
+    row order among the rows of a key (the last row's value stays; the last row of a new key
+    is marked): PARALLEL_STEPS passes in parallel by part, pass k claiming in the bucket of
+    step k of each row's sequence for the rows whose earlier buckets were full (first buckets
+    fill before any key settles for its second), then the rest (rows that met an erased slot
+    in a full bucket, those still waiting, the sentinel keys) walking on in row order on one
+    thread. A multimap's rows each
+    claim a new copy, in row order. Returns (the first row that found no slot or -1, new
+    entries, new bucket slots used: a sentinel key or a reused erased slot uses none). A row
+    that finds no slot makes the call give back every claim it made: the table is unchanged
+    but for filter bits, which only cost a search one more bucket."""
     rows = keys.shape[0]
+    num_slots = num_buckets * width
     failed = -1
     if not multi:
-        owner = np.empty(rows, np.int64)
-        for i in range(rows):
-            key = keys[i]
-            if (key == empty) | (key == tomb):
-                owner[i] = parts  # out of band: with the deferred rows
-            else:
-                owner[i] = home(key, key_bytes, seed, num_buckets)[1] * parts // num_buckets
-        starts = np.zeros(parts + 2, np.int64)
-        for i in range(rows):
-            starts[owner[i] + 1] += 1
-        for p in range(parts + 1):
-            starts[p + 1] += starts[p]
+        parts = (num_buckets + PART_BUCKETS - 1) // PART_BUCKETS
         order = np.empty(rows, np.int64)
-        fill = starts.copy()
+        keyed = np.empty(rows, np.int64)
+        pass_slots = np.empty(rows, np.int64)
+        pass_flags = np.empty(rows, np.uint8)
+        starts = np.empty(parts + 1, np.int64)
+        waiting = np.empty(rows, np.int64)  # rows for the next pass
+        count = 0
         for i in range(rows):
-            order[fill[owner[i]]] = i
-            fill[owner[i]] += 1
-        _claim_first_buckets(table, overflow, keys, key_bytes, seed, num_buckets, width, empty,
-                             tomb, order, starts, slots, claimed, reused)
-        for j in range(starts[parts], starts[parts + 1]):
-            slots[order[j]] = DEFERRED
-    # one call site of probe for the rest (each inlined copy costs compile time): every row
-    # of a multimap, the deferred rows of a map
-    mode = CLAIM_NEW if multi else CLAIM
+            if (keys[i] != empty) & (keys[i] != tomb):
+                waiting[count] = i
+                count += 1
+        step = 0
+        while step < PARALLEL_STEPS and count > 0:
+            _partition(keys, waiting, count, key_bytes, seed, num_buckets, step, order, keyed,
+                       starts)
+            pass_flags[:count] = 0
+            _settle_parts(table, overflow, keyed, key_bytes, seed, num_buckets, width, empty,
+                          tomb, CLAIM_AT + step, starts, pass_slots, pass_flags, last)
+            _finish_parts(order, starts, pass_slots, pass_flags, last, slots, flags)
+            settled, count = count, 0
+            for j in range(settled):  # filter bits of keys settled past b1; rows still waiting
+                if pass_slots[j] >= 0 and step >= 1:
+                    _, _, _, left_first, left_second = home(keyed[j], key_bytes, seed,
+                                                            num_buckets)
+                    _mark(overflow, left_first)
+                    if step >= 2:
+                        _mark(overflow, left_second)
+                elif pass_slots[j] == DEFERRED:
+                    waiting[count] = order[j]
+                    count += 1
+            step += 1
+    # the rest in row order, their positions being their rows: every multimap row; a map's
+    # deferred rows and sentinel keys
+    rest = np.empty(rows, np.int64)
+    count = 0
     for i in range(rows):
-        if multi or slots[i] == DEFERRED:
-            slots[i], claimed[i], reused[i] = probe(table, overflow, keys[i], key_bytes, seed,
-                                                    num_buckets, width, empty, tomb, mode)
-            if slots[i] == NO_SLOT:
-                failed = i
-                break
-    num_slots = num_buckets * width
+        if multi or slots[i] < 0:
+            rest[count] = i
+            count += 1
+    mode = CLAIM_NEW if multi else CLAIM
+    for j in range(count):
+        i = rest[j]
+        flags[i] = 0
+        _settle(table, overflow, keys[i], i, key_bytes, seed, num_buckets, width, empty, tomb,
+                mode, slots, flags, last)
+        if slots[i] == NO_SLOT:
+            failed = i
+            break
+    for j in range(count):
+        i = rest[j]
+        if slots[i] >= 0 and last[slots[i]] == i:
+            last[slots[i]] = -2 - i
     live, used = 0, 0
-    for i in range(keys.shape[0]):
-        if not claimed[i]:
+    for i in range(rows):
+        if not flags[i] & CLAIMED:
             continue
         out_of_band = slots[i] >= num_slots
         if failed >= 0:  # give it back: EMPTY, erased, or an out-of-band slot's absent marker
-            marker = tomb if reused[i] else empty
+            marker = tomb if flags[i] & REUSED else empty
             if out_of_band:
                 marker = tomb if slots[i] == num_slots else empty
             _set_key(table, slots[i], key_bytes, marker)
         live += 1
-        used += not (out_of_band or reused[i])
+        used += not (out_of_band or flags[i] & REUSED)
     return failed, live, used
 
 
 @numba.njit(parallel=True, **_JIT)
-def write_rows(raw, offset, area, slots, rows):
+def write_rows(raw, offset, area, slots, rows, last):
     """raw[slots[i], offset: offset + area] = rows[i], zero-padded to ``area`` bytes (the bytes
-    above a packed or pair value are zero in both engines). Slots are distinct."""
+    above a packed or pair value are zero in both engines), for the rows i with
+    last[slots[i]] == -2 - i (claim's record; every row if ``last`` is empty: distinct
+    slots)."""
     given = rows.shape[1]
+    everyone = last.shape[0] == 0
     for i in numba.prange(slots.shape[0]):
         at = slots[i]
-        for j in range(area):
-            raw[at, offset + j] = rows[i, j] if j < given else 0
+        if everyone or last[at] == -2 - i:
+            for j in range(area):
+                raw[at, offset + j] = rows[i, j] if j < given else 0
 
 
-GROUP = 16  # rows whose first lines a lookup touches before probing any of them
 
 
 @numba.njit(parallel=True, **_JIT)

@@ -27,7 +27,7 @@ from .._format import (
     live_slots,
     value_bytes_view,
 )
-from ._cpu_runtime import run, threads
+from ._cpu_runtime import run
 
 _M32 = 0xFFFFFFFF
 RANDOM_STEPS = 64  # buckets drawn from the hash after b2 before the walk turns linear
@@ -147,10 +147,11 @@ def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 
 
 def _place(state: TableState, keys: torch.Tensor, *, multi: bool = False
-           ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Slot of each distinct key (every row, with ``multi``: a multimap's copies), placing the
-    absent ones (the two sentinel keys out of band); and whether each was placed here. Counts
-    the new entries and the bucket slots they use.
+           ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """Slot of each row's key (with ``multi``: a new copy per row), placing the absent keys
+    (the two sentinel keys out of band); whether each row was marked as adding its key (the
+    last row of a repeated new key); and, per slot, the last row that reached it (the row
+    whose value stays). Counts the new entries and the bucket slots they use.
 
     The compiled loop (_cpu_loops.claim) fills first buckets before any key walks on, as the
     CUDA engine's first pass does; it does not displace keys, which the CUDA engine may do: both
@@ -159,46 +160,48 @@ def _place(state: TableState, keys: torch.Tensor, *, multi: bool = False
     raised."""
     rows = keys.shape[0]
     slot = torch.full((rows,), -1, dtype=torch.int64)
-    claimed = torch.zeros(rows, dtype=torch.bool)
-    reused = torch.zeros(rows, dtype=torch.bool)
+    flags = torch.zeros(rows, dtype=torch.uint8)
+    last = np.empty(state.spec.num_slots + 2, np.int64)
     failed, live, used = run("claim", state.slots.numpy(), state.overflow.numpy(), _wide(keys),
-                             *_walk_args(state), multi, threads(), slot.numpy(),
-                             claimed.numpy(), reused.numpy())
+                             *_walk_args(state), multi, slot.numpy(), flags.numpy(), last)
     if failed >= 0:
         raise RuntimeError(f"a key (row {failed} of {rows}) found no free slot although the "
                            "room check passed: the table's counters do not match its slots; "
                            "the table is unchanged")
     state.counts[0] += live
     state.counts[1] += used
-    return slot, claimed
+    return slot, (flags & 1).bool(), last
 
 
-def _write_values(state: TableState, slot: torch.Tensor, values: torch.Tensor | None) -> None:
-    """Store each row's value (raw bytes, zero-padded to the value area) at its slot (the
-    slots are distinct)."""
+_EVERY_ROW = np.empty(0, np.int64)
+
+
+def _write_values(state: TableState, slot: torch.Tensor, values: torch.Tensor | None,
+                  last: np.ndarray = _EVERY_ROW) -> None:
+    """Store each row's value (raw bytes, zero-padded to the value area) at its slot: every
+    row's (distinct slots), or given ``last``, only the rows with last[slot] == row."""
     raw, offset, area = _value_region(state)
     if area == 0:
         return
     rows = (torch.empty((slot.shape[0], 0), dtype=torch.uint8) if values is None
             else as_value_bytes(values))
-    run("write_rows", raw, offset, area, slot.numpy(), rows.numpy())
+    run("write_rows", raw, offset, area, slot.numpy(), rows.numpy(), last)
+
+
+def last_rows(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    """True on the last row of each distinct key (batch order): a sort here (the insert needs
+    none: its rows settle in row order)."""
+    return last_occurrence(keys)
 
 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
-           active: torch.Tensor | None = None) -> torch.Tensor:
-    """Insert or assign each active row; True where the row added a new key."""
-    if active is None:
-        active = last_occurrence(keys)
-    if bool(active.all()):  # distinct keys, the common batch: no copies of the rows
-        slot, new = _place(state, keys)
-        _write_values(state, slot, values)
-        return new
-    inserted = torch.zeros(keys.shape[0], dtype=torch.bool)
-    rows = active.nonzero().squeeze(1)
-    slot, new = _place(state, keys[rows])
-    _write_values(state, slot, None if values is None else values[rows])
-    inserted[rows[new]] = True
-    return inserted
+           duplicates: str = "last") -> torch.Tensor:
+    """Insert or assign each row; True where the row added a new key. A key's rows settle in
+    row order whatever ``duplicates`` says, so the last row's value stays and the last row of
+    a new key is marked (dict semantics, one of the outcomes "any" allows)."""
+    slot, new, last = _place(state, keys)
+    _write_values(state, slot, values, last)
+    return new
 
 
 _REDUCE = {"add": "sum", "min": "amin", "max": "amax"}
@@ -218,7 +221,7 @@ def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
     combined = torch.zeros((rows.shape[0], elements.shape[1]), dtype=values.dtype)
     combined.scatter_reduce_(0, group[:, None].expand_as(elements), elements, _REDUCE[op],
                              include_self=False)
-    slot, new = _place(state, distinct)
+    slot, new, _ = _place(state, distinct)
     stored = gather_values(state, slot).reshape(rows.shape[0], -1)
     if op == "add":
         merged = stored + combined
@@ -279,13 +282,13 @@ def rehash(source: TableState, target: TableState) -> None:
     if target.multi:
         multi_insert(target, keys, values)
     else:
-        insert(target, keys, values, active=torch.ones_like(keys, dtype=torch.bool))
+        insert(target, keys, values, duplicates="distinct")
 
 
 # --- multimap -----------------------------------------------------------------------------
 def multi_insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None) -> None:
     """Add every row as its own entry (repeated keys kept)."""
-    slot, _ = _place(state, keys, multi=True)
+    slot, _, _ = _place(state, keys, multi=True)
     _write_values(state, slot, values)
 
 

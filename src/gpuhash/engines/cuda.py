@@ -37,12 +37,19 @@ def table_type(spec: TableSpec) -> str:
             f"{spec.bucket_slots}>")
 
 
+def last_rows_scratch_type(key_bytes: int) -> str:
+    """The scratch table of gh_last_rows (map.cu): key -> largest row, 8-slot buckets, packed
+    for 32-bit keys, rows (values beside the slot words) for 64-bit ones."""
+    return "GhTable<4, 4, 0, 8>" if key_bytes == 4 else "GhTable<8, 8, 2, 8>"
+
+
 def kernel_names(spec: TableSpec, *, multi: bool) -> dict[str, str]:
     """Operation -> name expression of every kernel a table of this spec uses."""
     table = table_type(spec)
     if multi:
         return {name: f"{name}<{table}>" for name in MULTI_KERNELS}
     names = {name: f"{name}<{table}>" for name in MAP_KERNELS}
+    names["gh_last_rows"] = f"gh_last_rows<{last_rows_scratch_type(spec.key_bytes)}>"
     element = ELEMENT_TYPES.get(spec.value_dtype)
     if element is not None:
         for op, code in APPLY_OPS.items():
@@ -136,18 +143,53 @@ def stashed(state: TableState, count: int) -> tuple[torch.Tensor, torch.Tensor] 
     return words[:, 0].clone(), value_bytes
 
 
-def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
-           active: torch.Tensor | None = None) -> torch.Tensor:
-    """Insert or assign each active row; True where the row added a new key.
+# gh_last_rows keeps rows as int32 in packed scratch slots: larger batches go in parts
+LAST_ROWS_LIMIT = 2**31 - 1
+_SCRATCH_SALT = 0x2545F4914F6CDD1D  # the scratch's hash seed: the table's, salted
 
-    Given ``active``, the active rows hold distinct keys (the table layer's duplicate policy),
-    so keys whose first bucket is full are placed by displacement in a second launch instead
-    of further along their bucket sequence.
-    """
+
+def last_rows(state: TableState, keys: torch.Tensor) -> torch.Tensor:
+    """True on the last row of each distinct key (batch order), found by gh_last_rows in one
+    pass over a scratch table of twice the batch's slots, made and filled on this stream."""
     kernels, table, device = _launch_info(state)
     rows = keys.shape[0]
+    buckets = max(1, -(-2 * rows // 8))
+    words = buckets * 8 + 2  # slot words (one per slot) and the two out-of-band slots
+    filter_words = -(-buckets // 4)  # 16 filter bits a bucket, as int64 words
+    value_words = words if state.spec.key_bytes == 8 else 0
+    # all ones: EMPTY slots, -1 rows, and every filter bit set (claims never read them)
+    scratch = keys.new_empty(words + filter_words + value_words, dtype=torch.int64).fill_(-1)
+    active = keys.new_ones(rows, dtype=torch.bool)
+    base = scratch.data_ptr()
+    seed = (state.spec.seed ^ _SCRATCH_SALT) & (2**64 - 1)
+    seed -= (seed >> 63) << 64  # as a signed 64-bit argument
+    values = base + 8 * (words + filter_words) if value_words else 0
+    launch(kernels["gh_last_rows"], rows, base, values, base + 8 * words, table[3], buckets,
+           seed, keys.data_ptr(), rows, active.data_ptr(), device=device)
+    return active
+
+
+def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
+           duplicates: str = "last") -> torch.Tensor:
+    """Insert or assign each row; True where the row added a new key.
+
+    "last": dict semantics, the last row of a key wins and is the one marked (last_rows picks
+    those rows, then they go in as distinct keys). "distinct": the caller guarantees distinct
+    keys, so keys whose first bucket is full are placed by displacement in a second launch
+    instead of further along their bucket sequence. "any": rows of a key race, one wins.
+    """
+    rows = keys.shape[0]
+    if duplicates == "last" and rows > LAST_ROWS_LIMIT:
+        # in order, so a later part's rows win over an earlier part's (a key new in an
+        # earlier part is marked there)
+        return torch.cat([
+            insert(state, keys[i: i + LAST_ROWS_LIMIT],
+                   None if values is None else values[i: i + LAST_ROWS_LIMIT])
+            for i in range(0, rows, LAST_ROWS_LIMIT)])
+    active = last_rows(state, keys) if duplicates == "last" else None
+    kernels, table, device = _launch_info(state)
     inserted = keys.new_empty(rows, dtype=torch.bool)
-    defer = active is not None
+    defer = duplicates != "any"
     row_locks = _bucket_locks(state) if state.spec.layout == ROWS and not defer else 0
     launch(kernels["gh_insert"], rows, *table, keys.data_ptr(), _ptr(values), _ptr(active),
            inserted.data_ptr(), rows, int(defer), row_locks, device=device)
