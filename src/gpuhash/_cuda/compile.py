@@ -55,7 +55,9 @@ def _write_atomically(path: Path, data: bytes) -> None:
     os.replace(handle.name, path)
 
 
+@functools.cache
 def _arch(device_index: int, arch: str | None) -> str:
+    """The architecture kernels are compiled for; cached: every insert asks (has_cas128)."""
     if arch is not None:
         return arch
     from cuda.core import Device

@@ -198,7 +198,7 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
                inserted.data_ptr(), rows, _bucket_locks(state), *_stash(state), device=device)
         # each new key is a live entry and (but for the out-of-band ones, which the kernel
         # took off already) a used bucket slot: counted here for deferred inserts (map.cu)
-        state.counts[:2].add_(inserted.sum())
+        _scratch(state, "_cuda_counts_head", lambda: state.counts[:2]).add_(inserted.sum())
     return inserted
 
 
