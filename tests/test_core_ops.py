@@ -184,3 +184,38 @@ def test_cpu_claims_do_not_depend_on_the_thread_count():
     finally:
         numba.set_num_threads(before)
     assert all(torch.equal(a, b) for a, b in zip(tables[0].values(), tables[1].values()))
+
+
+def test_cpu_claims_across_many_parts_keep_dict_semantics():
+    """Rows of a key meet in one part of one parallel pass, in row order: the last row's value
+    stays and the last row of a new key is the one marked, in a table of many parts at load
+    0.95 (keys settle in every pass and in the walk that follows them)."""
+    generator = torch.Generator().manual_seed(3)
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=60_000,
+                       max_load_factor=0.95, growable=False)
+    assert table.spec.num_buckets > 4 * 2048
+    model: dict[int, int] = {}
+    for _ in range(3):
+        keys = torch.randint(0, 60_000, (40_000,), generator=generator)
+        values = torch.randint(0, 1 << 40, (40_000,), generator=generator)
+        inserted = table.insert(keys, values).tolist()
+        last = {key: row for row, key in enumerate(keys.tolist())}
+        assert inserted == [key not in model and last[key] == row
+                            for row, key in enumerate(keys.tolist())]
+        model.update(zip(keys.tolist(), values.tolist()))
+    probe = torch.tensor(sorted(model))
+    got, found = table.find(probe)
+    assert bool(found.all()) and got.tolist() == [model[key] for key in probe.tolist()]
+    assert len(table) == len(model)
+
+
+def test_a_growable_cpu_table_gives_back_what_repeats_did_not_use():
+    """It grows to fit every absent row (no sort to count keys), then rehashes down when the
+    batch's repeats left it under a quarter full."""
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32)
+    keys = torch.arange(100_000) % 1000
+    table.insert(keys, torch.ones(100_000))
+    assert len(table) == 1000 and table.capacity < 10_000
+    distinct = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32)
+    distinct.insert(torch.arange(100_000), torch.ones(100_000))
+    assert len(distinct) == 100_000 and distinct.capacity >= 100_000

@@ -6,9 +6,10 @@ one row per slot, the key in the low bytes of its first word), buckets of ``widt
 consecutive slots, the two sentinel keys out of band in slots ``num_slots`` and
 ``num_slots + 1``, and keys as int64 (a 32-bit key sign-extended, as its word's low half is
 read). One array type for every table keeps numba to one compile per function, not one per
-key width and layout. Reads run in parallel over rows (numba ``prange``); claims of first
-buckets run in parallel, a thread per bucket range, and the rest in row order on one thread,
-so no two rows race for a slot and the result does not depend on the thread count. Compiled
+key width and layout. Reads run in parallel over rows (numba ``prange``); claims run in
+parallel passes over parts of the table's buckets, a thread per part, each part's rows in row
+order, and the rest in row order on one thread, so no two rows race for a slot, a key's rows
+settle in row order (dict semantics) and the result does not depend on the thread count. Compiled
 on first use and cached on disk (numba's ``cache=True``; engines/_cpu_runtime.py picks the
 directory and serialises calls where numba's threading layer needs it).
 """

@@ -45,11 +45,6 @@ def loops():
     return _LOOPS
 
 
-def threads() -> int:
-    """numba's thread count (the claim loop's bucket ranges)."""
-    return loops().numba.get_num_threads()
-
-
 def _serialise() -> bool:
     """numba's fallback threading layer, workqueue (where neither TBB nor OpenMP is present),
     aborts the process when two threads run parallel loops at once. The layer is chosen by

@@ -4,10 +4,11 @@ compiled by numba (engines/_cpu_loops.py).
 It serves machines without a GPU and is the reference the CUDA engine is tested against. The
 probe order, hash and bucket choice are exactly the CUDA engine's (kernels/open_addressing.cuh),
 so a table built by either engine answers identically on the other. Reads run the scalar probe
-loop in parallel over rows; claims of first buckets run in parallel, a thread per bucket range,
-and the rest in row order: no two rows race for a slot, which the CUDA engine's
-compare-and-swap achieves without an order. What is not a probe (batch deduplication, value
-combination) stays as torch ops.
+loop in parallel over rows; claims run in parallel passes by part of the table's buckets and
+the rest in row order (engines/_cpu_loops.claim): no two rows race for a slot, which the CUDA
+engine's compare-and-swap achieves without an order, and a key's rows settle in row order, so
+the last row wins without the sort the CUDA engine replaces by gh_last_rows. What is not a
+probe (value combination, the deduplication of a room check) stays as torch ops.
 
 Keys reach the engine as raw bits: int32 views for 32-bit keys, int64 for 64-bit keys.
 """
