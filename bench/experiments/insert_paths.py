@@ -3,6 +3,8 @@ table of 128M capacity at load 0.5 and 0.99 (the whole insert, and the engine's 
 last_rows, a distinct-key insert, a duplicates="any" insert, contains), then the host time of
 a 1K-key insert and of each piece. Calls the CUDA engine's functions directly (read only; it
 patches nothing). On the GPU machine: PYTHONPATH=src python bench/experiments/insert_paths.py
+(The host figures of results/insert_host_probe_h100_2026-11-23_8051a61.txt were taken with a
+timer that stopped before the final synchronisation; the harness's stops after it.)
 """
 
 import time
@@ -10,6 +12,7 @@ import time
 import torch
 
 import gpuhash as gh
+from gpuhash.bench.harness import time_host_calls as host_us
 from gpuhash.bench.map_suite import unique_keys
 from gpuhash.engines import cuda as engine
 
@@ -24,17 +27,6 @@ def wall_ms(call, calls: int = 20) -> float:
         call()
     torch.cuda.synchronize()
     return (time.perf_counter() - began) / calls * 1e3
-
-
-def host_us(call, calls: int = 2000) -> float:
-    call()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(calls):
-        call()
-    spent = time.perf_counter() - began
-    torch.cuda.synchronize()
-    return spent / calls * 1e6
 
 
 def assigns(load: float, capacity: int = 128 << 20, batch: int = 1 << 20) -> str:
