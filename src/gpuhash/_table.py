@@ -285,9 +285,17 @@ class _Table:
                 checked = _arrays.check_values(values, spec, self.device, rows)
             if rows == 0:
                 return _arrays.to_kind(bits.new_zeros(0, dtype=torch.bool), kind)
+            last = None
+            if (self._duplicates == "last" and self._device.type == "cuda"
+                    and self._used_bound + rows > spec.max_entries
+                    and rows < 2**31):  # larger batches go in parts (engines/cuda.py)
+                # the room check will synchronise: queue the batch's last rows before it, so
+                # the GPU finds them while the host waits, not idle while the host launches
+                # them after the wait
+                last = self._engine.last_rows(self._state, bits)
             self._make_room(bits)
             inserted = self._engine.insert(self._state, bits, checked,
-                                           duplicates=self._duplicates)
+                                           duplicates=self._duplicates, last=last)
             self._fit_after_growth()
             self._used_bound += rows
         return _arrays.to_kind(inserted, kind)

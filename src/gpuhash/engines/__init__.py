@@ -23,10 +23,11 @@ class Engine(Protocol):
         """True on the last row of each distinct key of a batch (batch order)."""
 
     def insert(self, state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
-               duplicates: str = "last") -> torch.Tensor:
+               duplicates: str = "last", last: torch.Tensor | None = None) -> torch.Tensor:
         """Insert or assign each row; True where the row added a new key. ``duplicates``:
         "last" (a repeated key's last row wins and is the one marked), "any" (one row wins) or
-        "distinct" (the caller guarantees no key repeats)."""
+        "distinct" (the caller guarantees no key repeats). ``last``: the batch's last_rows,
+        when the caller has them already (an engine that settles rows in order needs none)."""
 
     def insert_or_apply(self, state: TableState, keys: torch.Tensor, values: torch.Tensor,
                         op: str) -> torch.Tensor:

@@ -196,10 +196,11 @@ def last_rows(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 
 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
-           duplicates: str = "last") -> torch.Tensor:
+           duplicates: str = "last", last: torch.Tensor | None = None) -> torch.Tensor:
     """Insert or assign each row; True where the row added a new key. A key's rows settle in
     row order whatever ``duplicates`` says, so the last row's value stays and the last row of
-    a new key is marked (dict semantics, one of the outcomes "any" allows)."""
+    a new key is marked (dict semantics, one of the outcomes "any" allows); ``last`` is not
+    needed for that and goes unread."""
     slot, new, last = _place(state, keys)
     _write_values(state, slot, values, last)
     return new

@@ -170,13 +170,14 @@ def last_rows(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 
 
 def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
-           duplicates: str = "last") -> torch.Tensor:
+           duplicates: str = "last", last: torch.Tensor | None = None) -> torch.Tensor:
     """Insert or assign each row; True where the row added a new key.
 
     "last": dict semantics, the last row of a key wins and is the one marked (last_rows picks
     those rows, then they go in as distinct keys). "distinct": the caller guarantees distinct
     keys, so keys whose first bucket is full are placed by displacement in a second launch
     instead of further along their bucket sequence. "any": rows of a key race, one wins.
+    ``last``: last_rows(state, keys), if the caller launched it already.
     """
     rows = keys.shape[0]
     if duplicates == "last" and rows > LAST_ROWS_LIMIT:
@@ -186,7 +187,9 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
             insert(state, keys[i: i + LAST_ROWS_LIMIT],
                    None if values is None else values[i: i + LAST_ROWS_LIMIT])
             for i in range(0, rows, LAST_ROWS_LIMIT)])
-    active = last_rows(state, keys) if duplicates == "last" else None
+    active = None
+    if duplicates == "last":
+        active = last_rows(state, keys) if last is None else last
     kernels, table, device = _launch_info(state)
     inserted = keys.new_empty(rows, dtype=torch.bool)
     defer = duplicates != "any"
