@@ -16,8 +16,10 @@ from pathlib import Path
 
 import torch
 
+from gpuhash._cache_format import BUCKET_SHAPES, CacheSpec
 from gpuhash._cuda.compile import inline_source
 from gpuhash._format import TableSpec
+from gpuhash.engines import cache_cuda
 from gpuhash.engines.cuda import kernel_names
 
 ARCHS = ("sm_80", "sm_90")
@@ -38,6 +40,13 @@ def instances() -> dict[str, list[str]]:
             for expression in kernel_names(spec, multi=multi).values():
                 if expression not in found[name]:
                     found[name].append(expression)
+    found["cache.cu"] = []
+    for (value, shape), width in itertools.product(VALUES[1:], BUCKET_SHAPES):
+        spec = CacheSpec(key_dtype=torch.int64, value_dtype=value, value_shape=shape,
+                         num_buckets=1, bucket_slots=width)
+        for expression in cache_cuda.kernel_names(spec).values():
+            if expression not in found["cache.cu"]:
+                found["cache.cu"].append(expression)
     return found
 
 

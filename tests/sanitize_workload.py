@@ -88,3 +88,22 @@ ceilings._gather_rate(2**20, 2**16, device)
 peers.seed_layouts(2**12, device, 1.0, runs=1)
 torch.cuda.synchronize()
 print("sanitize workload done")
+
+# CacheMap: every write mode, lookups, erase, and eviction at full load with racing rows
+for width, shape in ((16, (3,)), (128, (8,))):
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=shape,
+                        capacity=8 * width, device="cuda", policy="custom", bucket_slots=width)
+    keys = torch.randint(0, 5 * cache.capacity, (4 * cache.capacity,)).cuda()
+    keys[:2] = torch.tensor([-1, -2])  # the reserved keys: refused
+    values = torch.ones(keys.numel(), *shape).cuda()
+    scores = torch.randint(0, 1000, keys.shape).cuda()
+    status, _ = cache.insert_and_evict(keys, values, scores=scores)
+    assert int(status[0]) == gh.REFUSED and len(cache) == cache.capacity
+    cache.insert_or_assign(keys, values, scores=scores)
+    cache.assign(keys, values, scores=scores)
+    cache.accum_or_assign(keys, values, keys % 2 == 0, scores=scores)
+    cache.find_or_insert(keys, init=2.0, scores=scores)
+    cache.find(keys, update_scores=True)
+    cache.find_index(keys)
+    cache.erase(keys[::3].contiguous())
+    torch.cuda.synchronize()

@@ -16,12 +16,13 @@ import torch
 import gpuhash
 
 # the modules users read: each must show at least one example
-PUBLIC = {"gpuhash", "gpuhash.map", "gpuhash.multimap", "gpuhash._format"}
+PUBLIC = {"gpuhash", "gpuhash.map", "gpuhash.multimap", "gpuhash._format", "gpuhash.cache",
+          "gpuhash._cache_format"}
 # examples in internal modules show the public names, as a user would write them
 NAMES = {"torch": torch, "HashMap": gpuhash.HashMap, "HashSet": gpuhash.HashSet,
-         "MultiMap": gpuhash.MultiMap}
+         "MultiMap": gpuhash.MultiMap, "CacheMap": gpuhash.CacheMap}
 # code that drives the GPU: its examples (if any) need a device
-NEEDS_CUDA = ("gpuhash._cuda", "gpuhash.engines.cuda")
+NEEDS_CUDA = ("gpuhash._cuda", "gpuhash.engines.cuda", "gpuhash.engines.cache_cuda")
 
 
 def _module_names() -> list[str]:

@@ -9,8 +9,18 @@ Example:
 """
 
 from ._table import TableFullError
+from .cache import (
+    ASSIGNED,
+    INSERTED,
+    INSERTED_EVICTING,
+    REFUSED,
+    SKIPPED,
+    SUPERSEDED,
+    CacheMap,
+)
 from .map import HashMap, HashSet
 from .multimap import MultiMap
 
-__all__ = ["HashMap", "HashSet", "MultiMap", "TableFullError"]
+__all__ = ["ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED", "SUPERSEDED",
+           "CacheMap", "HashMap", "HashSet", "MultiMap", "TableFullError"]
 __version__ = "0.1.0"

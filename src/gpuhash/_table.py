@@ -61,6 +61,23 @@ def _resolve_device(device: Any) -> torch.device:
     return resolved
 
 
+def stream_context(stream: Any, device: torch.device):
+    """A context making ``stream`` (a torch.cuda.Stream, or anything with
+    ``__cuda_stream__``) torch's current stream for ``device``; none for ``stream=None`` or a
+    CPU device."""
+    if stream is None or device.type != "cuda":
+        return _CURRENT_STREAM
+    if isinstance(stream, torch.cuda.Stream):
+        if stream.device != device:
+            raise ValueError(f"stream is on {stream.device} but the table is on {device}")
+        return torch.cuda.stream(stream)
+    if hasattr(stream, "__cuda_stream__"):
+        _, handle = stream.__cuda_stream__()
+        return torch.cuda.stream(torch.cuda.ExternalStream(handle, device=device))
+    raise TypeError(f"stream must be a torch.cuda.Stream or have __cuda_stream__, "
+                    f"got {type(stream).__name__}")
+
+
 class _Table:
     """Common core of the public tables; not part of the API."""
 
@@ -144,18 +161,7 @@ class _Table:
     def _stream(self, stream: Any):
         """A context in which torch's current stream (of the table's device) is the one the
         operation runs on: every temporary is made there and every kernel launched there."""
-        if stream is None or self.device.type != "cuda":
-            return _CURRENT_STREAM
-        if isinstance(stream, torch.cuda.Stream):
-            if stream.device != self.device:
-                raise ValueError(f"stream is on {stream.device} but the table is on "
-                                 f"{self.device}")
-            return torch.cuda.stream(stream)
-        if hasattr(stream, "__cuda_stream__"):
-            _, handle = stream.__cuda_stream__()
-            return torch.cuda.stream(torch.cuda.ExternalStream(handle, device=self.device))
-        raise TypeError(f"stream must be a torch.cuda.Stream or have __cuda_stream__, "
-                        f"got {type(stream).__name__}")
+        return stream_context(stream, self.device)
 
     def _counts(self) -> list[int]:
         """The table's counters, read on the current stream (synchronises). A row the kernels

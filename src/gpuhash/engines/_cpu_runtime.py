@@ -33,7 +33,7 @@ def _choose_cache_dir(numba) -> None:
 
 
 def loops():
-    """The compiled loops module."""
+    """The compiled loops module of the tables."""
     global _LOOPS
     if _LOOPS is None:
         import numba
@@ -43,6 +43,14 @@ def loops():
 
         _LOOPS = _cpu_loops
     return _LOOPS
+
+
+def cache_loops():
+    """The compiled loops module of CacheMap (it calls the tables' hash)."""
+    loops()
+    from . import _cpu_cache_loops
+
+    return _cpu_cache_loops
 
 
 def _serialise() -> bool:
@@ -59,8 +67,8 @@ def _serialise() -> bool:
 
 
 def run(name: str, *args):
-    """Call the compiled loop ``name``."""
-    function = getattr(loops(), name)
+    """Call the compiled loop ``name`` (CacheMap's: named cache_*)."""
+    function = getattr(cache_loops() if name.startswith("cache_") else loops(), name)
     if _serialise():
         with _SERIAL:
             return function(*args)

@@ -152,20 +152,30 @@ def last_rows(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """True on the last row of each distinct key (batch order), found by gh_last_rows in one
     pass over a scratch table of twice the batch's slots, made and filled on this stream."""
     kernels, table, device = _launch_info(state)
+    return last_rows_with(kernels["gh_last_rows"], keys, key_bytes=state.spec.key_bytes,
+                          seed=state.spec.seed, counts=table[3], device=device)
+
+
+def last_rows_with(kernel, keys: torch.Tensor, *, key_bytes: int, seed: int, counts: int,
+                   device: int) -> torch.Tensor:
+    """last_rows through a given instance of gh_last_rows (its scratch type is
+    last_rows_scratch_type(key_bytes)): every structure's dict semantics share it. ``counts``:
+    the address of the structure's counters, whose third one counts rows the kernel could not
+    place (never: the scratch has room for every row)."""
     rows = keys.shape[0]
     buckets = max(1, -(-2 * rows // 8))
     words = buckets * 8 + 2  # slot words (one per slot) and the two out-of-band slots
     filter_words = -(-buckets // 4)  # 16 filter bits a bucket, as int64 words
-    value_words = words if state.spec.key_bytes == 8 else 0
+    value_words = words if key_bytes == 8 else 0
     # all ones: EMPTY slots, -1 rows, and every filter bit set (claims never read them)
     scratch = keys.new_empty(words + filter_words + value_words, dtype=torch.int64).fill_(-1)
     active = keys.new_ones(rows, dtype=torch.bool)
     base = scratch.data_ptr()
-    seed = (state.spec.seed ^ _SCRATCH_SALT) & (2**64 - 1)
-    seed -= (seed >> 63) << 64  # as a signed 64-bit argument
+    salted = (seed ^ _SCRATCH_SALT) & (2**64 - 1)
+    salted -= (salted >> 63) << 64  # as a signed 64-bit argument
     values = base + 8 * (words + filter_words) if value_words else 0
-    launch(kernels["gh_last_rows"], rows, base, values, base + 8 * words, table[3], buckets,
-           seed, keys.data_ptr(), rows, active.data_ptr(), device=device)
+    launch(kernel, rows, base, values, base + 8 * words, counts, buckets, salted,
+           keys.data_ptr(), rows, active.data_ptr(), device=device)
     return active
 
 

@@ -1,0 +1,127 @@
+"""The bytes of a CacheMap, shared by both engines: its spec, its tensors, and the rules both
+engines follow to place, find and evict a key.
+
+A cache of ``num_buckets`` buckets of ``bucket_slots`` slots keeps four arrays indexed by slot:
+``keys`` (int64, the key's 64 bits; ``EMPTY_KEY`` where free), ``digests`` (uint8: 8 hash bits of
+the key, 0 where free, so a search compares a bucket's digests, one byte a slot, before it
+reads any key), ``scores`` (int64 holding the uint64 score) and ``values`` (the value rows).
+``counts`` holds [live entries, 0, rows a kernel could not place (never expected), 0], the
+HashMap's counter layout.
+
+A key lives in one of its two buckets, b1 and b2 (the core's gh_home: the same hash bits as a
+HashMap's first and second bucket), and nowhere else: that pair is its bounded candidate set.
+- A search scans b1's digests, then b2's.
+- A new key takes the first free slot of whichever of b1, b2 has more free slots (b1 on a tie).
+- When both are full, it replaces the lowest score among their slots (the earliest slot of b1,
+  then of b2, on a tie), unless its own score is lower than that: then it is refused.
+- A slot being rewritten holds ``LOCKED_KEY`` (the GPU engine's writers; searches skip it).
+So the two largest uint64 keys (int64 -1 and -2) are reserved, as in HierarchicalKV.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ._format import DEFAULT_SEED, check_seed
+
+EMPTY_KEY = -1   # uint64 2**64 - 1
+LOCKED_KEY = -2  # uint64 2**64 - 2
+CACHE_KEY_DTYPES = (torch.int64, torch.uint64)
+BUCKET_SHAPES = (16, 32, 64, 128)
+DEFAULT_BUCKET_SLOTS = 128
+POLICIES = ("lru", "lfu", "epoch_lru", "epoch_lfu", "custom")
+MAX_SLOTS = 2**40
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """What a cache stores and how.
+
+    Example:
+        >>> spec = CacheSpec(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(8,),
+        ...                  num_buckets=4)
+        >>> spec.capacity, spec.value_bytes
+        (512, 32)
+    """
+
+    key_dtype: torch.dtype
+    value_dtype: torch.dtype
+    value_shape: tuple[int, ...]
+    num_buckets: int
+    bucket_slots: int = DEFAULT_BUCKET_SLOTS
+    policy: str = "lru"
+    seed: int = DEFAULT_SEED
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed)
+        if self.bucket_slots not in BUCKET_SHAPES:
+            raise ValueError(f"bucket_slots must be one of {BUCKET_SHAPES}, "
+                             f"got {self.bucket_slots!r}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+
+    @property
+    def capacity(self) -> int:
+        return self.num_buckets * self.bucket_slots
+
+    @property
+    def key_bytes(self) -> int:
+        return 8
+
+    @property
+    def value_bytes(self) -> int:
+        return self.value_dtype.itemsize * math.prod(self.value_shape)
+
+    @property
+    def signed_seed(self) -> int:
+        return self.seed - 2**64 if self.seed >= 2**63 else self.seed
+
+    @staticmethod
+    def buckets_for(capacity: int, bucket_slots: int) -> int:
+        """Buckets holding at least ``capacity`` slots (never fewer than one)."""
+        return max(1, -(-capacity // bucket_slots))
+
+
+@dataclass
+class CacheState:
+    """The tensors of one cache; either engine operates on them in place."""
+
+    spec: CacheSpec
+    keys: torch.Tensor
+    digests: torch.Tensor
+    scores: torch.Tensor
+    values: torch.Tensor
+    counts: torch.Tensor
+
+    @property
+    def device(self) -> torch.device:
+        return self.keys.device
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {"keys": self.keys, "digests": self.digests, "scores": self.scores,
+                "values": self.values, "counts": self.counts}
+
+
+def empty_cache(spec: CacheSpec, device: torch.device | str) -> CacheState:
+    """A cache with every slot free."""
+    slots = spec.capacity
+    if slots > MAX_SLOTS:
+        raise ValueError(f"capacity {slots} is over the limit of {MAX_SLOTS} slots")
+    device = torch.device(device)
+    return CacheState(
+        spec,
+        keys=torch.full((slots,), EMPTY_KEY, dtype=torch.int64, device=device),
+        digests=torch.zeros((slots,), dtype=torch.uint8, device=device),
+        scores=torch.zeros((slots,), dtype=torch.int64, device=device),
+        values=torch.zeros((slots, *spec.value_shape), dtype=spec.value_dtype, device=device),
+        counts=torch.zeros((4,), dtype=torch.int64, device=device),
+    )
+
+
+def copy_cache(state: CacheState, device: torch.device | str) -> CacheState:
+    """The same bytes on another device."""
+    moved = {name: t.to(device, copy=True) for name, t in state.tensors().items()}
+    return CacheState(state.spec, **moved)

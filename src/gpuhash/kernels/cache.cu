@@ -1,0 +1,131 @@
+// The CacheMap kernels, templated on the cache type (cache.cuh: GhCache) and instantiated by
+// name through NVRTC (engines/cache_cuda.py: kernel_names). One thread per row, each a thin
+// caller of the cache's probe; the host keeps one acting row per key (gh_last_rows).
+#include "cache.cuh"
+#include "last_rows.cuh"
+
+// write modes (engines/_cpu_cache_loops.py: UPSERT ...)
+enum GhWriteMode { GH_UPSERT = 0, GH_FIND_OR_INSERT = 1, GH_ASSIGN = 2, GH_ACCUMULATE = 3 };
+
+// One write per acting row: insert-or-assign (UPSERT), insert if absent (FIND_OR_INSERT: a
+// present key's value is left alone), assign to present keys only (ASSIGN), or, on rows with
+// accumulate set, only locate a present key (ACCUMULATE: the host adds to its value; the other
+// rows upsert). status / index / found for every row (non-acting rows: SUPERSEDED, -1, 0).
+// Row r's value is in_values + r * value_stride * VALUE_BYTES (stride 0: one row for all).
+// An evicted entry goes to ev_* at a slot counted by *evicted, while they have room.
+template <class C, int MODE>
+__global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8* acting,
+                               const gh_u8* accumulate, const gh_u64* given,
+                               const char* in_values, gh_u64 value_stride, gh_u64 has_values,
+                               gh_u64 n, gh_u64 policy, gh_u64 step, gh_u64 epoch,
+                               signed char* status, gh_i64* index, gh_u8* found,
+                               gh_u64* ev_keys, char* ev_values, gh_u64* ev_scores,
+                               gh_u64* evicted, gh_u64 ev_capacity) {
+    const C t = GH_CACHE_REF(C);
+    gh_i64 added = 0;
+    for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
+        if (!acting[r]) {
+            status[r] = GH_SUPERSEDED;
+            index[r] = -1;
+            found[r] = 0;
+            continue;
+        }
+        const gh_u64 key = rows[r];
+        if (key >= GH_LOCKED) {  // the two reserved keys: no entry may hold them
+            status[r] = GH_REFUSED;
+            index[r] = -1;
+            found[r] = 0;
+            continue;
+        }
+        const GhHome home = gh_home(t, key);
+        const gh_u32 digest = gh_digest(home.hash);
+        const char* row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
+        const bool adds = MODE == GH_ACCUMULATE && accumulate[r];
+        const gh_u64 mine = given == nullptr ? 0 : given[r];
+        gh_i64 slot = gh_cache_lock(t, home, key, digest);
+        found[r] = slot >= 0;
+        if (slot >= 0) {
+            const gh_u64 score = gh_new_score(static_cast<int>(policy), t.scores[slot], true,
+                                              mine, step, epoch);
+            const bool writes = MODE != GH_FIND_OR_INSERT && !adds;
+            gh_cache_publish(t, slot, key, digest, score, writes ? row : nullptr);
+            status[r] = GH_ASSIGNED;
+            index[r] = slot;
+            continue;
+        }
+        if (MODE == GH_ASSIGN || adds) {
+            status[r] = GH_SKIPPED;
+            index[r] = -1;
+            continue;
+        }
+        const gh_u64 score = gh_new_score(static_cast<int>(policy), 0, false, mine, step, epoch);
+        int outcome;
+        gh_u64 old_key, old_score;
+        slot = gh_cache_claim(t, home, score, &outcome, &old_key, &old_score);
+        if (slot < 0) {
+            status[r] = GH_REFUSED;
+            index[r] = -1;
+            continue;
+        }
+        if (outcome == GH_INSERTED_EVICTING && ev_keys != nullptr) {
+            const gh_u64 at = atomicAdd(reinterpret_cast<unsigned long long*>(evicted), 1ULL);
+            if (at < ev_capacity) {
+                ev_keys[at] = old_key;
+                ev_scores[at] = old_score;
+                gh_copy_value<C::VALUE_BYTES>(ev_values + at * C::VALUE_BYTES, t.value(slot));
+            }
+        }
+        added += outcome == GH_INSERTED;
+        gh_cache_publish(t, slot, key, digest, score, row);
+        status[r] = static_cast<signed char>(outcome);
+        index[r] = slot;
+    }
+    gh_block_count(&t.counts[0], added, nullptr, 0);
+}
+
+// Slot of each row's key (-1 where absent) and found; with `out`, its value (`default_row`
+// where absent); on rows with update[r] set, the score raised as a touch does. Rows with
+// `only` given and only[r] clear are left alone. No key moves in this launch: read-only loads.
+template <class C>
+__global__ void gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
+                                const gh_u8* only, const gh_u8* update, gh_u64 policy,
+                                gh_u64 step, gh_u64 epoch, const char* default_row, char* out,
+                                gh_i64* index, gh_u8* found) {
+    const C t = GH_CACHE_REF(C);
+    for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
+        if (only != nullptr && !only[r]) continue;
+        const gh_u64 key = rows[r];
+        const GhHome home = gh_home(t, key);
+        const gh_i64 slot = key >= GH_LOCKED
+                                ? -1 : gh_cache_locate<C, false>(t, home, key, gh_digest(home.hash));
+        index[r] = slot;
+        found[r] = slot >= 0;
+        if (out != nullptr) {
+            gh_copy_value<C::VALUE_BYTES>(out + r * C::VALUE_BYTES,
+                                          slot >= 0 ? t.value(slot) : default_row);
+        }
+        if (slot >= 0 && update != nullptr && update[r]) {
+            t.scores[slot] = gh_new_score(static_cast<int>(policy), t.scores[slot], true, 0,
+                                          step, epoch);
+        }
+    }
+}
+
+// Frees each row's key's slot; erased[r] on the row that did.
+template <class C>
+__global__ void gh_cache_erase(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n, gh_u8* erased) {
+    const C t = GH_CACHE_REF(C);
+    gh_i64 gone = 0;
+    for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
+        const gh_u64 key = rows[r];
+        const GhHome home = gh_home(t, key);
+        const gh_i64 slot = key >= GH_LOCKED ? -1 : gh_cache_lock(t, home, key, gh_digest(home.hash));
+        erased[r] = slot >= 0;
+        if (slot < 0) continue;
+        t.scores[slot] = 0;
+        t.digests[slot] = 0;
+        gh_store_release(t.keys + slot, ~0ULL);
+        ++gone;
+    }
+    gh_block_count(&t.counts[0], -gone, nullptr, 0);
+}

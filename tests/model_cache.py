@@ -1,0 +1,309 @@
+"""A Python model of CacheMap and a Hypothesis state machine that drives both side by side.
+
+The model keeps each bucket as a list of slots and applies a batch's acting rows one after
+another by the rules of _cache_format.py (emptier bucket, first free slot, lowest score of both
+buckets evicted, earliest slot on a tie). On the CPU engine, whose rows run in that order, the
+machine compares the cache's bytes slot by slot; on the GPU, whose rows race for slots, it
+compares statuses and contents as a dict, on a cache too large to evict.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+import gpuhash as gh
+from gpuhash._format import DEFAULT_SEED
+
+M64, M32 = 2**64 - 1, 2**32 - 1
+RESERVED = (M64, M64 - 1)
+INSERTED, ASSIGNED, EVICTING, REFUSED, SKIPPED, SUPERSEDED = range(6)
+
+
+def _mix(x: int) -> int:
+    x ^= x >> 33
+    x = (x * 0xFF51AFD7ED558CCD) & M64
+    x ^= x >> 33
+    x = (x * 0xC4CEB9FE1A85EC53) & M64
+    return x ^ (x >> 33)
+
+
+class CacheModel:
+    """Slots per bucket, each None or [key, score, value]."""
+
+    def __init__(self, *, num_buckets: int, width: int, policy: str, seed: int = DEFAULT_SEED):
+        self.nb, self.width, self.policy, self.seed = num_buckets, width, policy, seed
+        self.slots: list[list | None] = [None] * (num_buckets * width)
+        self.step, self.epoch = 0, 0
+
+    def buckets(self, key: int) -> tuple[int, int]:
+        h = _mix(key ^ self.seed)
+        return ((h & M32) * self.nb) >> 32, ((h >> 32) * self.nb) >> 32
+
+    def candidates(self, key: int) -> list[int]:
+        b1, b2 = self.buckets(key)
+        chosen = [b1] if b1 == b2 else [b1, b2]
+        return [b * self.width + lane for b in chosen for lane in range(self.width)]
+
+    def slot_of(self, key: int) -> int:
+        for s in self.candidates(key):
+            if self.slots[s] is not None and self.slots[s][0] == key:
+                return s
+        return -1
+
+    def score(self, old: int, present: bool, given: int) -> int:
+        if self.policy == "lru":
+            return self.step
+        if self.policy == "lfu":
+            return 1 if not present else min(old + 1, M64)
+        if self.policy == "epoch_lru":
+            return (self.epoch << 32) | (self.step & M32)
+        if self.policy == "epoch_lfu":
+            count = min((old & M32) + 1, M32) if present and old >> 32 == self.epoch else 1
+            return (self.epoch << 32) | count
+        return given
+
+    def _place(self, key, score, value) -> tuple[int, int, list | None]:
+        b1, b2 = self.buckets(key)
+
+        def free(b):
+            return [b * self.width + i for i in range(self.width)
+                    if self.slots[b * self.width + i] is None]
+        f1, f2 = free(b1), (free(b2) if b2 != b1 else [])
+        if f1 or f2:
+            slot = (f2 if len(f2) > len(f1) else f1)[0]
+            self.slots[slot] = [key, score, value]
+            return slot, INSERTED, None
+        victim = min(self.candidates(key), key=lambda s: self.slots[s][1])  # earliest on ties
+        if score < self.slots[victim][1]:
+            return -1, REFUSED, None
+        gone = self.slots[victim]
+        self.slots[victim] = [key, score, value]
+        return victim, EVICTING, gone
+
+    def acting(self, keys: list[int], *, first: bool = False) -> list[bool]:
+        order = range(len(keys)) if first else range(len(keys) - 1, -1, -1)
+        seen, out = set(), [False] * len(keys)
+        for r in order:
+            if keys[r] not in seen:
+                seen.add(keys[r])
+                out[r] = True
+        return out
+
+    def write(self, mode: str, keys, values, given, accumulate=None):
+        """Returns (status, slot, found, evicted entries) per the engines' write."""
+        self.step += 1
+        first = mode == "find_or_insert"
+        acting = self.acting(keys, first=first)
+        status, slots, found, evicted = [], [], [], []
+        for r, key in enumerate(keys):
+            if not acting[r]:
+                status.append(SUPERSEDED), slots.append(-1), found.append(False)
+                continue
+            if key in RESERVED:
+                status.append(REFUSED), slots.append(-1), found.append(False)
+                continue
+            s = self.slot_of(key)
+            adds = mode == "accumulate" and accumulate[r]
+            if s >= 0:
+                entry = self.slots[s]
+                entry[1] = self.score(entry[1], True, given[r])
+                if adds:
+                    entry[2] = [a + b for a, b in zip(entry[2], values[r])]
+                elif mode != "find_or_insert" and values is not None:
+                    entry[2] = list(values[r])
+                status.append(ASSIGNED), slots.append(s), found.append(True)
+                continue
+            if mode == "assign" or adds:
+                status.append(SKIPPED), slots.append(-1), found.append(False)
+                continue
+            slot, outcome, gone = self._place(key, self.score(0, False, given[r]),
+                                              list(values[r]))
+            if gone is not None:
+                evicted.append(tuple(gone[:2]) + (tuple(gone[2]),))
+            status.append(outcome), slots.append(slot), found.append(False)
+        if first:  # later rows of a key see it as the first row left it
+            for r, key in enumerate(keys):
+                if not acting[r]:
+                    s = -1 if key in RESERVED else self.slot_of(key)
+                    slots[r], found[r] = s, s >= 0
+        return status, slots, found, evicted
+
+    def lookup(self, keys, *, update: bool):
+        if update:
+            self.step += 1
+            acting = self.acting(keys)
+        out = []
+        for r, key in enumerate(keys):
+            s = -1 if key in RESERVED else self.slot_of(key)
+            if s >= 0 and update and acting[r]:
+                self.slots[s][1] = self.score(self.slots[s][1], True, 0)
+            out.append(s)
+        return out
+
+    def as_dict(self) -> dict[int, tuple[int, tuple]]:
+        return {e[0]: (e[1], tuple(e[2])) for e in self.slots if e is not None}
+
+
+def _to_u64(values: list[int]) -> torch.Tensor:
+    return torch.tensor([v - 2**64 if v >= 2**63 else v for v in values],
+                        dtype=torch.int64).view(torch.uint64)
+
+
+def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16,
+                       dim: int = 2):
+    """A state machine class for one cache configuration."""
+    key_strategy = st.one_of(st.integers(0, 60), st.sampled_from(RESERVED))
+    batch = st.lists(key_strategy, min_size=0, max_size=30)
+    custom = policy == "custom"
+
+    class CacheMachine(RuleBasedStateMachine):
+        @initialize(buckets=st.integers(1, 3) if exact else st.just(16))
+        def create(self, buckets):
+            self.cache = gh.CacheMap(key_dtype=torch.uint64, value_dtype=torch.int64,
+                                     value_shape=(dim,), capacity=buckets * width,
+                                     device=device, policy=policy, bucket_slots=width)
+            self.model = CacheModel(num_buckets=buckets, width=width, policy=policy)
+            self.counter = 0
+
+        def _rows(self, n):
+            rows = [[self.counter + r * dim + j for j in range(dim)] for r in range(n)]
+            self.counter += n * dim
+            return rows
+
+        def _scores(self, draw_scores, n):
+            if not custom:
+                return [0] * n, None
+            given = [draw_scores[i % len(draw_scores)] for i in range(n)]
+            return given, _to_u64(given).to(device)
+
+        def _check_rows(self, got, want, what):
+            got = got.cpu().tolist()
+            if not exact and what == "slots":  # slots differ on the GPU; presence does not
+                got, want = [s >= 0 for s in got], [s >= 0 for s in want]
+            assert got == want, f"{what}: cache {got} model {want}"
+
+        @rule(keys=batch, draw=st.lists(st.integers(0, 8), min_size=1, max_size=4),
+              evict=st.booleans())
+        def insert(self, keys, draw, evict):
+            rows = self._rows(len(keys))
+            given, scores = self._scores(draw, len(keys))
+            values = torch.tensor(rows, dtype=torch.int64).reshape(len(keys), dim).to(device)
+            k = _to_u64(keys).to(device)
+            status, _, _, gone = self.model.write("upsert", keys, rows, given)
+            if evict:
+                got, (ev_keys, ev_values, ev_scores) = self.cache.insert_and_evict(
+                    k, values, scores=scores)
+                evicted = sorted(zip([v % 2**64 for v in ev_keys.view(torch.int64).tolist()],
+                                     [v % 2**64 for v in ev_scores.view(torch.int64).tolist()],
+                                     map(tuple, ev_values.cpu().tolist())))
+                want = sorted(gone)
+                assert evicted == want
+            else:
+                got = self.cache.insert_or_assign(k, values, scores=scores)
+            self._check_rows(got, status, "status")
+
+        @rule(keys=batch, draw=st.lists(st.integers(0, 8), min_size=1, max_size=4),
+              with_values=st.booleans(), accumulate=st.booleans())
+        def assign(self, keys, draw, with_values, accumulate):
+            rows = self._rows(len(keys))
+            given, scores = self._scores(draw, len(keys))
+            k = _to_u64(keys).to(device)
+            values = torch.tensor(rows, dtype=torch.int64).reshape(len(keys), dim).to(device)
+            if accumulate:
+                mask = [(key + len(keys)) % 2 == 0 for key in keys]
+                status, *_ = self.model.write("accumulate", keys, rows, given, mask)
+                flags = torch.tensor(mask, dtype=torch.bool).to(device)
+                got = self.cache.accum_or_assign(k, values, flags, scores=scores)
+                self._check_rows(got, status, "status")
+            else:
+                _, _, found, _ = self.model.write("assign", keys, rows if with_values else None,
+                                                  given)
+                got = self.cache.assign(k, values if with_values else None, scores=scores)
+                self._check_rows(got, found, "found")
+
+        @rule(keys=batch, draw=st.lists(st.integers(0, 8), min_size=1, max_size=4),
+              as_index=st.booleans())
+        def find_or_insert(self, keys, draw, as_index):
+            given, scores = self._scores(draw, len(keys))
+            init = [7] * dim
+            _, slots, found, _ = self.model.write("find_or_insert", keys,
+                                                  [init] * len(keys), given)
+            k = _to_u64(keys).to(device)
+            if as_index:
+                index, got = self.cache.find_or_insert_index(k, init=7, scores=scores)
+                self._check_rows(index, slots, "slots")
+            else:
+                values, got = self.cache.find_or_insert(k, init=7, scores=scores)
+                want = [list(self.model.slots[s][2]) if s >= 0 else init for s in slots]
+                assert values.cpu().tolist() == want
+            self._check_rows(got, found, "found")
+
+        @rule(keys=batch, update=st.booleans(), as_index=st.booleans())
+        def find(self, keys, update, as_index):
+            slots = self.model.lookup(keys, update=update)
+            k = _to_u64(keys).to(device)
+            if as_index:
+                index, found = self.cache.find_index(k, update_scores=update)
+                self._check_rows(index, slots, "slots")
+            else:
+                values, found = self.cache.find(k, default=-1, update_scores=update)
+                want = [list(self.model.slots[s][2]) if s >= 0 else [-1] * dim for s in slots]
+                assert values.cpu().tolist() == want
+            self._check_rows(found, [s >= 0 for s in slots], "found")
+
+        @rule(keys=batch)
+        def erase(self, keys):
+            want = []
+            for key in keys:
+                s = -1 if key in RESERVED else self.model.slot_of(key)
+                if s >= 0:
+                    self.model.slots[s] = None
+                want.append(s >= 0)
+            self._check_rows(self.cache.erase(_to_u64(keys).to(device)), want, "erased")
+
+        @rule(limit=st.integers(0, 12))
+        def erase_if(self, limit):
+            doomed = [i for i, e in enumerate(self.model.slots) if e is not None and e[1] <= limit]
+            for i in doomed:
+                self.model.slots[i] = None
+            assert self.cache.erase_if(max_score=limit) == len(doomed)
+
+        @rule(epoch=st.integers(0, 3))
+        def set_epoch(self, epoch):
+            self.cache.set_global_epoch(epoch)
+            self.model.epoch = epoch
+
+        @rule()
+        def save_and_load(self):
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "c.gh"
+                self.cache.save(path)
+                self.cache = gh.CacheMap.load(path, device=device)
+
+        @rule()
+        def clear(self):
+            self.cache.clear()
+            self.model.slots = [None] * len(self.model.slots)
+
+        @invariant()
+        def same_contents(self):
+            if not hasattr(self, "cache"):
+                return
+            keys, values, scores = self.cache.export()
+            got = {k: (s, tuple(v)) for k, s, v in zip(
+                keys.view(torch.int64).cpu().tolist(), scores.view(torch.int64).cpu().tolist(),
+                values.cpu().tolist())}
+            want = {k - 2**64 if k >= 2**63 else k: (s - 2**64 if s >= 2**63 else s, v)
+                    for k, (s, v) in self.model.as_dict().items()}
+            assert got == want
+            assert len(self.cache) == len(want)
+            if exact:
+                slot_keys = [e[0] if e is not None else M64 for e in self.model.slots]
+                assert self.cache._state.keys.view(torch.uint64).cpu().tolist() == slot_keys
+
+    return CacheMachine
