@@ -249,10 +249,11 @@ def test_the_sm80_paths_run_as_compute_80_ptx():
     kernels are compiled for compute_80 and the driver carries the PTX forward."""
     env = dict(os.environ, GPUHASH_CUDA_ARCH="compute_80")
     chosen = ("matches_cpu_engine or displacement or apply or multimap or racing or "
-              "no_slot or same_slot_bytes or last_row")
+              "no_slot or same_slot_bytes or last_row or cache")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "gpu",
-         str(HERE / "test_gpu.py"), str(HERE / "test_gpu_core.py"), "-k", chosen],
+         str(HERE / "test_gpu.py"), str(HERE / "test_gpu_core.py"),
+         str(HERE / "test_gpu_cache.py"), "-k", chosen],
         env=env, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
 

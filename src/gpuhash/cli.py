@@ -32,9 +32,9 @@ CPU_METHOD = ("host wall clock (time.perf_counter) around each call, 1 warm-up r
               "inserts start from a cleared table")
 
 
-def _header(device_name: str, quick: bool, runs: int, method: str) -> dict:
+def _header(device_name: str, quick: bool, runs: int, method: str, suite: str = "map") -> dict:
     return {
-        "suite": "map", "device": device_name,
+        "suite": suite, "device": device_name,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": _commit(), "torch": torch.__version__, "cuda": torch.version.cuda,
         "python": platform.python_version(), "quick": quick, "runs": runs, "method": method,
@@ -106,6 +106,32 @@ def _bench_map_cpu(args) -> dict:
     return report
 
 
+def _bench_cache(args, on_gpu: bool) -> dict:
+    from .bench import cache_suite
+
+    if on_gpu:
+        device = torch.device("cuda", torch.cuda.current_device())
+        name = torch.cuda.get_device_name(device)
+    else:
+        device, name = torch.device("cpu"), f"CPU ({platform.processor() or platform.machine()})"
+    runs = args.runs or (3 if args.quick else 5)
+    report = _header(name, args.quick, runs, CACHE_METHOD, suite="cache")
+    report["cache"] = cache_suite.run(device, quick=args.quick, runs=runs)
+    return report
+
+
+CACHE_METHOD = ("HierarchicalKV's: a fresh batch per call (60% present keys), host wall clock "
+                "from the call to the end of a device sync, CUDA events around the call "
+                "beside it; 1 warm-up call + N timed, median; B-KV/s = 2^30 keys/s")
+
+BENCH_CACHE = """\
+cache: CacheMap on HierarchicalKV's benchmark workload (u64 keys, f32 x dim values, dim 8, 32
+and 64, capacity 128M (64M for dim 64), 1M keys per call, 60% present, LRU, loads 0.5 / 0.75
+/ 1.0; --quick: dim 8 at 16M), every API by wall clock and by CUDA events, beside HKV's own
+H100 figures; then per bucket shape (16 to 128 slots) the share of the top scores kept when
+fed five times the capacity and the load at the first eviction. On a CPU: dim 8 at 512K.
+"""
+
 BENCH_MAP = """\
 Measures HashMap: insert, find and find_index, with every result checked before any time
 counts.
@@ -148,9 +174,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     parser.add_argument("--version", action="version", version=f"gpuhash {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench = commands.add_parser(
-        "bench", help="run a benchmark suite", description=BENCH_MAP,
+        "bench", help="run a benchmark suite", description=BENCH_MAP + "\n" + BENCH_CACHE,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    bench.add_argument("suite", choices=["map"], help="what to benchmark")
+    bench.add_argument("suite", choices=["map", "cache"], help="what to benchmark")
     bench.add_argument("--quick", action="store_true", help="fewer sizes, loads and runs")
     bench.add_argument("--json", metavar="PATH", help="write every figure as JSON")
     bench.add_argument("--plot", metavar="PATH",
@@ -181,6 +207,18 @@ def main(argv: list[str] | None = None) -> int:
 
     from .bench import report as show
 
+    if args.suite == "cache":
+        from .bench import cache_report
+
+        if args.layouts:
+            bench.error("--layouts belongs to the map suite")
+        report = _bench_cache(args, on_gpu)
+        cache_report.print_cache(report)
+        if args.json:
+            show.write_json(report, args.json)
+        if args.plot:
+            cache_report.plot_cache(report, args.plot)
+        return 0
     report = _bench_map_gpu(args) if on_gpu else _bench_map_cpu(args)
     if on_gpu:
         show.print_gpu(report)

@@ -1,0 +1,171 @@
+"""``gpuhash bench cache``: CacheMap on HierarchicalKV's benchmark workload, and the bucket shape's
+trade-off between find speed and eviction quality.
+
+The workload (HKV's benchmark, as PERFORMANCE.md records it): u64 keys, f32 x dim values,
+capacity 128M (64M for dim 64), 1,048,576 keys per call of which 60% are present, LRU, the
+cache filled to load 0.5, 0.75 and 1.0 (full: inserts evict). Each call gets a fresh batch
+(made before its timing starts). Two timings of the same calls: host wall clock from the call
+to the end of a device synchronisation (HKV's method) and CUDA events around the call; B-KV/s
+counts 2^30 keys. HKV's own figures (H100, dim 8) are printed beside ours; they were measured
+by HKV, not in this run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from ..cache import CacheMap
+
+BATCH = 1 << 20
+HIT_RATE = 0.6
+LOADS = (0.5, 0.75, 1.0)
+APIS = ("insert_or_assign", "find", "find_or_insert", "assign", "find_index",
+        "find_or_insert_index", "insert_and_evict")
+# HierarchicalKV's benchmark at its commit ae24eec on an H100 80GB HBM3, dim 8, B-KV/s at load
+# 0.5 / 0.75 / 1.0 (PERFORMANCE.md; "find_index" is HKV's find*, "find_or_insert_index" its
+# find_or_insert*)
+HKV_H100_DIM8 = {
+    "insert_or_assign": (1.783, 1.745, 1.251), "find": (3.369, 3.633, 3.851),
+    "find_or_insert": (1.831, 1.796, 1.084), "assign": (2.902, 2.775, 2.727),
+    "find_index": (5.721, 5.297, 4.571), "find_or_insert_index": (1.958, 1.844, 1.183),
+    "insert_and_evict": (1.654, 1.672, 0.761),
+}
+
+
+def _random_keys(count: int, device: torch.device) -> torch.Tensor:
+    # 62 random bits: clear of the two reserved keys, and repeats are negligible
+    return torch.randint(0, 2**62, (count,), device=device)
+
+
+def _call(cache: CacheMap, api: str, keys: torch.Tensor, values: torch.Tensor):
+    if api == "insert_or_assign":
+        return cache.insert_or_assign(keys, values)
+    if api == "insert_and_evict":
+        return cache.insert_and_evict(keys, values)
+    if api == "assign":
+        return cache.assign(keys, values)
+    if api == "find":
+        return cache.find(keys)
+    if api == "find_index":
+        return cache.find_index(keys)
+    if api == "find_or_insert":
+        return cache.find_or_insert(keys)
+    return cache.find_or_insert_index(keys)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time_api(cache: CacheMap, api: str, present: torch.Tensor, batch: int, dim: int,
+              runs: int) -> dict:
+    device = cache.device
+    wall, events = [], []
+    for i in range(runs + 1):  # the first run warms up
+        hits = present[torch.randint(0, present.numel(), (int(batch * HIT_RATE),),
+                                     device=device)]
+        keys = torch.cat([hits, _random_keys(batch - hits.numel(), device)])
+        keys = keys[torch.randperm(batch, device=device)].view(torch.uint64)
+        values = torch.rand(batch, dim, device=device)
+        _sync(device)
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                enable_timing=True)
+            began = time.perf_counter()
+            start.record()
+            _call(cache, api, keys, values)
+            end.record()
+            torch.cuda.synchronize(device)
+            elapsed = time.perf_counter() - began
+            gpu_ms = start.elapsed_time(end)
+        else:
+            began = time.perf_counter()
+            _call(cache, api, keys, values)
+            elapsed, gpu_ms = time.perf_counter() - began, float("nan")
+        if i:
+            wall.append(elapsed * 1e3)
+            events.append(gpu_ms)
+    wall_ms, event_ms = statistics.median(wall), statistics.median(events)
+    return {"wall_ms": wall_ms, "event_ms": event_ms,
+            "bkv_per_s": batch / (wall_ms * 1e-3) / 2**30,
+            "bkv_per_s_events": batch / (event_ms * 1e-3) / 2**30}
+
+
+def workload(dim: int, capacity: int, device: torch.device, *, batch: int, runs: int,
+             bucket_slots: int) -> dict:
+    """Every API at every load of HKV's workload, for one value width."""
+    out: dict = {"dim": dim, "capacity": capacity, "batch": batch,
+                 "bucket_slots": bucket_slots, "loads": {}}
+    for load in LOADS:
+        cache = CacheMap(key_dtype=torch.uint64, value_dtype=torch.float32, value_shape=(dim,),
+                         capacity=capacity, device=device, policy="lru",
+                         bucket_slots=bucket_slots)
+        present = _random_keys(int(cache.capacity * load), device)
+        for part in present.split(batch):
+            cache.insert_or_assign(part.view(torch.uint64),
+                                   torch.zeros(part.numel(), dim, device=device))
+        row: dict = {"entries_before": len(cache)}
+        _, found = cache.find(present[:batch].view(torch.uint64))
+        row["present_found"] = float(found.float().mean())
+        for api in APIS:
+            row[api] = _time_api(cache, api, present, batch, dim, runs)
+        row["entries_after"] = len(cache)
+        out["loads"][str(load)] = row
+        del cache
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return out
+
+
+def eviction_quality(capacity: int, bucket_slots: int, device: torch.device, *,
+                     batch: int) -> dict:
+    """Fed five times its capacity of keys with random custom scores: the share of the
+    ideal top-capacity scores kept, and the load at the first eviction."""
+    cache = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=capacity,
+                     device=device, policy="custom", bucket_slots=bucket_slots)
+    total = 5 * cache.capacity
+    keys = _random_keys(total, device)
+    scores = torch.randint(0, 2**62, (total,), device=device)
+    first = None
+    for part in range(0, total, batch):
+        chunk = slice(part, part + batch)
+        before = len(cache) if first is None else 0
+        status = cache.insert_or_assign(keys[chunk], torch.zeros(keys[chunk].numel(),
+                                                                  device=device),
+                                        scores=scores[chunk])
+        if first is None and bool((status != 0).any()):
+            # the rows this batch inserted into free slots, then the first that could not
+            first = (before + int((status == 0).sum())) / cache.capacity
+    best = torch.topk(scores, cache.capacity).values
+    kept = cache.export()[2].view(torch.int64)
+    return {"bucket_slots": bucket_slots, "capacity": cache.capacity,
+            "kept_of_top": float(torch.isin(kept, best).sum()) / cache.capacity,
+            "first_eviction_load": first}
+
+
+def run(device: torch.device, *, quick: bool, runs: int) -> dict:
+    """The whole suite: HKV's workload (dim 8, 32, 64; --quick: dim 8 at 1/8 capacity) and
+    the bucket shapes' trade-off. On a CPU: dim 8 at 1/256 capacity, batches of 2^14."""
+    scale = 1 if device.type == "cuda" and not quick else (8 if device.type == "cuda" else 256)
+    batch = BATCH if device.type == "cuda" else BATCH >> 6
+    dims = ((8, 128 << 20), (32, 128 << 20), (64, 64 << 20))
+    if quick or device.type != "cuda":
+        dims = dims[:1]
+    report = {"hkv_h100_dim8": HKV_H100_DIM8, "workloads": [], "bucket_shapes": []}
+    for dim, capacity in dims:
+        report["workloads"].append(workload(dim, capacity // scale, device, batch=batch,
+                                            runs=runs, bucket_slots=128))
+    shape_capacity = (1 << 22) // (1 if device.type == "cuda" else 16)
+    for width in (16, 32, 64, 128):
+        quality = eviction_quality(shape_capacity, width, device, batch=batch >> 4)
+        speed = workload(8, shape_capacity, device, batch=batch >> 2, runs=runs,
+                         bucket_slots=width)
+        timing = "bkv_per_s_events" if device.type == "cuda" else "bkv_per_s"
+        quality["find_bkv_per_s"] = {load: row["find"][timing]
+                                     for load, row in speed["loads"].items()}
+        report["bucket_shapes"].append(quality)
+    return report
