@@ -56,7 +56,9 @@ def test_cuda_cache_matches_cpu_engine_below_capacity(value_dtype, shape, width)
         assert torch.equal(found.cpu(), found_cpu) and torch.equal(index.cpu() >= 0,
                                                                     index_cpu >= 0)
         erase = torch.randint(0, 20_000, (2_000,))
-        assert torch.equal(gpu.erase(erase.cuda()).cpu(), cpu.erase(erase))
+        # which row of a repeated key reports the erase may differ; the keys erased may not
+        erased_gpu = set(erase[gpu.erase(erase.cuda()).cpu()].tolist())
+        assert erased_gpu == set(erase[cpu.erase(erase)].tolist())
     assert len(gpu) == len(cpu)
     assert contents(gpu) == contents(cpu)
 

@@ -1,0 +1,49 @@
+"""Where a CacheMap call's time goes on the GPU: a torch.profiler trace of one call of each
+API (dim 8, 16M slots at load 0.5, 1M keys, 60% present): every kernel with its duration, and
+the call's wall time. Public entry points only.
+On the GPU machine: PYTHONPATH=src python bench/experiments/cache_timeline.py
+"""
+
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import gpuhash as gh
+from gpuhash.bench.cache_suite import APIS, _call, _random_keys
+
+DEVICE = torch.device("cuda")
+
+
+def main(capacity: int = 16 << 20, batch: int = 1 << 20, dim: int = 8) -> None:
+    cache = gh.CacheMap(key_dtype=torch.uint64, value_dtype=torch.float32, value_shape=(dim,),
+                        capacity=capacity, device=DEVICE)
+    present = _random_keys(capacity // 2, DEVICE)
+    for part in present.split(batch):
+        cache.insert_or_assign(part.view(torch.uint64), torch.zeros(part.numel(), dim,
+                                                                    device=DEVICE))
+    for api in APIS:
+        for run in range(3):
+            hits = present[torch.randint(0, present.numel(), (int(batch * 0.6),),
+                                         device=DEVICE)]
+            keys = torch.cat([hits, _random_keys(batch - hits.numel(), DEVICE)])
+            keys = keys[torch.randperm(batch, device=DEVICE)].view(torch.uint64)
+            values = torch.rand(batch, dim, device=DEVICE)
+            torch.cuda.synchronize()
+            if run < 2:
+                began = time.perf_counter()
+                _call(cache, api, keys, values)
+                torch.cuda.synchronize()
+                wall = (time.perf_counter() - began) * 1e3
+                continue
+            with profile(activities=[ProfilerActivity.CUDA]) as trace:
+                _call(cache, api, keys, values)
+                torch.cuda.synchronize()
+            kernels = [(e.name[:70], e.time_range.elapsed_us()) for e in trace.events()
+                       if e.device_type.name == "CUDA"]
+            print(f"{api}: wall {wall:.3f} ms; " + "; ".join(
+                f"{name} {us:.0f} us" for name, us in kernels), flush=True)
+
+
+if __name__ == "__main__":
+    main()
