@@ -111,6 +111,24 @@ def default_row(default: Any, spec: TableSpec, device: torch.device) -> torch.Te
                          f"of dtype {spec.value_dtype}: {error}") from None
 
 
+def cached_default_row(cache: dict, default: Any, spec: TableSpec, device: torch.device,
+                       device_index: int) -> torch.Tensor:
+    """default_row, made on the current stream (the operation's): a row of a scalar is kept
+    in ``cache`` per stream, so it is never read by a kernel ordered before its making."""
+    cacheable = isinstance(default, (int, float, bool)) and default == default  # not NaN
+    if not cacheable:
+        return default_row(default, spec, device)
+    stream = torch._C._cuda_getCurrentRawStream(device_index) if device.type == "cuda" else 0
+    key = (type(default), default, stream)
+    row = cache.get(key)
+    if row is None:
+        row = default_row(default, spec, device)
+        if len(cache) >= 64:  # streams made per call would grow it forever
+            cache.clear()
+        cache[key] = row
+    return row
+
+
 def copy_width(value_bytes: int) -> int:
     """Largest power of two (at most 16) that divides the value width: the copy word."""
     width = 16

@@ -148,6 +148,7 @@ class CacheMap:
         self._epoch = epoch
         self._last_write: torch.cuda.Event | None = None
         self._reads: list[torch.cuda.Event] = []
+        self._defaults: dict[Any, torch.Tensor] = {}
 
     # --- properties ---------------------------------------------------------------------
     @property
@@ -238,6 +239,10 @@ class CacheMap:
             raise ValueError(f"scores is on {tensor.device} but the cache is on {self._device}")
         return tensor.contiguous().view(torch.int64)
 
+    def _default(self, default: Any) -> torch.Tensor:
+        return _arrays.cached_default_row(self._defaults, default, self._state.spec,
+                                          self._device, self._device_index)
+
     def _tick(self) -> int:
         self._step += 1
         return self._step
@@ -248,7 +253,7 @@ class CacheMap:
     # --- writes ---------------------------------------------------------------------------
     def _write(self, mode: int, keys: Any, values: Any, *, scores: Any, stream: Any,
                accumulate: Any = None, evict: bool = False, first: bool = False,
-               value_stride: int = 1) -> _Written:
+               value_stride: int = 1, out: torch.Tensor | None = None) -> _Written:
         def work():
             bits, kind = self._keys(keys)
             rows = bits.shape[0]
@@ -274,7 +279,7 @@ class CacheMap:
             status, index, found, evicted = engine.write(
                 state, mode, bits, acting, values=checked, value_stride=value_stride,
                 scores=given, accumulate=mask, step=self._tick(), epoch=self._epoch,
-                evict_capacity=max(rows, 1) if evict else 0)
+                evict_capacity=max(rows, 1) if evict else 0, out=out)
             return _Written(bits, kind, acting, checked, mask, status, index, found, evicted)
         return self._run(work, writes=True, stream=stream)
 
@@ -363,17 +368,23 @@ class CacheMap:
             return self._values(tensor, rows), 1
         return _arrays.default_row(init, spec, self._device).reshape(1, *spec.value_shape), 0
 
-    def _find_or_insert(self, keys: Any, init: Any, scores: Any, stream: Any):
+    def _find_or_insert(self, keys: Any, init: Any, scores: Any, stream: Any, *,
+                        copy: bool) -> tuple[str, torch.Tensor | None, torch.Tensor,
+                                             torch.Tensor]:
         bits, kind = self._keys(keys)
         rows, stride = self._init_rows(init, bits.shape[0])
+        spec = self._state.spec
+        out = bits.new_empty((bits.shape[0], *spec.value_shape), dtype=spec.value_dtype)
         done = self._write(FIND_OR_INSERT, self._out_keys(bits), rows, scores=scores,
-                           stream=stream, first=True, value_stride=stride)
+                           stream=stream, first=True, value_stride=stride,
+                           out=out if copy else None)
 
-        def repeats():  # rows after a key's first get its slot as it stands now
+        def repeats():  # rows after a key's first get its slot (and value) as it stands now
             self._engine.lookup(self._state, done.bits, only=~done.acting, index=done.index,
-                                found=done.found)
+                                found=done.found, default=rows if copy else None,
+                                default_stride=stride, out=out if copy else None)
         self._run(repeats, writes=False, stream=stream)
-        return kind, rows, stride, done.index, done.found
+        return kind, out if copy else None, done.index, done.found
 
     def find_or_insert(self, keys: Any, *, init: Any = 0, scores: Any = None,
                        stream: Any = None) -> tuple[Any, Any]:
@@ -387,14 +398,7 @@ class CacheMap:
             >>> values.tolist(), found.tolist()
             ([2.0, 2.0], [False, True])
         """
-        kind, rows, stride, index, found = self._find_or_insert(keys, init, scores, stream)
-
-        def gather():
-            spec = self._state.spec
-            fallback = rows if stride else rows.expand(index.shape[0], *spec.value_shape)
-            present = (index >= 0).view((-1,) + (1,) * len(spec.value_shape))
-            return torch.where(present, self._state.values[index.clamp(min=0)], fallback)
-        values = self._run(gather, writes=False, stream=stream)
+        kind, values, _, found = self._find_or_insert(keys, init, scores, stream, copy=True)
         return _arrays.to_kind(values, kind), _arrays.to_kind(found, kind)
 
     def find_or_insert_index(self, keys: Any, *, init: Any = 0, scores: Any = None,
@@ -408,7 +412,7 @@ class CacheMap:
             >>> c.values[index].tolist(), found.tolist()
             ([1.5], [False])
         """
-        kind, _, _, index, found = self._find_or_insert(keys, init, scores, stream)
+        kind, _, index, found = self._find_or_insert(keys, init, scores, stream, copy=False)
         return _arrays.to_kind(index, kind), _arrays.to_kind(found, kind)
 
     # --- reads ----------------------------------------------------------------------------
@@ -417,9 +421,7 @@ class CacheMap:
         def work():
             bits, kind = self._keys(keys)
             engine, state = self._engine, self._state
-            row = None
-            if copy:
-                row = _arrays.default_row(default, state.spec, self._device)
+            row = self._default(default) if copy else None
             update, step = None, 0
             if update_scores:
                 update, step = engine.last_rows(state, bits), self._tick()

@@ -195,21 +195,8 @@ class HashMap(_Table):
         return _arrays.to_kind(inserted, kind)
 
     def _default(self, default: Any) -> torch.Tensor:
-        """The default row, made on the current stream (the operation's): a cached row is
-        kept per stream, so it is never read by a kernel ordered before its making."""
-        cacheable = isinstance(default, (int, float, bool)) and default == default  # not NaN
-        if not cacheable:
-            return _arrays.default_row(default, self._state.spec, self.device)
-        stream = (torch._C._cuda_getCurrentRawStream(self._device_index)
-                  if self.device.type == "cuda" else 0)
-        key = (type(default), default, stream)
-        row = self._default_cache.get(key)
-        if row is None:
-            row = _arrays.default_row(default, self._state.spec, self.device)
-            if len(self._default_cache) >= 64:  # streams made per call would grow it forever
-                self._default_cache.clear()
-            self._default_cache[key] = row
-        return row
+        return _arrays.cached_default_row(self._default_cache, default, self._state.spec,
+                                          self.device, self._device_index)
 
 
 class HashSet(_Table):

@@ -131,9 +131,10 @@ def _place(keys, digests, scores, values, counts, width, b1, b2, key, digest, sc
 @numba.njit(**_JIT)
 def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed, policy, step,
                 epoch, mode, rows, acting, accumulate, given, in_values, value_stride, has_values,
-                status, index, found, ev_keys, ev_values, ev_scores, evicted):
+                status, index, found, out, copy_out, ev_keys, ev_values, ev_scores, evicted):
     """Apply each acting row of a write (mode UPSERT, FIND_OR_INSERT, ASSIGN or ACCUMULATE) in
-    row order; status / index / found per acting row. in_values row r is read at r *
+    row order; status / index / found per acting row, and with ``copy_out`` its value as the
+    call leaves it in ``out`` (refused: its own). in_values row r is read at r *
     value_stride (0: one row for all). ACCUMULATE rows with accumulate[r] set only locate
     their key (the caller adds to the value) and are SKIPPED when it is absent; the other rows
     are UPSERTs."""
@@ -144,6 +145,9 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
             found[r] = False
             continue
         key = rows[r]
+        mine = in_values[r * value_stride, :]
+        if copy_out:
+            out[r, :] = mine
         if key >= _RESERVED:
             status[r] = REFUSED
             index[r] = -1
@@ -154,10 +158,12 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
         present = slot >= 0
         found[r] = present
         if present:
+            if copy_out:
+                out[r, :] = values[slot, :]
             scores[slot] = new_score(policy, scores[slot], True, given[r], step, epoch)
             if has_values and mode != FIND_OR_INSERT and not (mode == ACCUMULATE
                                                              and accumulate[r]):
-                values[slot, :] = in_values[r * value_stride, :]
+                values[slot, :] = mine
             status[r] = ASSIGNED
             index[r] = slot
             continue
@@ -167,16 +173,17 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
             continue
         score = new_score(policy, np.uint64(0), False, given[r], step, epoch)
         slot, status[r] = _place(keys, digests, scores, values, counts, width, b1, b2, key,
-                                 digest, score, in_values[r * value_stride, :], ev_keys,
+                                 digest, score, mine, ev_keys,
                                  ev_values, ev_scores, evicted)
         index[r] = slot
 
 
 @numba.njit(**_JIT)
 def cache_lookup(keys, digests, scores, values, width, num_buckets, seed, policy, step, epoch,
-                 rows, update, default, out, copy, index, found):
-    """Slot of each row's key (-1 where absent), its value bytes (``default`` where absent) if
-    ``copy``, and, on rows with update[r] set, the key's score raised as a touch does."""
+                 rows, update, default, default_stride, out, copy, index, found):
+    """Slot of each row's key (-1 where absent), its value bytes (row r * default_stride of
+    ``default`` where absent) if ``copy``, and, on rows with update[r] set, the key's score
+    raised as a touch does."""
     for r in range(rows.shape[0]):
         key = rows[r]
         slot = -1
@@ -186,7 +193,7 @@ def cache_lookup(keys, digests, scores, values, width, num_buckets, seed, policy
         index[r] = slot
         found[r] = slot >= 0
         if copy:
-            out[r, :] = values[slot, :] if slot >= 0 else default
+            out[r, :] = values[slot, :] if slot >= 0 else default[r * default_stride, :]
         if slot >= 0 and update.shape[0] and update[r]:
             scores[slot] = new_score(policy, scores[slot], True, np.uint64(0), step, epoch)
 

@@ -16,7 +16,7 @@ from .._format import as_value_bytes
 from ._cpu_runtime import run
 
 _NONE_U8 = np.zeros(0, np.uint8)
-_NONE_U64 = np.zeros(0, np.uint64)
+_NO_ROWS = np.zeros((0, 0), np.uint8)
 
 
 def _u64(tensor: torch.Tensor) -> np.ndarray:
@@ -47,11 +47,13 @@ def last_rows(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
 
 def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor, *,
           values: torch.Tensor | None, value_stride: int, scores: torch.Tensor | None,
-          accumulate: torch.Tensor | None, step: int, epoch: int, evict_capacity: int
+          accumulate: torch.Tensor | None, step: int, epoch: int, evict_capacity: int,
+          out: torch.Tensor | None = None
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple | None]:
     """One write per acting row (kernels/cache.cu: gh_cache_write): status (int8), slot
     (int64, -1 where none) and found per row, and with ``evict_capacity`` the evicted entries
-    (keys, values, scores, count)."""
+    (keys, values, scores, count); with ``out``, each acting row's value as the call leaves
+    it."""
     rows = keys.shape[0]
     spec = state.spec
     status = torch.empty(rows, dtype=torch.int8)
@@ -68,7 +70,8 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
         _NONE_U8 if accumulate is None else _bytes(accumulate),
         np.zeros(rows, np.uint64) if scores is None else _u64(scores),
         in_rows, value_stride, values is not None, status.numpy(), index.numpy(),
-        found.numpy(), _u64(ev_keys), as_value_bytes(ev_values).numpy(), _u64(ev_scores),
+        found.numpy(), _NO_ROWS if out is None else as_value_bytes(out).numpy(),
+        out is not None, _u64(ev_keys), as_value_bytes(ev_values).numpy(), _u64(ev_scores),
         evicted.numpy())
     out = (ev_keys, ev_values, ev_scores, evicted) if evict_capacity else None
     return status, index, found, out
@@ -76,18 +79,19 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
 
 def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None = None,
            update: torch.Tensor | None = None, step: int = 0, epoch: int = 0,
-           default: torch.Tensor | None = None, index: torch.Tensor | None = None,
-           found: torch.Tensor | None = None
+           default: torch.Tensor | None = None, default_stride: int = 0,
+           index: torch.Tensor | None = None, found: torch.Tensor | None = None,
+           out: torch.Tensor | None = None
            ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-    """Values (``default`` where absent) if a default row is given, slot (-1 where absent)
-    and found per row, written into ``index`` / ``found`` when given; rows with ``only``
-    clear are left alone; rows with ``update`` set touch their key's score."""
+    """Values (row r * default_stride of ``default`` where absent) if ``default`` is given,
+    slot (-1 where absent) and found per row, written into ``out`` / ``index`` / ``found``
+    when given; rows with ``only`` clear are left alone; rows with ``update`` set touch their
+    key's score."""
     rows = keys.shape[0]
     spec = state.spec
     index = torch.empty(rows, dtype=torch.int64) if index is None else index
     found = torch.empty(rows, dtype=torch.bool) if found is None else found
-    out = None
-    if default is not None:
+    if default is not None and out is None:
         out = torch.empty((rows, *spec.value_shape), dtype=spec.value_dtype)
     chosen = slice(None) if only is None else only.numpy()
     part_keys = _u64(keys)[chosen] if only is not None else _u64(keys)
@@ -95,13 +99,16 @@ def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None =
     part_found = np.empty(part_keys.shape[0], np.bool_)
     part_out = np.empty((part_keys.shape[0], spec.value_bytes if out is not None else 0),
                         np.uint8)
-    default_bytes = (_NONE_U8 if default is None
-                     else as_value_bytes(default.reshape(1, *spec.value_shape)).numpy()[0])
+    default_bytes = (_NO_ROWS if default is None
+                     else as_value_bytes(default.reshape(-1, *spec.value_shape)).numpy())
+    if default is not None and default_stride and only is not None:
+        default_bytes = default_bytes[chosen]
     part_update = _NONE_U8 if update is None else _bytes(update)[chosen]
     table = _table(state)
     run("cache_lookup", table[0], table[1], table[2], table[3], *table[5:],
         np.uint64(POLICIES.index(spec.policy)), np.uint64(step), np.uint64(epoch), part_keys,
-        part_update, default_bytes, part_out, out is not None, part_index, part_found)
+        part_update, default_bytes, default_stride, part_out, out is not None, part_index,
+        part_found)
     index.numpy()[chosen] = part_index
     found.numpy()[chosen] = part_found
     if out is not None:

@@ -70,10 +70,12 @@ def last_rows(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
 
 def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor, *,
           values: torch.Tensor | None, value_stride: int, scores: torch.Tensor | None,
-          accumulate: torch.Tensor | None, step: int, epoch: int, evict_capacity: int
+          accumulate: torch.Tensor | None, step: int, epoch: int, evict_capacity: int,
+          out: torch.Tensor | None = None
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple | None]:
-    """One write per acting row (gh_cache_write): status, slot and found per row, and with
-    ``evict_capacity`` the evicted entries (keys, values, scores, count)."""
+    """One write per acting row (gh_cache_write): status, slot and found per row, the
+    evicted entries (keys, values, scores, count) with ``evict_capacity``, and with ``out``
+    each acting row's value as the call leaves it."""
     kernels, table, device = _launch_info(state)
     spec = state.spec
     rows = keys.shape[0]
@@ -91,14 +93,16 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
     launch(kernels[f"write_{mode}"], rows, *table, keys.data_ptr(), acting.data_ptr(),
            _ptr(accumulate), _ptr(scores), _ptr(values), value_stride, int(values is not None),
            rows, POLICIES.index(spec.policy), step, epoch, status.data_ptr(), index.data_ptr(),
-           found.data_ptr(), ev[0], ev[1], ev[2], ev[3], evict_capacity, device=device)
+           found.data_ptr(), _ptr(out), ev[0], ev[1], ev[2], ev[3], evict_capacity,
+           device=device)
     return status, index, found, evicted
 
 
 def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None = None,
            update: torch.Tensor | None = None, step: int = 0, epoch: int = 0,
-           default: torch.Tensor | None = None, index: torch.Tensor | None = None,
-           found: torch.Tensor | None = None
+           default: torch.Tensor | None = None, default_stride: int = 0,
+           index: torch.Tensor | None = None, found: torch.Tensor | None = None,
+           out: torch.Tensor | None = None
            ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """As engines/cache_cpu.lookup (gh_cache_lookup)."""
     kernels, table, device = _launch_info(state)
@@ -106,11 +110,10 @@ def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None =
     rows = keys.shape[0]
     index = keys.new_empty(rows, dtype=torch.int64) if index is None else index
     found = keys.new_empty(rows, dtype=torch.bool) if found is None else found
-    out = None
-    if default is not None:
+    if default is not None and out is None:
         out = keys.new_empty((rows, *spec.value_shape), dtype=spec.value_dtype)
     launch(kernels["lookup"], rows, *table, keys.data_ptr(), rows, _ptr(only), _ptr(update),
-           POLICIES.index(spec.policy), step, epoch, _ptr(default), _ptr(out),
+           POLICIES.index(spec.policy), step, epoch, _ptr(default), default_stride, _ptr(out),
            index.data_ptr(), found.data_ptr(), device=device)
     return out, index, found
 

@@ -12,13 +12,14 @@ enum GhWriteMode { GH_UPSERT = 0, GH_FIND_OR_INSERT = 1, GH_ASSIGN = 2, GH_ACCUM
 // accumulate set, only locate a present key (ACCUMULATE: the host adds to its value; the other
 // rows upsert). status / index / found for every row (non-acting rows: SUPERSEDED, -1, 0).
 // Row r's value is in_values + r * value_stride * VALUE_BYTES (stride 0: one row for all).
-// An evicted entry goes to ev_* at a slot counted by *evicted, while they have room.
+// An evicted entry goes to ev_* at a slot counted by *evicted, while they have room. With
+// `out` (FIND_OR_INSERT), each acting row's value as the call leaves it (refused: its own).
 template <class C, int MODE>
 __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8* acting,
                                const gh_u8* accumulate, const gh_u64* given,
                                const char* in_values, gh_u64 value_stride, gh_u64 has_values,
                                gh_u64 n, gh_u64 policy, gh_u64 step, gh_u64 epoch,
-                               signed char* status, gh_i64* index, gh_u8* found,
+                               signed char* status, gh_i64* index, gh_u8* found, char* out,
                                gh_u64* ev_keys, char* ev_values, gh_u64* ev_scores,
                                gh_u64* evicted, gh_u64 ev_capacity) {
     const C t = GH_CACHE_REF(C);
@@ -31,7 +32,10 @@ __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8*
             continue;
         }
         const gh_u64 key = rows[r];
+        const char* row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
+        char* mine_out = out == nullptr ? nullptr : out + r * C::VALUE_BYTES;
         if (key >= GH_LOCKED) {  // the two reserved keys: no entry may hold them
+            if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, row);
             status[r] = GH_REFUSED;
             index[r] = -1;
             found[r] = 0;
@@ -39,12 +43,13 @@ __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8*
         }
         const GhHome home = gh_home(t, key);
         const gh_u32 digest = gh_digest(home.hash);
-        const char* row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
         const bool adds = MODE == GH_ACCUMULATE && accumulate[r];
         const gh_u64 mine = given == nullptr ? 0 : given[r];
-        gh_i64 slot = gh_cache_lock(t, home, key, digest);
+        GhDigests<C> d1, d2;
+        gh_i64 slot = gh_cache_lock(t, home, key, digest, d1, d2);
         found[r] = slot >= 0;
         if (slot >= 0) {
+            if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, t.value(slot));
             const gh_u64 score = gh_new_score(static_cast<int>(policy), t.scores[slot], true,
                                               mine, step, epoch);
             const bool writes = MODE != GH_FIND_OR_INSERT && !adds;
@@ -53,6 +58,7 @@ __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8*
             index[r] = slot;
             continue;
         }
+        if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, row);
         if (MODE == GH_ASSIGN || adds) {
             status[r] = GH_SKIPPED;
             index[r] = -1;
@@ -61,7 +67,7 @@ __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8*
         const gh_u64 score = gh_new_score(static_cast<int>(policy), 0, false, mine, step, epoch);
         int outcome;
         gh_u64 old_key, old_score;
-        slot = gh_cache_claim(t, home, score, &outcome, &old_key, &old_score);
+        slot = gh_cache_claim(t, home, score, d1, d2, &outcome, &old_key, &old_score);
         if (slot < 0) {
             status[r] = GH_REFUSED;
             index[r] = -1;
@@ -83,13 +89,14 @@ __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8*
     gh_block_count(&t.counts[0], added, nullptr, 0);
 }
 
-// Slot of each row's key (-1 where absent) and found; with `out`, its value (`default_row`
-// where absent); on rows with update[r] set, the score raised as a touch does. Rows with
+// Slot of each row's key (-1 where absent) and found; with `out`, its value (where absent,
+// `default_row` + r * default_stride rows); on rows with update[r] set, the score raised as a touch does. Rows with
 // `only` given and only[r] clear are left alone. No key moves in this launch: read-only loads.
 template <class C>
 __global__ void gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
                                 const gh_u8* only, const gh_u8* update, gh_u64 policy,
-                                gh_u64 step, gh_u64 epoch, const char* default_row, char* out,
+                                gh_u64 step, gh_u64 epoch, const char* default_row,
+                                gh_u64 default_stride, char* out,
                                 gh_i64* index, gh_u8* found) {
     const C t = GH_CACHE_REF(C);
     for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
@@ -102,7 +109,8 @@ __global__ void gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
         found[r] = slot >= 0;
         if (out != nullptr) {
             gh_copy_value<C::VALUE_BYTES>(out + r * C::VALUE_BYTES,
-                                          slot >= 0 ? t.value(slot) : default_row);
+                                          slot >= 0 ? t.value(slot)
+                                          : default_row + r * default_stride * C::VALUE_BYTES);
         }
         if (slot >= 0 && update != nullptr && update[r]) {
             t.scores[slot] = gh_new_score(static_cast<int>(policy), t.scores[slot], true, 0,
@@ -119,7 +127,9 @@ __global__ void gh_cache_erase(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n, gh
     for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
         const gh_u64 key = rows[r];
         const GhHome home = gh_home(t, key);
-        const gh_i64 slot = key >= GH_LOCKED ? -1 : gh_cache_lock(t, home, key, gh_digest(home.hash));
+        GhDigests<C> d1, d2;
+        const gh_i64 slot =
+            key >= GH_LOCKED ? -1 : gh_cache_lock(t, home, key, gh_digest(home.hash), d1, d2);
         erased[r] = slot >= 0;
         if (slot < 0) continue;
         t.scores[slot] = 0;

@@ -57,16 +57,28 @@ __device__ __forceinline__ void gh_store_release(gh_u64* p, gh_u64 v) {
     asm volatile("st.release.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
 
-// Calls f(slot) for every slot of the bucket whose digest equals `pattern`'s byte (pattern
-// holds it four times), until f returns true; returns whether one did. COHERENT: digests may
-// change in this launch (read L2, not a stale L1 line).
-template <class C, bool COHERENT, class F>
-__device__ __forceinline__ bool gh_digest_scan(const C& t, gh_u64 bucket, gh_u32 pattern, F&& f) {
+// A bucket's digests, loaded in one go (every load issued before any is compared: a scan
+// that stopped between loads would wait for each in turn).
+template <class C>
+struct GhDigests {
+    uint4 q[C::BUCKET / 16];
+};
+
+template <class C, bool COHERENT>
+__device__ __forceinline__ void gh_load_digests(const C& t, gh_u64 bucket, GhDigests<C>& d) {
     const uint4* p = reinterpret_cast<const uint4*>(t.digests + bucket * C::BUCKET);
 #pragma unroll
+    for (int i = 0; i < C::BUCKET / 16; ++i) d.q[i] = COHERENT ? __ldcg(p + i) : __ldg(p + i);
+}
+
+// Calls f(slot) for every slot of the bucket whose digest equals `pattern`'s byte (pattern
+// holds it four times), in slot order, until f returns true; returns whether one did.
+template <class C, class F>
+__device__ __forceinline__ bool gh_each_match(const GhDigests<C>& d, gh_u64 bucket,
+                                              gh_u32 pattern, F&& f) {
+#pragma unroll
     for (int i = 0; i < C::BUCKET / 16; ++i) {
-        const uint4 q = COHERENT ? __ldcg(p + i) : __ldg(p + i);
-        const gh_u32 words[4] = {q.x, q.y, q.z, q.w};
+        const gh_u32 words[4] = {d.q[i].x, d.q[i].y, d.q[i].z, d.q[i].w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             gh_u32 m = __vcmpeq4(words[j], pattern);
@@ -80,10 +92,24 @@ __device__ __forceinline__ bool gh_digest_scan(const C& t, gh_u64 bucket, gh_u32
     return false;
 }
 
-// The slot holding key among its two buckets, -1 if none.
+// Free slots of a bucket (digest 0).
+template <class C>
+__device__ __forceinline__ int gh_free_slots(const GhDigests<C>& d) {
+    int free = 0;
+#pragma unroll
+    for (int i = 0; i < C::BUCKET / 16; ++i) {
+        free += __popc(__vcmpeq4(d.q[i].x, 0)) + __popc(__vcmpeq4(d.q[i].y, 0)) +
+                __popc(__vcmpeq4(d.q[i].z, 0)) + __popc(__vcmpeq4(d.q[i].w, 0));
+    }
+    return free >> 3;
+}
+
+// The slot holding key among its two buckets, -1 if none. The digests it loaded stay in d1
+// (and d2, loaded unless the key was found in b1) for a claim that follows.
 template <class C, bool COHERENT>
 __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home, gh_u64 key,
-                                                 gh_u32 digest) {
+                                                 gh_u32 digest, GhDigests<C>& d1,
+                                                 GhDigests<C>& d2) {
     gh_i64 found = -1;
     const auto match = [&](gh_u64 slot) {
         const gh_u64 k = COHERENT ? gh_load_acquire(t.keys + slot) : __ldg(t.keys + slot);
@@ -92,23 +118,22 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
         return true;
     };
     const gh_u32 pattern = digest * 0x01010101u;
-    if (gh_digest_scan<C, COHERENT>(t, home.b1, pattern, match)) return found;
-    if (home.b2 != home.b1) gh_digest_scan<C, COHERENT>(t, home.b2, pattern, match);
+    gh_load_digests<C, COHERENT>(t, home.b1, d1);
+    if (gh_each_match(d1, home.b1, pattern, match)) return found;
+    if (home.b2 == home.b1) {
+        d2 = d1;
+        return -1;
+    }
+    gh_load_digests<C, COHERENT>(t, home.b2, d2);
+    gh_each_match(d2, home.b2, pattern, match);
     return found;
 }
 
-// Free slots of a bucket (digest 0), counted from its digests.
-template <class C>
-__device__ __forceinline__ int gh_free_slots(const C& t, gh_u64 bucket) {
-    const uint4* p = reinterpret_cast<const uint4*>(t.digests + bucket * C::BUCKET);
-    int free = 0;
-#pragma unroll
-    for (int i = 0; i < C::BUCKET / 16; ++i) {
-        const uint4 q = __ldcg(p + i);
-        free += (__popc(__vcmpeq4(q.x, 0)) + __popc(__vcmpeq4(q.y, 0)) +
-                 __popc(__vcmpeq4(q.z, 0)) + __popc(__vcmpeq4(q.w, 0))) >> 3;
-    }
-    return free;
+template <class C, bool COHERENT>
+__device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home, gh_u64 key,
+                                                 gh_u32 digest) {
+    GhDigests<C> d1, d2;
+    return gh_cache_locate<C, COHERENT>(t, home, key, digest, d1, d2);
 }
 
 // The score a key gets when this call touches it (present: it was in the table).
@@ -132,38 +157,57 @@ __device__ __forceinline__ gh_u64 gh_new_score(int policy, gh_u64 old, bool pres
 
 // Takes a slot for an absent key: the first free slot of the emptier of b1 / b2 that a CAS
 // from EMPTY gets, else the lowest-scored entry of both (CAS from its key), unless `score` is
-// below it (returns -1: refused). The slot comes back LOCKED; *status says which it was, and
-// *old_key / *old_score what an evicted entry held (its value is still in place).
+// below it (returns -1: refused). d1 / d2 hold the buckets' digests as the caller last loaded
+// them (reloaded here when they prove stale). The slot comes back LOCKED; *status says which
+// it was, and *old_key / *old_score what an evicted entry held (its value is still in place).
+// An entry is evicted only if its score is still the one the scan found lowest once it is
+// locked: a row that finds the slot rewritten meanwhile scans again, so racing rows evict the
+// lowest entries in turn rather than each other's new ones.
 template <class C>
 __device__ __forceinline__ gh_i64 gh_cache_claim(const C& t, const GhHome& home, gh_u64 score,
+                                                GhDigests<C>& d1, GhDigests<C>& d2,
                                                 int* status, gh_u64* old_key,
                                                 gh_u64* old_score) {
-    while (true) {
-        const int free1 = gh_free_slots(t, home.b1);
-        const int free2 = home.b2 == home.b1 ? 0 : gh_free_slots(t, home.b2);
+    const bool one = home.b2 == home.b1;
+    for (bool fresh = true;; fresh = false) {
+        if (!fresh) {
+            gh_load_digests<C, true>(t, home.b1, d1);
+            if (!one) gh_load_digests<C, true>(t, home.b2, d2);
+        }
+        const int free1 = gh_free_slots(d1);
+        const int free2 = one ? 0 : gh_free_slots(d2);
         if (free1 > 0 || free2 > 0) {
-            const gh_u64 bucket = free2 > free1 ? home.b2 : home.b1;
             gh_i64 got = -1;
-            gh_digest_scan<C, true>(t, bucket, 0u, [&](gh_u64 slot) {
+            const auto take = [&](gh_u64 slot) {
                 if (atomicCAS(t.keys + slot, ~0ULL, GH_LOCKED) != ~0ULL) return false;
                 got = static_cast<gh_i64>(slot);
                 return true;
-            });
+            };
+            // two calls, not one on a chosen array: that would put both arrays in memory
+            if (free2 > free1) gh_each_match(d2, home.b2, 0u, take);
+            else gh_each_match(d1, home.b1, 0u, take);
             if (got >= 0) {
                 *status = GH_INSERTED;
                 return got;
             }
-            continue;  // every free slot went to other rows meanwhile: count again
+            continue;  // every free slot went to other rows meanwhile: look again
         }
         gh_i64 victim = -1;
         gh_u64 lowest = 0;
-        for (int b = 0; b < (home.b2 == home.b1 ? 1 : 2); ++b) {
-            const gh_u64 base = (b == 0 ? home.b1 : home.b2) * C::BUCKET;
-            for (int lane = 0; lane < C::BUCKET; ++lane) {
-                const gh_u64 s = __ldcg(t.scores + base + lane);
-                if (victim < 0 || s < lowest) {
-                    victim = static_cast<gh_i64>(base + lane);
-                    lowest = s;
+        for (int b = 0; b < (one ? 1 : 2); ++b) {
+            const ulonglong2* p =
+                reinterpret_cast<const ulonglong2*>(t.scores + (b == 0 ? home.b1 : home.b2) * C::BUCKET);
+            const gh_i64 base = static_cast<gh_i64>((b == 0 ? home.b1 : home.b2) * C::BUCKET);
+#pragma unroll 8
+            for (int i = 0; i < C::BUCKET / 2; ++i) {
+                const ulonglong2 s = __ldcg(p + i);
+                if (victim < 0 || s.x < lowest) {
+                    victim = base + 2 * i;
+                    lowest = s.x;
+                }
+                if (s.y < lowest) {
+                    victim = base + 2 * i + 1;
+                    lowest = s.y;
                 }
             }
         }
@@ -172,7 +216,7 @@ __device__ __forceinline__ gh_i64 gh_cache_claim(const C& t, const GhHome& home,
         if (k == GH_LOCKED || k == ~0ULL) continue;  // another row holds it, or just freed it
         if (atomicCAS(t.keys + victim, k, GH_LOCKED) != k) continue;
         const gh_u64 now = __ldcg(t.scores + victim);
-        if (now != lowest && score < now) {  // touched since it was read: not the lowest now
+        if (now != lowest) {  // rewritten since the scan: the lowest may be elsewhere now
             gh_store_release(t.keys + victim, k);
             continue;
         }
@@ -193,12 +237,14 @@ __device__ __forceinline__ void gh_cache_publish(const C& t, gh_u64 slot, gh_u64
     gh_store_release(t.keys + slot, key);
 }
 
-// Locks the slot of a present key: its slot, or -1 if the key is not (or no longer) there.
+// Locks the slot of a present key: its slot, or -1 if the key is not (or no longer) there,
+// with the digests of its buckets as last loaded in d1 / d2.
 template <class C>
 __device__ __forceinline__ gh_i64 gh_cache_lock(const C& t, const GhHome& home, gh_u64 key,
-                                               gh_u32 digest) {
+                                               gh_u32 digest, GhDigests<C>& d1,
+                                               GhDigests<C>& d2) {
     while (true) {
-        const gh_i64 slot = gh_cache_locate<C, true>(t, home, key, digest);
+        const gh_i64 slot = gh_cache_locate<C, true>(t, home, key, digest, d1, d2);
         if (slot < 0) return -1;
         if (atomicCAS(t.keys + slot, key, GH_LOCKED) == key) return slot;
     }
