@@ -112,8 +112,12 @@ def test_eviction_keeps_the_top_scores_and_starts_late():
     keys = torch.randint(0, 2**62, (total,), device="cuda")
     scores = torch.randint(0, 2**62, (total,), device="cuda")
     first_eviction = None
-    for part in range(0, total, 1 << 14):
-        chunk = slice(part, part + (1 << 14))
+    # a row per bucket per call, as HierarchicalKV's benchmark has (1M keys into 128M slots):
+    # rows of one call choose buckets from what the cache held before it, so many rows per
+    # bucket per call fill buckets unevenly and evict sooner
+    step = cache.capacity // cache.spec.bucket_slots
+    for part in range(0, total, step):
+        chunk = slice(part, part + step)
         before = len(cache)
         status = cache.insert_or_assign(keys[chunk], torch.zeros(keys[chunk].numel(),
                                                                   device="cuda"),
@@ -125,7 +129,7 @@ def test_eviction_keeps_the_top_scores_and_starts_late():
     kept_fraction = torch.isin(kept, best).sum().item() / cache.capacity
     print(f"kept {kept_fraction:.4f} of the top scores; first eviction at load "
           f"{first_eviction:.4f}")
-    assert kept_fraction >= 0.99 and first_eviction >= 0.95
+    assert kept_fraction >= 0.99 and first_eviction >= 0.97
 
 
 def test_writes_and_reads_on_two_streams_are_ordered_without_a_host_sync():

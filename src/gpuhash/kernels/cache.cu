@@ -45,8 +45,8 @@ __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8*
         const gh_u32 digest = gh_digest(home.hash);
         const bool adds = MODE == GH_ACCUMULATE && accumulate[r];
         const gh_u64 mine = given == nullptr ? 0 : given[r];
-        GhDigests<C> d1, d2;
-        gh_i64 slot = gh_cache_lock(t, home, key, digest, d1, d2);
+        GhMasks<C> m1, m2;
+        gh_i64 slot = gh_cache_lock(t, home, key, digest, m1, m2);
         found[r] = slot >= 0;
         if (slot >= 0) {
             if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, t.value(slot));
@@ -67,7 +67,7 @@ __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8*
         const gh_u64 score = gh_new_score(static_cast<int>(policy), 0, false, mine, step, epoch);
         int outcome;
         gh_u64 old_key, old_score;
-        slot = gh_cache_claim(t, home, score, d1, d2, &outcome, &old_key, &old_score);
+        slot = gh_cache_claim(t, home, score, m1, m2, &outcome, &old_key, &old_score);
         if (slot < 0) {
             status[r] = GH_REFUSED;
             index[r] = -1;
@@ -127,9 +127,9 @@ __global__ void gh_cache_erase(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n, gh
     for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
         const gh_u64 key = rows[r];
         const GhHome home = gh_home(t, key);
-        GhDigests<C> d1, d2;
+        GhMasks<C> m1, m2;
         const gh_i64 slot =
-            key >= GH_LOCKED ? -1 : gh_cache_lock(t, home, key, gh_digest(home.hash), d1, d2);
+            key >= GH_LOCKED ? -1 : gh_cache_lock(t, home, key, gh_digest(home.hash), m1, m2);
         erased[r] = slot >= 0;
         if (slot < 0) continue;
         t.scores[slot] = 0;

@@ -57,59 +57,75 @@ __device__ __forceinline__ void gh_store_release(gh_u64* p, gh_u64 v) {
     asm volatile("st.release.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
 
-// A bucket's digests, loaded in one go (every load issued before any is compared: a scan
-// that stopped between loads would wait for each in turn).
+// One bit a slot of a bucket: whose digest equals the key's, and which are free (digest 0),
+// made from the bucket's digests loaded in one go: a scan costs one round trip, and the loops
+// that follow walk set bits. (Walking the digest bytes themselves made the write kernel too
+// large for the instruction cache: bench/RESULTS.md.)
 template <class C>
-struct GhDigests {
-    uint4 q[C::BUCKET / 16];
+struct GhMasks {
+    static constexpr int WORDS = (C::BUCKET + 31) / 32;
+    gh_u32 match[WORDS];
+    gh_u32 free[WORDS];
 };
 
-template <class C, bool COHERENT>
-__device__ __forceinline__ void gh_load_digests(const C& t, gh_u64 bucket, GhDigests<C>& d) {
-    const uint4* p = reinterpret_cast<const uint4*>(t.digests + bucket * C::BUCKET);
-#pragma unroll
-    for (int i = 0; i < C::BUCKET / 16; ++i) d.q[i] = COHERENT ? __ldcg(p + i) : __ldg(p + i);
+// 0xff / 0x00 bytes of a __vcmpeq4 result -> its 4 low bits (byte i -> bit i): the multiply
+// moves bit 8i to bit 24 + i with no two terms meeting.
+__device__ __forceinline__ gh_u32 gh_pack4(gh_u32 eq) {
+    return ((eq & 0x01010101u) * 0x01020408u) >> 24;
 }
 
-// Calls f(slot) for every slot of the bucket whose digest equals `pattern`'s byte (pattern
-// holds it four times), in slot order, until f returns true; returns whether one did.
-template <class C, class F>
-__device__ __forceinline__ bool gh_each_match(const GhDigests<C>& d, gh_u64 bucket,
-                                              gh_u32 pattern, F&& f) {
+template <class C, bool COHERENT>
+__device__ __forceinline__ void gh_bucket_masks(const C& t, gh_u64 bucket, gh_u32 pattern,
+                                                GhMasks<C>& m) {
+    const uint4* p = reinterpret_cast<const uint4*>(t.digests + bucket * C::BUCKET);
+    uint4 q[C::BUCKET / 16];
+#pragma unroll
+    for (int i = 0; i < C::BUCKET / 16; ++i) q[i] = COHERENT ? __ldcg(p + i) : __ldg(p + i);
+#pragma unroll
+    for (int w = 0; w < GhMasks<C>::WORDS; ++w) m.match[w] = m.free[w] = 0;
 #pragma unroll
     for (int i = 0; i < C::BUCKET / 16; ++i) {
-        const gh_u32 words[4] = {d.q[i].x, d.q[i].y, d.q[i].z, d.q[i].w};
+        const gh_u32 words[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            gh_u32 m = __vcmpeq4(words[j], pattern);
-            while (m) {
-                const int byte = (__ffs(m) - 1) >> 3;
-                m &= ~(0xffu << (byte * 8));
-                if (f(bucket * C::BUCKET + i * 16 + j * 4 + byte)) return true;
-            }
+            const int first = i * 16 + j * 4;  // the word's first slot
+            m.match[first / 32] |= gh_pack4(__vcmpeq4(words[j], pattern)) << (first % 32);
+            m.free[first / 32] |= gh_pack4(__vcmpeq4(words[j], 0u)) << (first % 32);
+        }
+    }
+}
+
+// Calls f(slot) for every slot of the bucket whose bit is set, in slot order, until f returns
+// true; returns whether one did.
+template <class C, class F>
+__device__ __forceinline__ bool gh_each_bit(const gh_u32 (&bits)[GhMasks<C>::WORDS],
+                                            gh_u64 bucket, F&& f) {
+#pragma unroll
+    for (int w = 0; w < GhMasks<C>::WORDS; ++w) {
+        gh_u32 m = bits[w];
+        while (m) {
+            const int bit = __ffs(m) - 1;
+            m &= m - 1;
+            if (f(bucket * C::BUCKET + w * 32 + bit)) return true;
         }
     }
     return false;
 }
 
-// Free slots of a bucket (digest 0).
 template <class C>
-__device__ __forceinline__ int gh_free_slots(const GhDigests<C>& d) {
-    int free = 0;
+__device__ __forceinline__ int gh_count_bits(const gh_u32 (&bits)[GhMasks<C>::WORDS]) {
+    int n = 0;
 #pragma unroll
-    for (int i = 0; i < C::BUCKET / 16; ++i) {
-        free += __popc(__vcmpeq4(d.q[i].x, 0)) + __popc(__vcmpeq4(d.q[i].y, 0)) +
-                __popc(__vcmpeq4(d.q[i].z, 0)) + __popc(__vcmpeq4(d.q[i].w, 0));
-    }
-    return free >> 3;
+    for (int w = 0; w < GhMasks<C>::WORDS; ++w) n += __popc(bits[w]);
+    return n;
 }
 
-// The slot holding key among its two buckets, -1 if none. The digests it loaded stay in d1
-// (and d2, loaded unless the key was found in b1) for a claim that follows.
+// The slot holding key among its two buckets, -1 if none. The masks it made stay in m1 (and
+// m2, made unless the key was found in b1) for a claim that follows.
 template <class C, bool COHERENT>
 __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home, gh_u64 key,
-                                                 gh_u32 digest, GhDigests<C>& d1,
-                                                 GhDigests<C>& d2) {
+                                                 gh_u32 digest, GhMasks<C>& m1,
+                                                 GhMasks<C>& m2) {
     gh_i64 found = -1;
     const auto match = [&](gh_u64 slot) {
         const gh_u64 k = COHERENT ? gh_load_acquire(t.keys + slot) : __ldg(t.keys + slot);
@@ -118,22 +134,22 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
         return true;
     };
     const gh_u32 pattern = digest * 0x01010101u;
-    gh_load_digests<C, COHERENT>(t, home.b1, d1);
-    if (gh_each_match(d1, home.b1, pattern, match)) return found;
+    gh_bucket_masks<C, COHERENT>(t, home.b1, pattern, m1);
+    if (gh_each_bit<C>(m1.match, home.b1, match)) return found;
     if (home.b2 == home.b1) {
-        d2 = d1;
+        m2 = m1;
         return -1;
     }
-    gh_load_digests<C, COHERENT>(t, home.b2, d2);
-    gh_each_match(d2, home.b2, pattern, match);
+    gh_bucket_masks<C, COHERENT>(t, home.b2, pattern, m2);
+    gh_each_bit<C>(m2.match, home.b2, match);
     return found;
 }
 
 template <class C, bool COHERENT>
 __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home, gh_u64 key,
                                                  gh_u32 digest) {
-    GhDigests<C> d1, d2;
-    return gh_cache_locate<C, COHERENT>(t, home, key, digest, d1, d2);
+    GhMasks<C> m1, m2;
+    return gh_cache_locate<C, COHERENT>(t, home, key, digest, m1, m2);
 }
 
 // The score a key gets when this call touches it (present: it was in the table).
@@ -157,25 +173,25 @@ __device__ __forceinline__ gh_u64 gh_new_score(int policy, gh_u64 old, bool pres
 
 // Takes a slot for an absent key: the first free slot of the emptier of b1 / b2 that a CAS
 // from EMPTY gets, else the lowest-scored entry of both (CAS from its key), unless `score` is
-// below it (returns -1: refused). d1 / d2 hold the buckets' digests as the caller last loaded
-// them (reloaded here when they prove stale). The slot comes back LOCKED; *status says which
+// below it (returns -1: refused). m1 / m2 hold the buckets' masks as the caller last made
+// them (made again here when they prove stale). The slot comes back LOCKED; *status says which
 // it was, and *old_key / *old_score what an evicted entry held (its value is still in place).
 // An entry is evicted only if its score is still the one the scan found lowest once it is
 // locked: a row that finds the slot rewritten meanwhile scans again, so racing rows evict the
 // lowest entries in turn rather than each other's new ones.
 template <class C>
 __device__ __forceinline__ gh_i64 gh_cache_claim(const C& t, const GhHome& home, gh_u64 score,
-                                                GhDigests<C>& d1, GhDigests<C>& d2,
+                                                GhMasks<C>& m1, GhMasks<C>& m2,
                                                 int* status, gh_u64* old_key,
                                                 gh_u64* old_score) {
     const bool one = home.b2 == home.b1;
     for (bool fresh = true;; fresh = false) {
         if (!fresh) {
-            gh_load_digests<C, true>(t, home.b1, d1);
-            if (!one) gh_load_digests<C, true>(t, home.b2, d2);
+            gh_bucket_masks<C, true>(t, home.b1, 0u, m1);
+            if (!one) gh_bucket_masks<C, true>(t, home.b2, 0u, m2);
         }
-        const int free1 = gh_free_slots(d1);
-        const int free2 = one ? 0 : gh_free_slots(d2);
+        const int free1 = gh_count_bits<C>(m1.free);
+        const int free2 = one ? 0 : gh_count_bits<C>(m2.free);
         if (free1 > 0 || free2 > 0) {
             gh_i64 got = -1;
             const auto take = [&](gh_u64 slot) {
@@ -184,8 +200,8 @@ __device__ __forceinline__ gh_i64 gh_cache_claim(const C& t, const GhHome& home,
                 return true;
             };
             // two calls, not one on a chosen array: that would put both arrays in memory
-            if (free2 > free1) gh_each_match(d2, home.b2, 0u, take);
-            else gh_each_match(d1, home.b1, 0u, take);
+            if (free2 > free1) gh_each_bit<C>(m2.free, home.b2, take);
+            else gh_each_bit<C>(m1.free, home.b1, take);
             if (got >= 0) {
                 *status = GH_INSERTED;
                 return got;
@@ -238,13 +254,13 @@ __device__ __forceinline__ void gh_cache_publish(const C& t, gh_u64 slot, gh_u64
 }
 
 // Locks the slot of a present key: its slot, or -1 if the key is not (or no longer) there,
-// with the digests of its buckets as last loaded in d1 / d2.
+// with the masks of its buckets as last made in m1 / m2.
 template <class C>
 __device__ __forceinline__ gh_i64 gh_cache_lock(const C& t, const GhHome& home, gh_u64 key,
-                                               gh_u32 digest, GhDigests<C>& d1,
-                                               GhDigests<C>& d2) {
+                                               gh_u32 digest, GhMasks<C>& m1,
+                                               GhMasks<C>& m2) {
     while (true) {
-        const gh_i64 slot = gh_cache_locate<C, true>(t, home, key, digest, d1, d2);
+        const gh_i64 slot = gh_cache_locate<C, true>(t, home, key, digest, m1, m2);
         if (slot < 0) return -1;
         if (atomicCAS(t.keys + slot, key, GH_LOCKED) == key) return slot;
     }
