@@ -45,5 +45,32 @@ def main(capacity: int = 16 << 20, batch: int = 1 << 20, dim: int = 8) -> None:
                 f"{name} {us:.0f} us" for name, us in kernels), flush=True)
 
 
+
+
+def host_overhead(calls: int = 300) -> None:
+    """Host microseconds per 1K-key call of each API, and where a find's go (cProfile)."""
+    import cProfile
+    import pstats
+
+    from gpuhash.bench.harness import time_host_calls
+
+    cache = gh.CacheMap(key_dtype=torch.uint64, value_dtype=torch.float32, value_shape=(8,),
+                        capacity=1 << 16, device=DEVICE)
+    keys = _random_keys(1024, DEVICE).view(torch.uint64)
+    values = torch.rand(1024, 8, device=DEVICE)
+    cache.insert_or_assign(keys, values)
+    print("host us per 1K call: " + "; ".join(
+        f"{api} {time_host_calls(lambda api=api: _call(cache, api, keys, values), calls=calls):.1f}"
+        for api in APIS), flush=True)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        cache.find(keys)
+    torch.cuda.synchronize()
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(14)
+
+
 if __name__ == "__main__":
     main()
+    host_overhead()
