@@ -366,7 +366,9 @@ class CacheMap:
         tensor = init if isinstance(init, torch.Tensor) else None
         if tensor is not None and tensor.dim() == len(spec.value_shape) + 1:
             return self._values(tensor, rows), 1
-        return _arrays.default_row(init, spec, self._device).reshape(1, *spec.value_shape), 0
+        row = _arrays.cached_default_row(self._defaults, init, spec, self._device,
+                                         self._device_index)
+        return row.reshape(1, *spec.value_shape), 0
 
     def _find_or_insert(self, keys: Any, init: Any, scores: Any, stream: Any, *,
                         copy: bool) -> tuple[str, torch.Tensor | None, torch.Tensor,
