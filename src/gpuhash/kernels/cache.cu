@@ -53,7 +53,7 @@ __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8*
             const gh_u64 score = gh_new_score(static_cast<int>(policy), t.scores[slot], true,
                                               mine, step, epoch);
             const bool writes = MODE != GH_FIND_OR_INSERT && !adds;
-            gh_cache_publish(t, slot, key, digest, score, writes ? row : nullptr);
+            gh_cache_publish(t, slot, key, 0, score, writes ? row : nullptr);
             status[r] = GH_ASSIGNED;
             index[r] = slot;
             continue;

@@ -5,11 +5,13 @@
 //
 // Concurrency within a launch (rows hold distinct keys: the host keeps one row per key).
 // A writer owns a slot while its key word holds GH_LOCKED: it takes a free slot by CAS from
-// EMPTY, an entry it assigns or evicts by CAS from that entry's key. It then writes the value,
-// score and digest, and publishes the key with a release store. Searches compare digests, then
-// load the key with acquire order, so a key they see has its value and score in place; a
-// LOCKED key matches nothing. A free slot is one whose digest is 0: a claimer that sees 0
-// while another row already holds the slot fails its CAS and looks further.
+// EMPTY, an entry it assigns or evicts by a CAS with acquire order from that entry's key. It
+// then writes the value, score and digest, and publishes the key with a release store, so the
+// next owner sees them. Searches of a write launch compare digests, then keys (relaxed): a
+// match is a candidate its row then locks; a LOCKED key matches nothing. Read-only launches
+// (finds) run when no write does (the host orders them), so they read through the read-only
+// path. A free slot is one whose digest is 0: a claimer that sees 0 while another row already
+// holds the slot fails its CAS and looks further.
 #pragma once
 #include "open_addressing.cuh"
 
@@ -47,10 +49,15 @@ __device__ __forceinline__ gh_u32 gh_digest(gh_u64 hash) {
     return d == 0 ? 1 : d;
 }
 
-__device__ __forceinline__ gh_u64 gh_load_acquire(const gh_u64* p) {
-    gh_u64 v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
+// Takes a slot's key word from `expected` to `desired` with acquire order: what the writer
+// that published `expected` wrote before it (value, score) is visible after a success.
+// Searches read key words with relaxed loads: a match is only a candidate until this CAS, so
+// they need no order (an acquire load per candidate also invalidates the SM's L1).
+__device__ __forceinline__ gh_u64 gh_cas_acquire(gh_u64* p, gh_u64 expected, gh_u64 desired) {
+    gh_u64 prev;
+    asm volatile("atom.acquire.gpu.global.cas.b64 %0, [%1], %2, %3;"
+                 : "=l"(prev) : "l"(p), "l"(expected), "l"(desired) : "memory");
+    return prev;
 }
 
 __device__ __forceinline__ void gh_store_release(gh_u64* p, gh_u64 v) {
@@ -128,7 +135,7 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
                                                  GhMasks<C>& m2) {
     gh_i64 found = -1;
     const auto match = [&](gh_u64 slot) {
-        const gh_u64 k = COHERENT ? gh_load_acquire(t.keys + slot) : __ldg(t.keys + slot);
+        const gh_u64 k = COHERENT ? gh_load_relaxed(t.keys + slot) : __ldg(t.keys + slot);
         if (k != key) return false;
         found = static_cast<gh_i64>(slot);
         return true;
@@ -228,9 +235,9 @@ __device__ __forceinline__ gh_i64 gh_cache_claim(const C& t, const GhHome& home,
             }
         }
         if (score < lowest) return -1;
-        const gh_u64 k = gh_load_acquire(t.keys + victim);
+        const gh_u64 k = gh_load_relaxed(t.keys + victim);
         if (k == GH_LOCKED || k == ~0ULL) continue;  // another row holds it, or just freed it
-        if (atomicCAS(t.keys + victim, k, GH_LOCKED) != k) continue;
+        if (gh_cas_acquire(t.keys + victim, k, GH_LOCKED) != k) continue;
         const gh_u64 now = __ldcg(t.scores + victim);
         if (now != lowest) {  // rewritten since the scan: the lowest may be elsewhere now
             gh_store_release(t.keys + victim, k);
@@ -243,13 +250,14 @@ __device__ __forceinline__ gh_i64 gh_cache_claim(const C& t, const GhHome& home,
     }
 }
 
-// Fills a LOCKED slot and publishes its key.
+// Fills a LOCKED slot and publishes its key (release: its value, score and digest are
+// visible to whoever sees the key). `digest` 0: the slot already holds this key's digest.
 template <class C>
 __device__ __forceinline__ void gh_cache_publish(const C& t, gh_u64 slot, gh_u64 key,
                                                  gh_u32 digest, gh_u64 score, const char* row) {
     if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(slot), row);
     t.scores[slot] = score;
-    t.digests[slot] = static_cast<gh_u8>(digest);
+    if (digest != 0) t.digests[slot] = static_cast<gh_u8>(digest);
     gh_store_release(t.keys + slot, key);
 }
 
@@ -262,6 +270,6 @@ __device__ __forceinline__ gh_i64 gh_cache_lock(const C& t, const GhHome& home, 
     while (true) {
         const gh_i64 slot = gh_cache_locate<C, true>(t, home, key, digest, m1, m2);
         if (slot < 0) return -1;
-        if (atomicCAS(t.keys + slot, key, GH_LOCKED) == key) return slot;
+        if (gh_cas_acquire(t.keys + slot, key, GH_LOCKED) == key) return slot;
     }
 }
