@@ -50,8 +50,9 @@ __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8*
         found[r] = slot >= 0;
         if (slot >= 0) {
             if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, t.value(slot));
-            const gh_u64 score = gh_new_score(static_cast<int>(policy), t.scores[slot], true,
-                                              mine, step, epoch);
+            const int rule = static_cast<int>(policy);
+            const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
+            const gh_u64 score = gh_new_score(rule, old, true, mine, step, epoch);
             const bool writes = MODE != GH_FIND_OR_INSERT && !adds;
             gh_cache_publish(t, slot, key, 0, score, writes ? row : nullptr);
             status[r] = GH_ASSIGNED;
@@ -113,8 +114,9 @@ __global__ void gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
                                           : default_row + r * default_stride * C::VALUE_BYTES);
         }
         if (slot >= 0 && update != nullptr && update[r]) {
-            t.scores[slot] = gh_new_score(static_cast<int>(policy), t.scores[slot], true, 0,
-                                          step, epoch);
+            const int rule = static_cast<int>(policy);
+            const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
+            t.scores[slot] = gh_new_score(rule, old, true, 0, step, epoch);
         }
     }
 }

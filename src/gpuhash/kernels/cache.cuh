@@ -159,6 +159,11 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
     return gh_cache_locate<C, COHERENT>(t, home, key, digest, m1, m2);
 }
 
+// Whether a policy's new score depends on the old one (the others need not load it).
+__device__ __forceinline__ bool gh_reads_score(int policy) {
+    return policy == GH_LFU || policy == GH_EPOCH_LFU;
+}
+
 // The score a key gets when this call touches it (present: it was in the table).
 __device__ __forceinline__ gh_u64 gh_new_score(int policy, gh_u64 old, bool present,
                                                gh_u64 given, gh_u64 step, gh_u64 epoch) {
