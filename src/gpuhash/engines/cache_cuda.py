@@ -16,7 +16,6 @@ from .._cuda.launch import launch
 from .cuda import ARCH_ENV, last_rows_scratch_type, last_rows_with
 
 WRITE_MODES = 4  # UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE (engines/_cpu_cache_loops.py)
-INSERTED = 0  # a row's status when it took a free slot (kernels/cache.cuh: GH_INSERTED)
 
 
 def cache_type(spec: CacheSpec) -> str:
@@ -96,8 +95,6 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
            rows, POLICIES.index(spec.policy), step, epoch, status.data_ptr(), index.data_ptr(),
            found.data_ptr(), _ptr(out), ev[0], ev[1], ev[2], ev[3], evict_capacity,
            device=device)
-    # the kernel leaves the count of new entries to us (cache.cu)
-    state.counts[:1].add_((status == INSERTED).sum())
     return status, index, found, evicted
 
 

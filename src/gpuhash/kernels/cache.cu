@@ -12,8 +12,8 @@ enum GhWriteMode { GH_UPSERT = 0, GH_FIND_OR_INSERT = 1, GH_ASSIGN = 2, GH_ACCUM
 // accumulate set, only locate a present key (ACCUMULATE: the host adds to its value; the other
 // rows upsert). status / index / found for every row (non-acting rows: SUPERSEDED, -1, 0).
 // Row r's value is in_values + r * value_stride * VALUE_BYTES (stride 0: one row for all).
-// The host counts the rows marked INSERTED into counts[0] afterwards: a count per block ended
-// each block at a barrier waiting for its slowest row (ncu: a tenth of the stalls).
+// New entries are counted by gh_tally (no barrier: one per block ended each block waiting for
+// its slowest row, a tenth of the kernel's stalls by ncu).
 // An evicted entry goes to ev_* at a slot counted by *evicted, while they have room. With
 // `out` (FIND_OR_INSERT), each acting row's value as the call leaves it (refused: its own).
 template <class C, int MODE>
@@ -25,6 +25,9 @@ __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8*
                                gh_u64* ev_keys, char* ev_values, gh_u64* ev_scores,
                                gh_u64* evicted, gh_u64 ev_capacity) {
     const C t = GH_CACHE_REF(C);
+    __shared__ GhTally tally;
+    gh_tally_begin(tally);
+    gh_i64 added = 0;
     for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
         if (!acting[r]) {
             status[r] = GH_SUPERSEDED;
@@ -86,7 +89,9 @@ __global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8*
         gh_cache_publish(t, slot, key, digest, score, row);
         status[r] = static_cast<signed char>(outcome);
         index[r] = slot;
+        added += outcome == GH_INSERTED;
     }
+    gh_tally_end(tally, &t.counts[0], added);
 }
 
 // Slot of each row's key (-1 where absent) and found; with `out`, its value (where absent,

@@ -129,6 +129,38 @@ __device__ __forceinline__ void gh_block_count(gh_i64* first, gh_i64 a, gh_i64* 
     }
 }
 
+// A block's count without a barrier at its end: each warp adds its sum in shared memory and
+// the last warp to finish adds the block's to the global counter, so no thread waits for the
+// block's slowest row (rows whose times vary widely: the cache's claims and evictions).
+// gh_tally_begin must run first, in every thread (it zeroes the tally behind a barrier, which
+// costs little before any row has run); gh_tally_end once per thread after its rows.
+struct GhTally {
+    gh_i64 sum;
+    gh_u32 warps_done;
+};
+
+__device__ __forceinline__ void gh_tally_begin(GhTally& tally) {
+    if (threadIdx.x == 0) {
+        tally.sum = 0;
+        tally.warps_done = 0;
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ void gh_tally_end(GhTally& tally, gh_i64* counter, gh_i64 amount) {
+    const int warp_sum = __reduce_add_sync(0xffffffffu, static_cast<int>(amount));
+    if ((threadIdx.x & 31) != 0) return;
+    if (warp_sum) atomicAdd(reinterpret_cast<unsigned long long*>(&tally.sum),
+                            static_cast<unsigned long long>(static_cast<gh_i64>(warp_sum)));
+    __threadfence_block();  // the sum lands before this warp counts as done
+    if (atomicAdd(&tally.warps_done, 1u) != blockDim.x / 32 - 1) return;
+    __threadfence_block();
+    const gh_i64 total = static_cast<gh_i64>(
+        atomicAdd(reinterpret_cast<unsigned long long*>(&tally.sum), 0ULL));
+    if (total) atomicAdd(reinterpret_cast<unsigned long long*>(counter),
+                         static_cast<unsigned long long>(total));
+}
+
 __device__ __forceinline__ void gh_count_add(gh_i64* counter, gh_i64 amount) {
     atomicAdd(reinterpret_cast<unsigned long long*>(counter), static_cast<unsigned long long>(amount));
 }
