@@ -183,19 +183,13 @@ __device__ __forceinline__ gh_u64 gh_new_score(int policy, gh_u64 old, bool pres
     }
 }
 
-// Takes a slot for an absent key: the first free slot of the emptier of b1 / b2 that a CAS
-// from EMPTY gets, else the lowest-scored entry of both (CAS from its key), unless `score` is
-// below it (returns -1: refused). m1 / m2 hold the buckets' masks as the caller last made
-// them (made again here when they prove stale). The slot comes back LOCKED; *status says which
-// it was, and *old_key / *old_score what an evicted entry held (its value is still in place).
-// An entry is evicted only if its score is still the one the scan found lowest once it is
-// locked: a row that finds the slot rewritten meanwhile scans again, so racing rows evict the
-// lowest entries in turn rather than each other's new ones.
+// Takes a free slot for an absent key: the first of the emptier of b1 / b2 that a CAS from
+// EMPTY gets (the slot comes back LOCKED), or -1 when neither bucket has a free slot. m1 / m2
+// hold the buckets' masks as the caller last made them (made again here when they prove
+// stale: every free slot went to other rows meanwhile).
 template <class C>
-__device__ __forceinline__ gh_i64 gh_cache_claim(const C& t, const GhHome& home, gh_u64 score,
-                                                GhMasks<C>& m1, GhMasks<C>& m2,
-                                                int* status, gh_u64* old_key,
-                                                gh_u64* old_score) {
+__device__ __forceinline__ gh_i64 gh_cache_claim_free(const C& t, const GhHome& home,
+                                                     GhMasks<C>& m1, GhMasks<C>& m2) {
     const bool one = home.b2 == home.b1;
     for (bool fresh = true;; fresh = false) {
         if (!fresh) {
@@ -204,55 +198,79 @@ __device__ __forceinline__ gh_i64 gh_cache_claim(const C& t, const GhHome& home,
         }
         const int free1 = gh_count_bits<C>(m1.free);
         const int free2 = one ? 0 : gh_count_bits<C>(m2.free);
-        if (free1 > 0 || free2 > 0) {
-            gh_i64 got = -1;
-            const auto take = [&](gh_u64 slot) {
-                if (atomicCAS(t.keys + slot, ~0ULL, GH_LOCKED) != ~0ULL) return false;
-                got = static_cast<gh_i64>(slot);
-                return true;
-            };
-            // two calls, not one on a chosen array: that would put both arrays in memory
-            if (free2 > free1) gh_each_bit<C>(m2.free, home.b2, take);
-            else gh_each_bit<C>(m1.free, home.b1, take);
-            if (got >= 0) {
-                *status = GH_INSERTED;
-                return got;
-            }
-            continue;  // every free slot went to other rows meanwhile: look again
-        }
-        gh_i64 victim = -1;
-        gh_u64 lowest = 0;
-        for (int b = 0; b < (one ? 1 : 2); ++b) {
-            const ulonglong2* p =
-                reinterpret_cast<const ulonglong2*>(t.scores + (b == 0 ? home.b1 : home.b2) * C::BUCKET);
-            const gh_i64 base = static_cast<gh_i64>((b == 0 ? home.b1 : home.b2) * C::BUCKET);
-#pragma unroll 8
-            for (int i = 0; i < C::BUCKET / 2; ++i) {
-                const ulonglong2 s = __ldcg(p + i);
-                if (victim < 0 || s.x < lowest) {
-                    victim = base + 2 * i;
-                    lowest = s.x;
-                }
-                if (s.y < lowest) {
-                    victim = base + 2 * i + 1;
-                    lowest = s.y;
-                }
-            }
-        }
-        if (score < lowest) return -1;
-        const gh_u64 k = gh_load_relaxed(t.keys + victim);
-        if (k == GH_LOCKED || k == ~0ULL) continue;  // another row holds it, or just freed it
-        if (gh_cas_acquire(t.keys + victim, k, GH_LOCKED) != k) continue;
-        const gh_u64 now = __ldcg(t.scores + victim);
-        if (now != lowest) {  // rewritten since the scan: the lowest may be elsewhere now
-            gh_store_release(t.keys + victim, k);
-            continue;
-        }
-        *status = GH_INSERTED_EVICTING;
-        *old_key = k;
-        *old_score = now;
-        return victim;
+        if (free1 == 0 && free2 == 0) return -1;
+        gh_i64 got = -1;
+        const auto take = [&](gh_u64 slot) {
+            if (atomicCAS(t.keys + slot, ~0ULL, GH_LOCKED) != ~0ULL) return false;
+            got = static_cast<gh_i64>(slot);
+            return true;
+        };
+        // two calls, not one on a chosen array: that would put both arrays in memory
+        if (free2 > free1) gh_each_bit<C>(m2.free, home.b2, take);
+        else gh_each_bit<C>(m1.free, home.b1, take);
+        if (got >= 0) return got;
     }
+}
+
+// The lowest score among the candidates of buckets b1, b2 (the earliest slot, b1's first, on
+// a tie), found by the whole warp (every lane calls it with the same buckets): each lane reads
+// an eighth of a bucket's scores, consecutive lanes consecutive parts, so the warp reads the
+// 2 KB of two 128-slot buckets in whole lines instead of one thread reading them all.
+template <class C>
+__device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2,
+                                                gh_i64* victim, gh_u64* lowest) {
+    constexpr int PER_LANE = 2 * C::BUCKET / 32;  // scores a lane reads: 1 to 8
+    const int lane = threadIdx.x & 31;
+    const int first = lane * PER_LANE;            // in b1's slots, then b2's
+    const gh_u64 bucket = first < C::BUCKET ? b1 : b2;
+    const gh_u64 base = bucket * C::BUCKET + first % C::BUCKET;
+    gh_u64 best = ~0ULL;
+    gh_i64 at = -1;
+#pragma unroll
+    for (int i = 0; i < PER_LANE; ++i) {
+        const gh_u64 s = __ldcg(t.scores + base + i);
+        if (at < 0 || s < best) {
+            best = s;
+            at = static_cast<gh_i64>(base + i);
+        }
+    }
+    int order = first;  // tie-break: position in b1 then b2
+#pragma unroll
+    for (int step = 16; step > 0; step >>= 1) {
+        const gh_u64 other = __shfl_xor_sync(0xffffffffu, best, step);
+        const gh_i64 other_at = __shfl_xor_sync(0xffffffffu, at, step);
+        const int other_order = __shfl_xor_sync(0xffffffffu, order, step);
+        if (other < best || (other == best && other_order < order)) {
+            best = other;
+            at = other_at;
+            order = other_order;
+        }
+    }
+    *victim = at;
+    *lowest = best;
+}
+
+// Tries to lock the entry the warp found lowest, for a key of `score`: GH_INSERTED_EVICTING
+// (locked; *old_key / *old_score what it held, its value still in place), GH_REFUSED (the key
+// scores below it) or -1 (try again: another row holds the slot, or rewrote it since the scan,
+// so the lowest may be elsewhere now). Rows racing for a pair of buckets thus evict its lowest
+// entries in turn rather than each other's new ones.
+template <class C>
+__device__ __forceinline__ int gh_cache_try_evict(const C& t, gh_i64 victim, gh_u64 lowest,
+                                                 gh_u64 score, gh_u64* old_key,
+                                                 gh_u64* old_score) {
+    if (score < lowest) return GH_REFUSED;
+    const gh_u64 k = gh_load_relaxed(t.keys + victim);
+    if (k == GH_LOCKED || k == ~0ULL) return -1;
+    if (gh_cas_acquire(t.keys + victim, k, GH_LOCKED) != k) return -1;
+    const gh_u64 now = __ldcg(t.scores + victim);
+    if (now != lowest) {
+        gh_store_release(t.keys + victim, k);
+        return -1;
+    }
+    *old_key = k;
+    *old_score = now;
+    return GH_INSERTED_EVICTING;
 }
 
 // Fills a LOCKED slot and publishes its key (release: its value, score and digest are
