@@ -14,10 +14,12 @@ enum GhWriteMode { GH_UPSERT = 0, GH_FIND_OR_INSERT = 1, GH_ASSIGN = 2, GH_ACCUM
 // Row r's value is in_values + r * value_stride * VALUE_BYTES (stride 0: one row for all).
 // New entries are counted by gh_tally (no barrier: one per block ended each block waiting for
 // its slowest row, a tenth of the kernel's stalls by ncu).
+// At most 64 registers (4 blocks of 256 threads, _cuda/launch.py's THREADS, per SM): the
+// warp-wide victim search took it to 71 and occupancy to 3 blocks.
 // An evicted entry goes to ev_* at a slot counted by *evicted, while they have room. With
 // `out` (FIND_OR_INSERT), each acting row's value as the call leaves it (refused: its own).
 template <class C, int MODE>
-__global__ void gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8* acting,
+__global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8* acting,
                                const gh_u8* accumulate, const gh_u64* given,
                                const char* in_values, gh_u64 value_stride, gh_u64 has_values,
                                gh_u64 n, gh_u64 policy, gh_u64 step, gh_u64 epoch,
