@@ -370,6 +370,9 @@ def load_state(path: str | Path, device: torch.device | str, *, kind: str) -> Ta
     the path. A missing or unreadable file raises its ``OSError``."""
     try:
         payload = _read_payload(path)
+        if isinstance(payload, dict) and isinstance(payload.get("kind"), str) and (
+                payload.get("format") == FORMAT_NAME and payload["kind"] != kind):
+            raise ValueError(f"{path} holds a {payload['kind']}, not a {kind}")
         _check_keys("the file", payload, _PAYLOAD_KEYS)
         # type checks first: a crafted file may hold tensors where these compare by element
         if not isinstance(payload["format"], str) or payload["format"] != FORMAT_NAME:
