@@ -141,24 +141,28 @@ __global__ void gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
                                 gh_u64 default_stride, char* out,
                                 gh_i64* index, gh_u8* found) {
     const C t = GH_CACHE_REF(C);
-    for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
-        if (only != nullptr && !only[r]) continue;
-        const gh_u64 key = rows[r];
-        const GhHome home = gh_home(t, key);
-        const gh_i64 slot = key >= GH_LOCKED
-                                ? -1 : gh_cache_locate<C, false>(t, home, key, gh_digest(home.hash));
-        index[r] = slot;
-        found[r] = slot >= 0;
-        if (out != nullptr) {
-            gh_copy_value<C::VALUE_BYTES>(out + r * C::VALUE_BYTES,
-                                          slot >= 0 ? t.value(slot)
-                                          : default_row + r * default_stride * C::VALUE_BYTES);
+    const int lane = threadIdx.x & 31;
+    // lanes take consecutive rows and leave the loop together, so the warp can copy its rows'
+    // values together (gh_warp_copy_rows)
+    for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
+        const gh_u64 r = base + lane;
+        const bool mine = r < n && (only == nullptr || only[r]);
+        const char* src = nullptr;  // the value this row returns
+        if (mine) {
+            const gh_u64 key = rows[r];
+            const GhHome home = gh_home(t, key);
+            const gh_i64 slot = key >= GH_LOCKED
+                ? -1 : gh_cache_locate<C, false>(t, home, key, gh_digest(home.hash));
+            index[r] = slot;
+            found[r] = slot >= 0;
+            src = slot >= 0 ? t.value(slot) : default_row + r * default_stride * C::VALUE_BYTES;
+            if (slot >= 0 && update != nullptr && update[r]) {
+                const int rule = static_cast<int>(policy);
+                const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
+                t.scores[slot] = gh_new_score(rule, old, true, 0, step, epoch);
+            }
         }
-        if (slot >= 0 && update != nullptr && update[r]) {
-            const int rule = static_cast<int>(policy);
-            const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
-            t.scores[slot] = gh_new_score(rule, old, true, 0, step, epoch);
-        }
+        if (out != nullptr) gh_warp_copy_rows<C::VALUE_BYTES>(src, out + base * C::VALUE_BYTES);
     }
 }
 
