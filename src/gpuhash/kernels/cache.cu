@@ -143,7 +143,7 @@ __global__ void gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
     const C t = GH_CACHE_REF(C);
     const int lane = threadIdx.x & 31;
     // lanes take consecutive rows and leave the loop together, so the warp can copy its rows'
-    // values together (gh_warp_copy_rows)
+    // values together (gh_warp_copy)
     for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
         const gh_u64 r = base + lane;
         const bool mine = r < n && (only == nullptr || only[r]);
@@ -162,7 +162,7 @@ __global__ void gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
                 t.scores[slot] = gh_new_score(rule, old, true, 0, step, epoch);
             }
         }
-        if (out != nullptr) gh_warp_copy_rows<C::VALUE_BYTES>(src, out + base * C::VALUE_BYTES);
+        if (out != nullptr) gh_warp_copy<C::VALUE_BYTES>(src, out + r * C::VALUE_BYTES);
     }
 }
 

@@ -135,7 +135,11 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
                                                  GhMasks<C>& m2) {
     gh_i64 found = -1;
     const auto match = [&](gh_u64 slot) {
-        const gh_u64 k = COHERENT ? gh_load_relaxed(t.keys + slot) : __ldg(t.keys + slot);
+        gh_u64 k = COHERENT ? gh_load_relaxed(t.keys + slot) : __ldg(t.keys + slot);
+        // a write launch: a LOCKED slot with the key's digest may hold the key (an evictor
+        // that will put it back): wait for its owner, who publishes without waiting on
+        // anything, rather than take the key for absent and insert it twice
+        while (COHERENT && k == GH_LOCKED) k = gh_load_relaxed(t.keys + slot);
         if (k != key) return false;
         found = static_cast<gh_i64>(slot);
         return true;
@@ -159,29 +163,31 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
     return gh_cache_locate<C, COHERENT>(t, home, key, digest, m1, m2);
 }
 
-// Copies the values of a warp's 32 consecutive rows to their places in `out` (row i of the
-// warp at out + i * BYTES) with the whole warp: each lane moves one copy word of one row per
-// step, so a step reads whole pieces of the rows and writes consecutive output. Lane i's `src`
-// is its row's value, null for a row with none to copy. A value copied by its own thread
-// instead (one row's 256 bytes in 16 stores) left finds of 64-float rows at 0.35x
-// HierarchicalKV's speed. Every lane of the warp must call it.
+// Copies one value per lane, src to dst (a lane with a null src copies nothing), with the
+// whole warp: each lane moves one copy word of one lane's value a step, so a step reads and
+// writes whole pieces of values instead of each thread walking its own (a thread copying its
+// own 256-byte row left finds of 64-float rows at 0.35x HierarchicalKV's speed). Every lane of
+// the warp must call it. (Writes cannot use it as they stand: a lane would hold its slot
+// LOCKED at the warp's barrier while another lane of the warp waits for that slot.)
 template <int BYTES>
-__device__ __forceinline__ void gh_warp_copy_rows(const char* src, char* out) {
+__device__ __forceinline__ void gh_warp_copy(const char* src, char* dst) {
     constexpr int W = (BYTES % 16 == 0) ? 16 : (BYTES % 8 == 0) ? 8
                     : (BYTES % 4 == 0) ? 4 : (BYTES % 2 == 0) ? 2 : 1;
     typedef typename GhCopyWord<W>::type word;
-    constexpr int WORDS = BYTES / W;                      // copy words a row
-    constexpr int ROWS = WORDS >= 32 ? 1 : 32 / WORDS;    // rows a step
+    constexpr int WORDS = BYTES / W;                      // copy words a value
+    constexpr int ROWS = WORDS >= 32 ? 1 : 32 / WORDS;    // values a step
     const int lane = threadIdx.x & 31;
-    const gh_u64 mine = reinterpret_cast<gh_u64>(src);
+    const gh_u64 my_src = reinterpret_cast<gh_u64>(src);
+    const gh_u64 my_dst = reinterpret_cast<gh_u64>(dst);
 #pragma unroll 1
     for (int first = 0; first < 32; first += ROWS) {
-        const int row = first + (WORDS >= 32 ? 0 : lane / WORDS);
-        const gh_u64 from = __shfl_sync(0xffffffffu, mine, row < 32 ? row : 31);
-        if (row >= 32 || from == 0) continue;
+        const int owner = first + (WORDS >= 32 ? 0 : lane / WORDS);
+        const gh_u64 from = __shfl_sync(0xffffffffu, my_src, owner < 32 ? owner : 31);
+        const gh_u64 to = __shfl_sync(0xffffffffu, my_dst, owner < 32 ? owner : 31);
+        if (owner >= 32 || from == 0) continue;
+        if (WORDS < 32 && lane >= ROWS * WORDS) continue;  // no value of this step is its
         const word* s = reinterpret_cast<const word*>(from);
-        word* d = reinterpret_cast<word*>(out + row * BYTES);
-        if (WORDS < 32 && lane >= ROWS * WORDS) continue;  // no row of this step is its
+        word* d = reinterpret_cast<word*>(to);
         for (int w = WORDS >= 32 ? lane : lane % WORDS; w < WORDS; w += WORDS >= 32 ? 32 : WORDS) {
             d[w] = s[w];
         }
