@@ -2,8 +2,8 @@
 
 A fixed number of slots; a full pair of candidate buckets evicts its lowest score instead of
 refusing the insert (_cache_format.py states the rules). What happens to each row comes back
-as a status. Operations on CUDA tensors are ordered by events: a write waits for every earlier
-operation on any stream, a read for the last write; reads may overlap one another.
+as a status. Operations on CUDA tensors are ordered on the device: a write waits for every
+earlier operation on any stream, a read for the last write; reads may overlap one another.
 """
 
 from __future__ import annotations
@@ -146,8 +146,8 @@ class CacheMap:
         self._engine = _engine_for(state.device)
         self._step = step
         self._epoch = epoch
-        self._last_write: torch.cuda.Event | None = None
-        self._reads: list[torch.cuda.Event] = []
+        self._writer: int | None = None  # raw handle of the stream of the last write
+        self._readers: set[int] = set()  # streams that read since it
         self._defaults: dict[Any, torch.Tensor] = {}
 
     # --- properties ---------------------------------------------------------------------
@@ -197,22 +197,26 @@ class CacheMap:
 
     # --- ordering and input -------------------------------------------------------------
     def _run(self, work, *, writes: bool, stream: Any):
-        """Run ``work()`` on the operation's stream, after the last write (and, for a write,
-        after every read since), then record where it ends."""
+        """Run ``work()`` on the operation's stream, ordered after the last write (and, for a
+        write, after every read since) when those ran on other streams: that stream waits for
+        the other streams' work queued so far (``wait_stream``), a device-side wait, no host
+        lock. On one stream, stream order alone does it and nothing is recorded."""
         if self._device.type != "cuda":
             return work()
         with stream_context(stream, self._device):
-            current = torch.cuda.current_stream(self._device)
-            for event in ([self._last_write, *self._reads] if writes else [self._last_write]):
-                if event is not None:
-                    current.wait_event(event)
-            result = work()
-            done = torch.cuda.Event()
-            done.record(current)
+            handle = torch._C._cuda_getCurrentRawStream(self._device_index)
+            others = set() if self._writer in (None, handle) else {self._writer}
             if writes:
-                self._last_write, self._reads = done, []
+                others |= self._readers - {handle}
+            if others:
+                current = torch.cuda.current_stream(self._device)
+                for other in others:
+                    current.wait_stream(torch.cuda.ExternalStream(other, device=self._device))
+            result = work()
+            if writes:
+                self._writer, self._readers = handle, set()
             else:
-                self._reads = [e for e in self._reads if not e.query()] + [done]
+                self._readers.add(handle)
         return result
 
     def _keys(self, keys: Any) -> tuple[torch.Tensor, str]:
