@@ -175,8 +175,8 @@ class CacheMap:
         return len(self) / self.capacity
 
     def __len__(self) -> int:
-        """Live entries. Synchronises with the device."""
-        return int(self._state.counts[0])
+        """Live entries. Synchronises with the device (after the last write, on any stream)."""
+        return self._run(lambda: int(self._state.counts[0]), writes=False, stream=None)
 
     def __repr__(self) -> str:
         spec = self._state.spec
@@ -584,16 +584,16 @@ class CacheMap:
     def to(self, device: str | torch.device) -> CacheMap:
         """A new cache with the same bytes on ``device`` (this one is unchanged)."""
         target = _resolve_device(device)
-        if self._device.type == "cuda":
-            torch.cuda.current_stream(self._device).synchronize()
+        if self._device.type == "cuda":  # every stream: the last write may be on another
+            torch.cuda.synchronize(self._device)
         other = CacheMap.__new__(CacheMap)
         other._adopt(copy_cache(self._state, target), step=self._step, epoch=self._epoch)
         return other
 
     def save(self, path: Any) -> None:
         """Write the cache to ``path`` (its bytes, the step counter and the epoch)."""
-        if self._device.type == "cuda":
-            torch.cuda.current_stream(self._device).synchronize()
+        if self._device.type == "cuda":  # every stream: the last write may be on another
+            torch.cuda.synchronize(self._device)
         save_cache(self._state, path, step=self._step, epoch=self._epoch)
 
     @classmethod
