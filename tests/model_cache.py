@@ -94,11 +94,19 @@ class CacheModel:
                 out[r] = True
         return out
 
-    def write(self, mode: str, keys, values, given, accumulate=None):
-        """Returns (status, slot, found, evicted entries) per the engines' write."""
+    def write(self, mode: str, keys, values, given, accumulate=None, among=None):
+        """Returns (status, slot, found, evicted entries) per the engines' write. accum_or_assign
+        is two of these: the adding rows (among=True), then the others (among=False)."""
+        if mode == "accumulate" and among is None:
+            adds = self.write(mode, keys, values, given, accumulate, among=True)
+            rest = self.write(mode, keys, values, given, accumulate, among=False)
+            return tuple([a if f else b for a, b, f in zip(x, y, accumulate)]
+                         for x, y in zip(adds[:3], rest[:3])) + (adds[3] + rest[3],)
         self.step += 1
         first = mode == "find_or_insert"
         acting = self.acting(keys, first=first)
+        if among is not None:
+            acting = [a and (f == among) for a, f in zip(acting, accumulate)]
         status, slots, found, evicted = [], [], [], []
         for r, key in enumerate(keys):
             if not acting[r]:

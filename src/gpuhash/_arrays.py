@@ -105,7 +105,9 @@ def default_row(default: Any, spec: TableSpec, device: torch.device) -> torch.Te
     """The value returned for missing keys, as one contiguous row of ``value_shape``."""
     try:
         row = torch.as_tensor(default, dtype=spec.value_dtype, device=device)
-        return row.expand(spec.value_shape).contiguous()
+        row = row.expand(spec.value_shape).contiguous()
+        # kernels copy a row in aligned words: an offset view of a user's tensor gets a copy
+        return row.clone() if row.data_ptr() % copy_width(spec.value_bytes) else row
     except (RuntimeError, TypeError, ValueError) as error:
         raise ValueError(f"default {default!r} does not fit value_shape {spec.value_shape} "
                          f"of dtype {spec.value_dtype}: {error}") from None

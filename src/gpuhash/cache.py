@@ -257,7 +257,8 @@ class CacheMap:
     # --- writes ---------------------------------------------------------------------------
     def _write(self, mode: int, keys: Any, values: Any, *, scores: Any, stream: Any,
                accumulate: Any = None, evict: bool = False, first: bool = False,
-               value_stride: int = 1, out: torch.Tensor | None = None) -> _Written:
+               value_stride: int = 1, out: torch.Tensor | None = None,
+               among: bool | None = None) -> _Written:
         def work():
             bits, kind = self._keys(keys)
             rows = bits.shape[0]
@@ -280,6 +281,8 @@ class CacheMap:
                 acting = engine.last_rows(state, bits.flip(0)).flip(0)
             else:
                 acting = engine.last_rows(state, bits)
+            if among is not None:  # only the rows whose accumulate flag is `among` act
+                acting = acting & (mask if among else ~mask)
             status, index, found, evicted = engine.write(
                 state, mode, bits, acting, values=checked, value_stride=value_stride,
                 scores=given, accumulate=mask, step=self._tick(), epoch=self._epoch,
@@ -317,10 +320,11 @@ class CacheMap:
             >>> status.tolist() == [INSERTED_EVICTING], keys.tolist(), scores.tolist()
             (True, [0], [0])
         """
-        done = self._write(UPSERT, keys, values, scores=scores, stream=stream, evict=True)
-        kind, status = done.kind, done.status
-        ev_keys, ev_values, ev_scores, count = done.evicted
-        n = int(count)
+        with stream_context(stream, self._device):  # the count is read on the call's stream
+            done = self._write(UPSERT, keys, values, scores=scores, stream=None, evict=True)
+            kind, status = done.kind, done.status
+            ev_keys, ev_values, ev_scores, count = done.evicted
+            n = int(count)
         out = (self._out_keys(ev_keys[:n]), ev_values[:n], ev_scores[:n].view(torch.uint64))
         return (_arrays.to_kind(status, kind),
                 tuple(_arrays.to_kind(t, kind) for t in out))
@@ -342,7 +346,7 @@ class CacheMap:
     def accum_or_assign(self, keys: Any, values: Any, accumulate: Any, *, scores: Any = None,
                         stream: Any = None) -> Any:
         """Rows with ``accumulate`` set add their value to a present key's (``SKIPPED`` if
-        the key is absent); the other rows insert or assign. Returns each row's status.
+        the key is absent); then the other rows insert or assign. Returns each row's status.
 
         Example:
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
@@ -354,16 +358,23 @@ class CacheMap:
         """
         if self._state.spec.value_dtype == torch.bool:
             raise TypeError("accum_or_assign adds values: a cache of bool values cannot")
-        done = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
-                           accumulate=accumulate)
+        # the adding rows first, their deltas added before any row of the batch can evict
+        # the entry they found; then the other rows, as an insert_or_assign
+        adding = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
+                             accumulate=accumulate, among=True)
 
         def add():
-            adds = done.accumulate & done.acting & done.found
-            shape = (-1,) + (1,) * (done.values.dim() - 1)
-            delta = done.values * adds.view(shape).to(done.values.dtype)
-            self._state.values.index_add_(0, torch.where(adds, done.index, 0), delta)
+            adds = adding.accumulate & adding.acting & adding.found
+            shape = (-1,) + (1,) * (adding.values.dim() - 1)
+            delta = torch.where(adds.view(shape), adding.values,
+                                torch.zeros((), dtype=adding.values.dtype,
+                                            device=adding.values.device))
+            self._state.values.index_add_(0, torch.where(adds, adding.index, 0), delta)
         self._run(add, writes=True, stream=stream)
-        return _arrays.to_kind(done.status, done.kind)
+        rest = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
+                           accumulate=accumulate, among=False)
+        status = torch.where(adding.accumulate, adding.status, rest.status)
+        return _arrays.to_kind(status, adding.kind)
 
     def _init_rows(self, init: Any, rows: int) -> tuple[torch.Tensor, int]:
         spec = self._state.spec
@@ -377,6 +388,14 @@ class CacheMap:
     def _find_or_insert(self, keys: Any, init: Any, scores: Any, stream: Any, *,
                         copy: bool) -> tuple[str, torch.Tensor | None, torch.Tensor,
                                              torch.Tensor]:
+        # the init row and the output are made on the call's stream, as its kernels run there
+        with stream_context(stream, self._device):
+            return self._find_or_insert_here(keys, init, scores, copy=copy)
+
+    def _find_or_insert_here(self, keys: Any, init: Any, scores: Any, *,
+                             copy: bool) -> tuple[str, torch.Tensor | None, torch.Tensor,
+                                                  torch.Tensor]:
+        stream = None
         bits, kind = self._keys(keys)
         rows, stride = self._init_rows(init, bits.shape[0])
         spec = self._state.spec

@@ -8,7 +8,8 @@
 // EMPTY, an entry it assigns or evicts by a CAS with acquire order from that entry's key. It
 // then writes the value, score and digest, and publishes the key with a release store, so the
 // next owner sees them. Searches of a write launch compare digests, then keys (relaxed): a
-// match is a candidate its row then locks; a LOCKED key matches nothing. Read-only launches
+// match is a candidate its row then locks; a LOCKED slot with the key's digest is waited for
+// (its owner publishes without waiting on anything). Read-only launches
 // (finds) run when no write does (the host orders them), so they read through the read-only
 // path. A free slot is one whose digest is 0: a claimer that sees 0 while another row already
 // holds the slot fails its CAS and looks further.
@@ -249,8 +250,8 @@ __device__ __forceinline__ gh_i64 gh_cache_claim_free(const C& t, const GhHome& 
 
 // The lowest score among the candidates of buckets b1, b2 (the earliest slot, b1's first, on
 // a tie), found by the whole warp (every lane calls it with the same buckets): each lane reads
-// an eighth of a bucket's scores, consecutive lanes consecutive parts, so the warp reads the
-// 2 KB of two 128-slot buckets in whole lines instead of one thread reading them all.
+// 1/16 of a bucket's scores (16 lanes a bucket), consecutive lanes consecutive parts, so the
+// warp reads the 2 KB of two 128-slot buckets in whole lines instead of one thread alone.
 template <class C>
 __device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2,
                                                 gh_i64* victim, gh_u64* lowest) {
