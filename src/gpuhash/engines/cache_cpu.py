@@ -69,10 +69,10 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
         np.uint64(epoch), mode, _u64(keys), _bytes(acting),
         _NONE_U8 if accumulate is None else _bytes(accumulate),
         np.zeros(rows, np.uint64) if scores is None else _u64(scores),
-        in_rows, value_stride if values is not None else 0, values is not None, status.numpy(), index.numpy(),
-        found.numpy(), _NO_ROWS if out is None else as_value_bytes(out).numpy(),
-        out is not None, _u64(ev_keys), as_value_bytes(ev_values).numpy(), _u64(ev_scores),
-        evicted.numpy())
+        in_rows, value_stride if values is not None else 0, values is not None,
+        status.numpy(), index.numpy(), found.numpy(),
+        _NO_ROWS if out is None else as_value_bytes(out).numpy(), out is not None,
+        _u64(ev_keys), as_value_bytes(ev_values).numpy(), _u64(ev_scores), evicted.numpy())
     out = (ev_keys, ev_values, ev_scores, evicted) if evict_capacity else None
     return status, index, found, out
 
