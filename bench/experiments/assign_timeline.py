@@ -6,26 +6,18 @@ On the GPU machine: PYTHONPATH=src python bench/experiments/assign_timeline.py
 """
 
 import sys
-import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 import gpuhash as gh
 from gpuhash.bench.harness import time_gpu
+from gpuhash.bench.harness import time_wall_ms as wall_ms
 from gpuhash.bench.map_suite import unique_keys
 
 DEVICE = torch.device("cuda")
 
 
-def wall_ms(call, calls: int = 20) -> float:
-    call()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(calls):
-        call()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - began) / calls * 1e3
 
 
 def table_at(load: float, capacity: int, batch: int):

@@ -7,26 +7,18 @@ patches nothing). On the GPU machine: PYTHONPATH=src python bench/experiments/in
 timer that stopped before the final synchronisation; the harness's stops after it.)
 """
 
-import time
 
 import torch
 
 import gpuhash as gh
 from gpuhash.bench.harness import time_host_calls as host_us
+from gpuhash.bench.harness import time_wall_ms as wall_ms
 from gpuhash.bench.map_suite import unique_keys
 from gpuhash.engines import cuda as engine
 
 DEVICE = torch.device("cuda")
 
 
-def wall_ms(call, calls: int = 20) -> float:
-    call()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(calls):
-        call()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - began) / calls * 1e3
 
 
 def assigns(load: float, capacity: int = 128 << 20, batch: int = 1 << 20) -> str:

@@ -30,6 +30,7 @@ from ._format import (
     _dtype_name,
     _is_int,
     _read_payload,
+    check_kind,
 )
 
 KIND = "CacheMap"
@@ -58,9 +59,7 @@ def load_cache(path: str | Path, device: torch.device) -> tuple[CacheState, int,
     that is not a sound cache file raises one ``ValueError`` naming the path."""
     try:
         payload = _read_payload(path)
-        if isinstance(payload, dict) and isinstance(payload.get("kind"), str) and (
-                payload.get("format") == FORMAT_NAME and payload["kind"] != KIND):
-            raise ValueError(f"{path} holds a {payload['kind']}, not a {KIND}")
+        check_kind(payload, KIND, path)
         _check_keys("the file", payload, _PAYLOAD_KEYS)
         if not isinstance(payload["format"], str) or payload["format"] != FORMAT_NAME:
             raise _Damaged(f"its format marker is {payload['format']!r}, not {FORMAT_NAME!r}")

@@ -370,9 +370,7 @@ def load_state(path: str | Path, device: torch.device | str, *, kind: str) -> Ta
     the path. A missing or unreadable file raises its ``OSError``."""
     try:
         payload = _read_payload(path)
-        if isinstance(payload, dict) and isinstance(payload.get("kind"), str) and (
-                payload.get("format") == FORMAT_NAME and payload["kind"] != kind):
-            raise ValueError(f"{path} holds a {payload['kind']}, not a {kind}")
+        check_kind(payload, kind, path)
         _check_keys("the file", payload, _PAYLOAD_KEYS)
         # type checks first: a crafted file may hold tensors where these compare by element
         if not isinstance(payload["format"], str) or payload["format"] != FORMAT_NAME:
@@ -409,6 +407,14 @@ _ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
 _PAYLOAD_KEYS = ("format", "version", "kind", "spec", "tensors", "checksum")
 _SPEC_KEYS = ("key_dtype", "value_dtype", "value_shape", "num_buckets", "seed",
               "max_load_factor", "bucket_slots")
+
+
+def check_kind(payload: object, kind: str, path: str | Path) -> None:
+    """Refuse a gpuhash file of another kind by name, before its fields are checked as this
+    kind's (which would call it damaged)."""
+    if isinstance(payload, dict) and isinstance(payload.get("kind"), str) and (
+            payload.get("format") == FORMAT_NAME and payload["kind"] != kind):
+        raise ValueError(f"{path} holds a {payload['kind']}, not a {kind}")
 
 
 class _Damaged(Exception):

@@ -114,6 +114,18 @@ def time_cpu(region: Callable[[], object], *, setup: Callable[[], object] | None
     return _summarise(samples)
 
 
+def time_wall_ms(call: Callable[[], object], *, calls: int = 20) -> float:
+    """Wall-clock milliseconds per call of ``call`` run back to back, after one untimed call,
+    synchronising before and after (device and host time together)."""
+    call()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e3
+
+
 def time_host_calls(call: Callable[[], object], *, calls: int = 2000) -> float:
     """Host wall clock per call in microseconds, calls queued back to back, one sync at the
     end: the overhead Python and the launch add to every call."""

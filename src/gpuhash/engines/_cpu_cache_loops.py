@@ -57,6 +57,15 @@ def locate(keys, digests, width, b1, b2, key, digest):
 
 
 @numba.njit(inline="always", **_JIT)
+def _slot_of(keys, digests, width, num_buckets, seed, key):
+    """The slot holding key, -1 if none (always -1 for the two reserved keys)."""
+    if key >= _RESERVED:
+        return -1
+    b1, b2, digest = cache_home(key, seed, num_buckets)
+    return locate(keys, digests, width, b1, b2, key, digest)
+
+
+@numba.njit(inline="always", **_JIT)
 def _first_free(digests, width, bucket):
     """(first free slot, free slots) of a bucket."""
     base = bucket * width
@@ -185,11 +194,7 @@ def cache_lookup(keys, digests, scores, values, width, num_buckets, seed, policy
     ``default`` where absent) if ``copy``, and, on rows with update[r] set, the key's score
     raised as a touch does."""
     for r in range(rows.shape[0]):
-        key = rows[r]
-        slot = -1
-        if key < _RESERVED:
-            b1, b2, digest = cache_home(key, seed, num_buckets)
-            slot = locate(keys, digests, width, b1, b2, key, digest)
+        slot = _slot_of(keys, digests, width, num_buckets, seed, rows[r])
         index[r] = slot
         found[r] = slot >= 0
         if copy:
@@ -202,11 +207,7 @@ def cache_lookup(keys, digests, scores, values, width, num_buckets, seed, policy
 def cache_erase(keys, digests, scores, counts, width, num_buckets, seed, rows, erased):
     """Free each row's key's slot; True on the row that did."""
     for r in range(rows.shape[0]):
-        key = rows[r]
-        slot = -1
-        if key < _RESERVED:
-            b1, b2, digest = cache_home(key, seed, num_buckets)
-            slot = locate(keys, digests, width, b1, b2, key, digest)
+        slot = _slot_of(keys, digests, width, num_buckets, seed, rows[r])
         erased[r] = slot >= 0
         if slot >= 0:
             keys[slot] = _EMPTY
