@@ -1,6 +1,6 @@
-"""How the CPU engine runs its numba loops (engines/_cpu_loops.py): imported on first use (numba's
-import would slow ``import gpuhash``), compiled into a cache directory numba can write, and
-called under a lock where numba's threading layer cannot take two callers at once.
+"""How the CPU engine runs its numba loops (engines/_cpu_loops.py, _cpu_claims.py): imported on
+first use (numba's import would slow ``import gpuhash``), compiled into a cache directory numba
+can write, and called under a lock where numba's threading layer cannot take two callers at once.
 """
 
 from __future__ import annotations
@@ -66,9 +66,22 @@ def _serialise() -> bool:
     return _LAYER == "workqueue"
 
 
+def claim_loops():
+    """The compiled claims of the tables (they call the tables' probe)."""
+    loops()
+    from . import _cpu_claims
+
+    return _cpu_claims
+
+
+_CLAIMS = ("claim", "write_rows")
+
+
 def run(name: str, *args):
-    """Call the compiled loop ``name`` (CacheMap's: named cache_*)."""
-    function = getattr(cache_loops() if name.startswith("cache_") else loops(), name)
+    """Call the compiled loop ``name`` (CacheMap's: named cache_*; the claims: _CLAIMS)."""
+    module = (cache_loops() if name.startswith("cache_") else
+              claim_loops() if name in _CLAIMS else loops())
+    function = getattr(module, name)
     if _serialise():
         with _SERIAL:
             return function(*args)

@@ -1,13 +1,14 @@
 """The CPU engine: the table operations over the shared table format, their probe loops
-compiled by numba (engines/_cpu_loops.py).
+compiled by numba (engines/_cpu_loops.py, engines/_cpu_claims.py).
 
 It serves machines without a GPU and is the reference the CUDA engine is tested against. The
 probe order, hash and bucket choice are exactly the CUDA engine's (kernels/open_addressing.cuh),
 so a table built by either engine answers identically on the other. Reads run the scalar probe
 loop in parallel over rows; claims run in parallel passes by part of the table's buckets and
-the rest in row order (engines/_cpu_loops.claim): no two rows race for a slot, which the CUDA
-engine's compare-and-swap achieves without an order, and a key's rows settle in row order, so
-the last row wins without the sort the CUDA engine replaces by gh_last_rows. What is not a
+the rest in row order (engines/_cpu_claims.claim), writing values as they settle: no two rows
+race for a slot, which the CUDA engine's compare-and-swap achieves without an order, and a
+key's rows settle in row order, so the last row wins without the sort the CUDA engine replaces
+by gh_last_rows. What is not a
 probe (value combination, the deduplication of a room check) stays as torch ops.
 
 Keys reach the engine as raw bits: int32 views for 32-bit keys, int64 for 64-bit keys.
@@ -113,7 +114,9 @@ def _walk_args(state: TableState) -> tuple:
 def _value_region(state: TableState) -> tuple[np.ndarray, int, int]:
     """(bytes of every slot row, offset of the value in a row, width of the value area): the
     value and, for packed and pair slots, the zero bytes above it (both engines write them
-    zero). One array type for every layout: numba compiles each loop once."""
+    zero). One array type for every layout: numba compiles each loop once (a copy by 8-byte
+    words ran 12% faster than by bytes in a find of 32-byte rows, not worth a second compile
+    of every loop)."""
     spec = state.spec
     if spec.layout == ROWS:
         return value_bytes_view(state).numpy(), 0, spec.value_bytes
@@ -131,12 +134,9 @@ def _lookup(state: TableState, keys: torch.Tensor, default: torch.Tensor | None 
     """Slot of each key (-1 where absent) and, given a default row, each key's value bytes
     (the default's where absent): the probe loop every read operation shares."""
     slot = torch.empty(keys.shape[0], dtype=torch.int64)
+    row = _NO_BYTES if default is None else as_value_bytes(default.reshape(1, *default.shape))[0]
     raw, offset, _ = _value_region(state)
-    if default is None:
-        row, out = _NO_BYTES, torch.empty((keys.shape[0], 0), dtype=torch.uint8)
-    else:
-        row = as_value_bytes(default.reshape(1, *default.shape))[0]
-        out = torch.empty((keys.shape[0], row.shape[0]), dtype=torch.uint8)
+    out = torch.empty((keys.shape[0], row.shape[0]), dtype=torch.uint8)
     run("lookup", state.slots.numpy(), state.overflow.numpy(), _wide(keys), *_walk_args(state),
         raw, offset, row.numpy(), out.numpy(), slot.numpy())
     return slot, (None if default is None else out)
@@ -147,46 +147,40 @@ def _locate(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     return _lookup(state, keys)[0]
 
 
-def _place(state: TableState, keys: torch.Tensor, *, multi: bool = False
-           ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-    """Slot of each row's key (with ``multi``: a new copy per row), placing the absent keys
-    (the two sentinel keys out of band); whether each row was marked as adding its key (the
-    last row of a repeated new key); and, per slot, the last row that reached it (the row
-    whose value stays). Counts the new entries and the bucket slots they use.
+def _place(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *,
+           multi: bool = False, want_slots: bool = False, store: bool = True
+           ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """Find or claim a slot for each row's key (with ``multi``: a new copy per row; the two
+    sentinel keys out of band) and, unless not to ``store``, write the row's value there
+    (zeros for ``values`` None; a key's rows settle in row order, so its last row's value
+    stays): the slot of each row, if
+    asked for, and whether each row was marked as adding its key (the last row of a repeated
+    new key). Counts the new entries and the bucket slots they use.
 
-    The compiled loop (_cpu_loops.claim) fills first buckets before any key walks on, as the
+    The compiled loop (_cpu_claims.claim) fills first buckets before any key walks on, as the
     CUDA engine's first pass does; it does not displace keys, which the CUDA engine may do: both
     keep the invariant the probe relies on. If some key finds no slot at all (only a table whose
     counters lie about its use), every slot this call took is given back and RuntimeError
     raised."""
     rows = keys.shape[0]
-    slot = torch.full((rows,), -1, dtype=torch.int64)
+    slot = torch.full((rows if want_slots else 0,), -1, dtype=torch.int64)
     flags = torch.zeros(rows, dtype=torch.uint8)
-    last = np.empty(state.spec.num_slots + 2, np.int64)
+    given = (torch.empty((rows, 0), dtype=torch.uint8) if values is None
+             else as_value_bytes(values))
+    raw, offset, area = _value_region(state)
+    if not store:
+        area = 0
     failed, live, used = run("claim", state.slots.numpy(), state.overflow.numpy(), _wide(keys),
-                             *_walk_args(state), multi, slot.numpy(), flags.numpy(), last)
+                             *_walk_args(state), multi, raw, offset, area, given.numpy(),
+                             slot.numpy(), flags.numpy())
     if failed >= 0:
         raise RuntimeError(f"a key (row {failed} of {rows}) found no free slot although the "
                            "room check passed: the table's counters do not match its slots; "
-                           "the table is unchanged")
+                           "every key this call added was taken out again (values it assigned "
+                           "to keys already present stay)")
     state.counts[0] += live
     state.counts[1] += used
-    return slot, (flags & 1).bool(), last
-
-
-_EVERY_ROW = np.empty(0, np.int64)
-
-
-def _write_values(state: TableState, slot: torch.Tensor, values: torch.Tensor | None,
-                  last: np.ndarray = _EVERY_ROW) -> None:
-    """Store each row's value (raw bytes, zero-padded to the value area) at its slot: every
-    row's (distinct slots), or given ``last``, only the rows with last[slot] == row."""
-    raw, offset, area = _value_region(state)
-    if area == 0:
-        return
-    rows = (torch.empty((slot.shape[0], 0), dtype=torch.uint8) if values is None
-            else as_value_bytes(values))
-    run("write_rows", raw, offset, area, slot.numpy(), rows.numpy(), last)
+    return (slot if want_slots else None), (flags & 1).bool()
 
 
 def last_rows(state: TableState, keys: torch.Tensor) -> torch.Tensor:
@@ -201,9 +195,7 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
     row order whatever ``duplicates`` says, so the last row's value stays and the last row of
     a new key is marked (dict semantics, one of the outcomes "any" allows); ``last`` is not
     needed for that and goes unread."""
-    slot, new, last = _place(state, keys)
-    _write_values(state, slot, values, last)
-    return new
+    return _place(state, keys, values)[1]
 
 
 _REDUCE = {"add": "sum", "min": "amin", "max": "amax"}
@@ -215,7 +207,6 @@ def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
     rows of a new key) with ``op``. True on one row per new key (the first, here)."""
     if keys.shape[0] == 0:
         return torch.zeros(0, dtype=torch.bool)
-    spec = state.spec
     distinct, group = torch.unique(keys, return_inverse=True)
     rows = torch.full((distinct.shape[0],), keys.shape[0], dtype=torch.int64)
     rows.scatter_reduce_(0, group, torch.arange(keys.shape[0]), "amin")  # first row per key
@@ -223,14 +214,15 @@ def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
     combined = torch.zeros((rows.shape[0], elements.shape[1]), dtype=values.dtype)
     combined.scatter_reduce_(0, group[:, None].expand_as(elements), elements, _REDUCE[op],
                              include_self=False)
-    slot, new, _ = _place(state, distinct)
+    slot, new = _place(state, distinct, None, want_slots=True, store=False)
     stored = gather_values(state, slot).reshape(rows.shape[0], -1)
     if op == "add":
         merged = stored + combined
     else:
         merged = (torch.minimum if op == "min" else torch.maximum)(stored, combined)
-    merged = torch.where(new[:, None], combined, merged)
-    _write_values(state, slot, merged.reshape(rows.shape[0], *spec.value_shape))
+    merged = as_value_bytes(torch.where(new[:, None], combined, merged))
+    raw, offset, area = _value_region(state)
+    run("write_rows", raw, offset, area, slot.numpy(), merged.numpy())
     inserted = torch.zeros(keys.shape[0], dtype=torch.bool)
     inserted[rows[new]] = True
     return inserted
@@ -290,8 +282,7 @@ def rehash(source: TableState, target: TableState) -> None:
 # --- multimap -----------------------------------------------------------------------------
 def multi_insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None) -> None:
     """Add every row as its own entry (repeated keys kept)."""
-    slot, _, _ = _place(state, keys, multi=True)
-    _write_values(state, slot, values)
+    _place(state, keys, values, multi=True)
 
 
 def _matches(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
