@@ -88,18 +88,25 @@ def _settle(table, overflow, key, at, walk, mode, slots, flags, last, base, firs
 
 @numba.njit(parallel=True, **_JIT)
 def _partition(keys_in, rows_in, count, walk, step, keys_out, rows_out, starts):
-    """keys_in / rows_in[:count] scattered by part of the bucket of their step ``step``, stably:
-    positions starts[p]: starts[p + 1] of keys_out / rows_out are part p's, in their given
-    order. Chunks of rows count and scatter in parallel, each into its own range of each part;
-    the parts depend on the table alone, so the result does not depend on the thread count."""
-    key_bytes, seed, num_buckets = walk[0], walk[1], walk[2]
+    """keys_in[:count] and their rows (rows_in[:count], or the positions if rows_in is empty)
+    scattered by part of the bucket of their step ``step``, stably, leaving out the two
+    sentinel keys: positions starts[p]: starts[p + 1] of keys_out / rows_out are part p's, in
+    their given order. Chunks of rows count and scatter in parallel, each into its own range
+    of each part; the parts depend on the table alone, so the result does not depend on the
+    thread count."""
+    key_bytes, seed, num_buckets, empty, tomb = walk[0], walk[1], walk[2], walk[4], walk[5]
     parts = starts.shape[0] - 1
     chunks = (count + CHUNK_ROWS - 1) // CHUNK_ROWS
+    positions = rows_in.shape[0] == 0
     part = np.empty(count, np.int32)
     fill = np.zeros((chunks, parts), np.int64)
     for c in numba.prange(chunks):
         for j in range(c * CHUNK_ROWS, min(count, (c + 1) * CHUNK_ROWS)):
-            h, b1, b2, _, _ = home(keys_in[j], key_bytes, seed, num_buckets)
+            key = keys_in[j]
+            if (key == empty) | (key == tomb):
+                part[j] = -1
+                continue
+            h, b1, b2, _, _ = home(key, key_bytes, seed, num_buckets)
             p = bucket_at(h, b1, b2, step, num_buckets) // PART_BUCKETS
             part[j] = p
             fill[c, p] += 1
@@ -111,10 +118,13 @@ def _partition(keys_in, rows_in, count, walk, step, keys_out, rows_out, starts):
     starts[parts] = total
     for c in numba.prange(chunks):
         for j in range(c * CHUNK_ROWS, min(count, (c + 1) * CHUNK_ROWS)):
-            at = fill[c, part[j]]
+            p = part[j]
+            if p < 0:
+                continue
+            at = fill[c, p]
             keys_out[at] = keys_in[j]
-            rows_out[at] = rows_in[j]
-            fill[c, part[j]] = at + 1
+            rows_out[at] = j if positions else rows_in[j]
+            fill[c, p] = at + 1
 
 
 @numba.njit(parallel=True, **_JIT)
@@ -172,42 +182,43 @@ def _finish_parts(rowed, starts, pass_slots, pass_flags, slots, flags):
                 slots[row] = slot
 
 
-@numba.njit(**_JIT)
-def _waiting(keys, empty, tomb, waiting_keys, waiting_rows):
-    """The rows the parallel passes take (every key but the two sentinels), in row order:
-    their count."""
-    count = 0
-    for i in range(keys.shape[0]):
-        if (keys[i] != empty) & (keys[i] != tomb):
-            waiting_keys[count], waiting_rows[count] = keys[i], i
-            count += 1
-    return count
-
-
-@numba.njit(**_JIT)
+@numba.njit(parallel=True, **_JIT)
 def _after_pass(overflow, keyed, rowed, settled, walk, step, pass_slots, waiting_keys,
                 waiting_rows, rest, aside):
-    """After the pass of step ``step`` over ``settled`` positions: the filter bits of keys it
-    settled past b1 (other threads' words, so set here, not in the pass), the rows still
-    waiting back in waiting_keys / waiting_rows (their relative order kept), and the rows that
-    met an erased slot their key may take appended to rest[aside:], for the walk. Returns
-    (waiting, aside)."""
+    """After the pass of step ``step`` over ``settled`` positions: the rows still waiting back in
+    waiting_keys / waiting_rows and the rows that met an erased slot their key may take
+    appended to rest[aside:], for the walk, both in their order (chunks compact in parallel,
+    each into its own range); then the filter bits of keys the pass settled past b1 (shared
+    words: set here on one thread, not in the pass). Returns (waiting, aside)."""
     key_bytes, seed, num_buckets = walk[0], walk[1], walk[2]
-    count = 0
-    for j in range(settled):
-        if pass_slots[j] >= 0:
-            if step >= 1:
+    chunks = (settled + CHUNK_ROWS - 1) // CHUNK_ROWS
+    counts = np.zeros((chunks + 1, 2), np.int64)
+    for c in numba.prange(chunks):
+        for j in range(c * CHUNK_ROWS, min(settled, (c + 1) * CHUNK_ROWS)):
+            if pass_slots[j] == DEFERRED:
+                counts[c + 1, 0] += 1
+            elif pass_slots[j] < 0:  # DEFERRED_HOLE
+                counts[c + 1, 1] += 1
+    counts[0, 1] = aside
+    for c in range(chunks):
+        counts[c + 1] += counts[c]
+    for c in numba.prange(chunks):
+        waiting, holes = counts[c, 0], counts[c, 1]
+        for j in range(c * CHUNK_ROWS, min(settled, (c + 1) * CHUNK_ROWS)):
+            if pass_slots[j] == DEFERRED:
+                waiting_keys[waiting], waiting_rows[waiting] = keyed[j], rowed[j]
+                waiting += 1
+            elif pass_slots[j] < 0:
+                rest[holes] = rowed[j]
+                holes += 1
+    if step >= 1:
+        for j in range(settled):
+            if pass_slots[j] >= 0:
                 _, _, _, left_first, left_second = home(keyed[j], key_bytes, seed, num_buckets)
                 mark_filter_bit(overflow, left_first)
                 if step >= 2:
                     mark_filter_bit(overflow, left_second)
-        elif pass_slots[j] == DEFERRED:
-            waiting_keys[count], waiting_rows[count] = keyed[j], rowed[j]
-            count += 1
-        else:  # DEFERRED_HOLE
-            rest[aside] = rowed[j]
-            aside += 1
-    return count, aside
+    return counts[chunks, 0], counts[chunks, 1]
 
 
 def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, area, values,
@@ -224,12 +235,15 @@ def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, are
     pass_slots = np.empty(rows, np.int64)
     pass_flags = np.empty(rows, np.uint8)
     starts = np.empty(parts + 1, np.int64)
-    count = _waiting(keys, walk[4], walk[5], waiting_keys, waiting_rows)
-    aside = 0
+    count, aside = rows, 0
     for step in range(PARALLEL_STEPS):
         if count == 0:
             break
-        _partition(waiting_keys, waiting_rows, count, walk, step, keyed, rowed, starts)
+        if step == 0:  # the batch itself, rows being positions
+            _partition(keys, np.empty(0, np.int64), rows, walk, 0, keyed, rowed, starts)
+        else:
+            _partition(waiting_keys, waiting_rows, count, walk, step, keyed, rowed, starts)
+        count = starts[-1]
         pass_flags[:count] = 0
         _settle_parts(table, overflow, keyed, rowed, walk, CLAIM_AT + step, starts, pass_slots,
                       pass_flags, raw, offset, area, values)
