@@ -108,6 +108,23 @@ def test_a_row_that_finds_no_slot_raises_and_leaves_the_cpu_table_unchanged():
     assert all(torch.equal(a, b) for a, b in zip(before, table._state.tensors().values()))
 
 
+def test_a_large_batch_that_finds_no_slot_gives_back_every_key_it_added():
+    """The parallel passes claim some rows before a later row finds no slot: every key they
+    added is taken out again (value bytes of the freed slots may differ: they are unread)."""
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=40_000,
+                       max_load_factor=0.99, growable=False)
+    kept = torch.arange(1, 30_001)
+    table.insert(kept, kept * 7)
+    table._state.counts[1] = 0  # the lie: the room check passes
+    table._used_bound = 0
+    keys_before = table._state.key_view().clone()
+    with pytest.raises(RuntimeError, match="no free slot"):
+        table.insert(torch.arange(100_001, 120_001), torch.zeros(20_000, dtype=torch.int64))
+    assert torch.equal(table._state.key_view(), keys_before) and len(table) == 30_000
+    got, found = table.find(kept)
+    assert bool(found.all()) and torch.equal(got, kept * 7)
+
+
 @pytest.mark.parametrize("key_dtype", [torch.int64, torch.uint32])
 def test_multimap_queries_of_the_reserved_keys_match_nothing_and_change_nothing(key_dtype):
     """A walk for the sentinel keys would take EMPTY or erased slots for copies of them."""
@@ -207,6 +224,39 @@ def test_cpu_claims_across_many_parts_keep_dict_semantics():
     got, found = table.find(probe)
     assert bool(found.all()) and got.tolist() == [model[key] for key in probe.tolist()]
     assert len(table) == len(model)
+
+
+def test_cpu_claims_in_parallel_passes_reuse_erased_slots_and_take_the_sentinel_keys():
+    """Batches large enough for the parallel passes, into a table of erased slots (rows that
+    meet one in a full bucket go on to the walk), with the two sentinel keys among the rows
+    and 4-byte values in 16-byte pair slots: dict semantics, the bytes above each value zero,
+    and the counters right."""
+    generator = torch.Generator().manual_seed(5)
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=50_000,
+                       max_load_factor=0.9, growable=False)
+    assert table.spec.layout == "pair"
+    model: dict[int, float] = {}
+    for round_ in range(4):
+        keys = torch.randint(0, 45_000, (30_000,), generator=generator)
+        keys[torch.randint(0, 30_000, (40,), generator=generator)] = -1 - round_ % 2
+        values = torch.rand(30_000, generator=generator)
+        inserted = table.insert(keys, values).tolist()
+        last = {key: row for row, key in enumerate(keys.tolist())}
+        assert inserted == [key not in model and last[key] == row
+                            for row, key in enumerate(keys.tolist())]
+        model.update(zip(keys.tolist(), values.tolist()))
+        gone = torch.tensor(sorted(model)[::3])
+        table.erase(gone)
+        for key in gone.tolist():
+            del model[key]
+    probe = torch.tensor(sorted(model))
+    got, found = table.find(probe)
+    assert bool(found.all()) and got.tolist() == [model[key] for key in probe.tolist()]
+    assert len(table) == len(model)
+    spec = table.spec
+    live = (table._state.key_view()[: spec.num_slots] >= 0).nonzero().squeeze(1)
+    raw = table._state.slots.view(torch.uint8)[live]
+    assert bool((raw[:, 8 + spec.value_bytes: 16] == 0).all())
 
 
 def test_a_growable_cpu_table_gives_back_what_repeats_did_not_use():

@@ -316,11 +316,15 @@ def _walk(table, overflow, keys, walk, multi, raw, offset, area, values, slots, 
         for j in range(count):  # a multimap's copies, by their recorded slots
             if multi and walk_flags[j] & CLAIMED:
                 _give_back(table, walk_slots[j], keys[rest[j]], walk, walk_flags[j])
-        for i in range(rows):  # a map's keys, one copy each: found by a search
-            if not multi and flags[i] & CLAIMED:
-                slot = probe(table, overflow, keys[i], key_bytes, seed, num_buckets, width,
-                             empty, tomb, SEARCH)[0]
-                _give_back(table, slot, keys[i], walk, flags[i])
+        if not multi:  # a map's keys, one copy each: all found by a search before any goes
+            claimed = np.flatnonzero(flags & CLAIMED)  # (a freed slot ends later searches)
+            found = np.empty(claimed.shape[0], np.int64)
+            for j in range(claimed.shape[0]):
+                found[j] = probe(table, overflow, keys[claimed[j]], key_bytes, seed,
+                                 num_buckets, width, empty, tomb, SEARCH)[0]
+            for j in range(claimed.shape[0]):
+                i = claimed[j]
+                _give_back(table, found[j], keys[i], walk, flags[i])
     return failed, live, used
 
 
