@@ -188,11 +188,12 @@ def lookup(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, to
     Rows go in groups of GROUP: first each row's b1 line is read, then each row probes, then
     each found row's value line is read, then values are copied. A probe is a chain of
     dependent loads, and one row at a time leaves the CPU one cache miss in flight; the
-    untaken reads of a group let it overlap GROUP of them (the pattern of a gather). Their sum
-    is returned so the compiler keeps them."""
+    untaken reads of a group let it overlap GROUP of them (the pattern of a gather). Their sums
+    are returned, a group's in its own word (a reduction variable over the parallel loop is
+    refused by numba's parfor pass under Python 3.12), so the compiler keeps them."""
     size = out.shape[1]
     rows = keys.shape[0]
-    kept = np.int64(0)
+    kept = np.empty((rows + GROUP - 1) // GROUP, np.int64)
     for group in numba.prange((rows + GROUP - 1) // GROUP):
         start = group * GROUP
         stop = min(start + GROUP, rows)
@@ -216,7 +217,7 @@ def lookup(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, to
                 else:
                     for j in range(size):
                         out[i, j] = default[j]
-        kept += touched
+        kept[group] = touched
     return kept
 
 
