@@ -231,6 +231,10 @@ class _Table:
         cores: 0.3 s), so a growable table there grows to fit the upper bound and gives back
         what the batch's repeats did not use afterwards (_fit_after_growth)."""
         spec = self._state.spec
+        growing_on_cpu = self._growable and self.device.type == "cpu"
+        if growing_on_cpu and not live and not distinct and keys.shape[0] > room:
+            self._grown_from = spec  # every row may be new: no pass over the batch to count
+            return keys.shape[0]
         empty = spec.empty_key - (1 << 8 * spec.key_bytes)
         absent = (keys != empty) & (keys != empty - 1)
         if live:
@@ -238,7 +242,7 @@ class _Table:
         bound = int(absent.sum())
         if bound <= room or distinct:
             return bound
-        if self._growable and self.device.type == "cpu":
+        if growing_on_cpu:
             self._grown_from = spec
             return bound
         return int(self._engine.last_rows(self._state, keys[absent]).sum())

@@ -168,33 +168,25 @@ def _settle_parts(table, overflow, keyed, rowed, walk, mode, starts, slots, flag
 
 
 @numba.njit(parallel=True, **_JIT)
-def _finish_parts(rowed, starts, pass_slots, pass_flags, slots, flags):
-    """After a parallel pass: its outcomes back in row order (slots only if asked for: they
-    cost a scattered store a row). Kept apart from the pass because stores scattered over the
-    batch, interleaved with the probes, ran the pass three times slower."""
-    want_slots = slots.shape[0] > 0
-    for p in numba.prange(starts.shape[0] - 1):
-        for j in range(starts[p], starts[p + 1]):
-            slot = pass_slots[j]
-            row = rowed[j]
-            flags[row] = pass_flags[j]
-            if want_slots:
-                slots[row] = slot
-
-
-@numba.njit(parallel=True, **_JIT)
-def _after_pass(overflow, keyed, rowed, settled, walk, step, pass_slots, waiting_keys,
-                waiting_rows, rest, aside):
-    """After the pass of step ``step`` over ``settled`` positions: the rows still waiting back in
-    waiting_keys / waiting_rows and the rows that met an erased slot their key may take
-    appended to rest[aside:], for the walk, both in their order (chunks compact in parallel,
-    each into its own range); then the filter bits of keys the pass settled past b1 (shared
-    words: set here on one thread, not in the pass). Returns (waiting, aside)."""
+def _after_pass(overflow, keyed, rowed, settled, walk, step, pass_slots, pass_flags, slots,
+                flags, waiting_keys, waiting_rows, rest, aside):
+    """After the pass of step ``step`` over ``settled`` positions: its outcomes back in row order
+    (flags; slots only if asked for: they cost a scattered store a row; kept out of the pass,
+    where stores scattered over the batch between the probes ran it three times slower), the
+    rows still waiting back in waiting_keys / waiting_rows and the rows that met an erased slot
+    their key may take appended to rest[aside:], for the walk, both in their order (chunks
+    compact in parallel, each into its own range); then the filter bits of keys the pass
+    settled past b1 (shared words: set here on one thread, not in the pass). Returns
+    (waiting, aside)."""
     key_bytes, seed, num_buckets = walk[0], walk[1], walk[2]
+    want_slots = slots.shape[0] > 0
     chunks = (settled + CHUNK_ROWS - 1) // CHUNK_ROWS
     counts = np.zeros((chunks + 1, 2), np.int64)
     for c in numba.prange(chunks):
         for j in range(c * CHUNK_ROWS, min(settled, (c + 1) * CHUNK_ROWS)):
+            flags[rowed[j]] = pass_flags[j]
+            if want_slots:
+                slots[rowed[j]] = pass_slots[j]
             if pass_slots[j] == DEFERRED:
                 counts[c + 1, 0] += 1
             elif pass_slots[j] < 0:  # DEFERRED_HOLE
@@ -247,9 +239,9 @@ def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, are
         pass_flags[:count] = 0
         _settle_parts(table, overflow, keyed, rowed, walk, CLAIM_AT + step, starts, pass_slots,
                       pass_flags, raw, offset, area, values)
-        _finish_parts(rowed, starts, pass_slots, pass_flags, slots, flags)
         count, aside = _after_pass(overflow, keyed, rowed, count, walk, step, pass_slots,
-                                   waiting_keys, waiting_rows, rest, aside)
+                                   pass_flags, slots, flags, waiting_keys, waiting_rows, rest,
+                                   aside)
     rest[aside: aside + count] = waiting_rows[:count]
     return aside + count
 
