@@ -20,6 +20,9 @@ afterwards scatters them.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numba
 import numpy as np
 
@@ -45,6 +48,39 @@ SERIAL_ROWS = 1 << 14   # smaller batches walk on one thread: partitioning them 
 CHUNK_ROWS = 1 << 16    # rows a thread partitions at a time (chunks keep the scatter stable)
 SWEEP_ROWS = 4          # a part with a row for 1 in SWEEP_ROWS of its buckets reads them all
 _JIT = {"cache": True, "nogil": True}
+# The parallel passes inline the probe (the same source, compiled into the pass: a call per row
+# cost a fifth of the pass); everything else calls it, which compiles faster.
+_probe_inline = numba.njit(inline="always", **_JIT)(probe.py_func)
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _forget_pool() -> None:
+    """A forked child has none of the pool's threads: it makes its own when it needs one."""
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _on_threads(items: int, work) -> None:
+    """work(low, high) over [0, items) split into one contiguous range per thread, the ranges
+    on a pool of threads (the compiled loops release the GIL). numba's thread count is the
+    thread count, so NUMBA_NUM_THREADS and numba.set_num_threads govern these loops as they do
+    the parallel ones; the claims' results do not depend on it. Threads, not numba's parallel
+    loops: a parallel loop costs seconds more of compile, in every fresh environment."""
+    global _POOL
+    threads = min(numba.get_num_threads(), items)
+    if threads <= 1:
+        work(0, items)
+        return
+    if _POOL is None or _POOL._max_workers < threads:
+        _POOL = ThreadPoolExecutor(max_workers=max(threads, numba.config.NUMBA_NUM_THREADS))
+    bounds = [items * t // threads for t in range(threads + 1)]
+    for done in [_POOL.submit(work, low, high) for low, high in zip(bounds, bounds[1:])]:
+        done.result()
 
 
 @numba.njit(inline="always", **_JIT)
@@ -60,7 +96,7 @@ def _store_value(raw, slot, offset, area, values, row):
 
 @numba.njit(inline="always", **_JIT)
 def _settle(table, overflow, key, at, walk, mode, slots, flags, last, base, first, raw,
-            offset, area, values, row):
+            offset, area, values, row, locate):
     """Probe for the row at position ``at`` (its key ``key``, its batch row ``row``) by
     ``mode``, record the outcome there (slots[at], flags[at]) and, if it settled, write its
     value. Rows of one key settle one after another, positions rising with their rows, so
@@ -70,8 +106,8 @@ def _settle(table, overflow, key, at, walk, mode, slots, flags, last, base, firs
     marks it. ``last`` holds other values at slots not reached since it was last
     reset: a claim is recognised by the record at the position pointing back at the slot."""
     key_bytes, seed, num_buckets, width, empty, tomb = walk
-    slot, new, hole = probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty,
-                            tomb, mode)
+    slot, new, hole = locate(table, overflow, key, key_bytes, seed, num_buckets, width, empty,
+                             tomb, mode)
     slots[at] = slot
     if slot < 0:
         return
@@ -86,21 +122,13 @@ def _settle(table, overflow, key, at, walk, mode, slots, flags, last, base, firs
         _store_value(raw, slot, offset, area, values, row)
 
 
-@numba.njit(parallel=True, **_JIT)
-def _partition(keys_in, rows_in, count, walk, step, keys_out, rows_out, starts):
-    """keys_in[:count] and their rows (rows_in[:count], or the positions if rows_in is empty)
-    scattered by part of the bucket of their step ``step``, stably, leaving out the two
-    sentinel keys: positions starts[p]: starts[p + 1] of keys_out / rows_out are part p's, in
-    their given order. Chunks of rows count and scatter in parallel, each into its own range
-    of each part; the parts depend on the table alone, so the result does not depend on the
-    thread count."""
+@numba.njit(**_JIT)
+def _count_parts(keys_in, count, walk, step, chunk_from, chunk_to, part, fill):
+    """For chunks [chunk_from, chunk_to) of keys_in[:count]: part[j], the part of the bucket of
+    step ``step`` of each key (-1 for the two sentinel keys, left out), and fill[c, p], how
+    many of chunk c's keys lie in part p."""
     key_bytes, seed, num_buckets, empty, tomb = walk[0], walk[1], walk[2], walk[4], walk[5]
-    parts = starts.shape[0] - 1
-    chunks = (count + CHUNK_ROWS - 1) // CHUNK_ROWS
-    positions = rows_in.shape[0] == 0
-    part = np.empty(count, np.int32)
-    fill = np.zeros((chunks, parts), np.int64)
-    for c in numba.prange(chunks):
+    for c in range(chunk_from, chunk_to):
         for j in range(c * CHUNK_ROWS, min(count, (c + 1) * CHUNK_ROWS)):
             key = keys_in[j]
             if (key == empty) | (key == tomb):
@@ -110,13 +138,28 @@ def _partition(keys_in, rows_in, count, walk, step, keys_out, rows_out, starts):
             p = bucket_at(h, b1, b2, step, num_buckets) // PART_BUCKETS
             part[j] = p
             fill[c, p] += 1
+
+
+@numba.njit(**_JIT)
+def _part_starts(fill, starts):
+    """Each chunk's first position in each part (part-major, then chunk order: the scatter is
+    stable) in place of its count, and each part's first position in starts."""
+    chunks, parts = fill.shape
     total = 0
-    for p in range(parts):  # each chunk's first position in each part: part-major, chunk order
+    for p in range(parts):
         starts[p] = total
         for c in range(chunks):
             total, fill[c, p] = total + fill[c, p], total
     starts[parts] = total
-    for c in numba.prange(chunks):
+
+
+@numba.njit(**_JIT)
+def _scatter_parts(keys_in, rows_in, count, chunk_from, chunk_to, part, fill, keys_out,
+                   rows_out):
+    """Chunks [chunk_from, chunk_to) of keys_in[:count] and their rows (rows_in, or the
+    positions if rows_in is empty) to their positions by part, each chunk into its own range."""
+    positions = rows_in.shape[0] == 0
+    for c in range(chunk_from, chunk_to):
         for j in range(c * CHUNK_ROWS, min(count, (c + 1) * CHUNK_ROWS)):
             p = part[j]
             if p < 0:
@@ -127,22 +170,38 @@ def _partition(keys_in, rows_in, count, walk, step, keys_out, rows_out, starts):
             fill[c, p] = at + 1
 
 
-@numba.njit(parallel=True, **_JIT)
+def _partition(keys_in, rows_in, count, walk, step, keys_out, rows_out, starts):
+    """keys_in[:count] and their rows (rows_in[:count], or the positions if rows_in is empty)
+    scattered by part of the bucket of their step ``step``, stably, leaving out the two
+    sentinel keys: positions starts[p]: starts[p + 1] of keys_out / rows_out are part p's, in
+    their given order. Chunks of rows count and scatter on the pool's threads; the parts
+    depend on the table alone, so the result does not depend on the thread count."""
+    chunks = (count + CHUNK_ROWS - 1) // CHUNK_ROWS
+    part = np.empty(count, np.int32)
+    fill = np.zeros((chunks, starts.shape[0] - 1), np.int64)
+    _on_threads(chunks, lambda low, high: _count_parts(keys_in, count, walk, step, low, high,
+                                                       part, fill))
+    _part_starts(fill, starts)
+    _on_threads(chunks, lambda low, high: _scatter_parts(keys_in, rows_in, count, low, high,
+                                                         part, fill, keys_out, rows_out))
+
+
+@numba.njit(**_JIT)
 def _settle_parts(table, overflow, keyed, rowed, walk, mode, starts, slots, flags, raw, offset,
-                  area, values):
-    """A parallel pass over positions in part order, a thread per part: each row claims (or
-    finds its key) in the bucket of the pass's step (``mode``: CLAIM_AT + step), which lies in
-    its part, and writes its value there. A part's rows touch its buckets about once each (a
+                  area, values, part_from, part_to, kept):
+    """A pass over the positions of parts [part_from, part_to), on one thread of a parallel pass
+    (no other thread has these parts): each row claims (or finds its key) in the bucket of the
+    pass's step (``mode``: CLAIM_AT + step), which lies in its part, and writes its value
+    there. A part's rows touch its buckets about once each (a
     cache miss each) and lie scattered over the batch. So a part with rows for most of its
     buckets has its lines read in order first (the hardware prefetches them), one with few
     has the bucket line of each of a group of GROUP rows read before any of them settles, and
-    the rows' values are read that way too: their misses overlap. The reads' sums are
-    returned so the compiler keeps them."""
+    the rows' values are read that way too: their misses overlap. The reads' sums go to
+    kept[p] so the compiler keeps them."""
     key_bytes, seed, num_buckets, width = walk[0], walk[1], walk[2], walk[3]
     step = mode - CLAIM_AT
     reading = values.shape[1] > 0 and area > 0
-    kept = np.zeros(starts.shape[0] - 1, np.int64)
-    for p in numba.prange(starts.shape[0] - 1):
+    for p in range(part_from, part_to):
         touched = np.int64(0)
         first, end = starts[p], starts[p + 1]
         low = p * PART_BUCKETS
@@ -162,55 +221,46 @@ def _settle_parts(table, overflow, keyed, rowed, walk, mode, starts, slots, flag
                     touched += np.int64(values[rowed[j], 0])
             for j in range(start, stop):
                 _settle(table, overflow, keyed[j], j, walk, mode, slots, flags, last,
-                        low * width, first, raw, offset, area, values, rowed[j])
+                        low * width, first, raw, offset, area, values, rowed[j], _probe_inline)
         kept[p] = touched
-    return kept
 
 
-@numba.njit(parallel=True, **_JIT)
-def _after_pass(overflow, keyed, rowed, settled, walk, step, pass_slots, pass_flags, slots,
-                flags, waiting_keys, waiting_rows, rest, aside):
-    """After the pass of step ``step`` over ``settled`` positions: its outcomes back in row order
-    (flags; slots only if asked for: they cost a scattered store a row; kept out of the pass,
-    where stores scattered over the batch between the probes ran it three times slower), the
-    rows still waiting back in waiting_keys / waiting_rows and the rows that met an erased slot
-    their key may take appended to rest[aside:], for the walk, both in their order (chunks
-    compact in parallel, each into its own range); then the filter bits of keys the pass
-    settled past b1 (shared words: set here on one thread, not in the pass). Returns
-    (waiting, aside)."""
-    key_bytes, seed, num_buckets = walk[0], walk[1], walk[2]
+@numba.njit(**_JIT)
+def _write_back(rowed, pass_slots, pass_flags, slots, flags, low, high):
+    """Positions [low, high) of a pass: their outcomes back in row order (flags; slots only if
+    asked for: they cost a scattered store a row). Kept out of the pass, where stores scattered
+    over the batch between the probes ran it three times slower."""
     want_slots = slots.shape[0] > 0
-    chunks = (settled + CHUNK_ROWS - 1) // CHUNK_ROWS
-    counts = np.zeros((chunks + 1, 2), np.int64)
-    for c in numba.prange(chunks):
-        for j in range(c * CHUNK_ROWS, min(settled, (c + 1) * CHUNK_ROWS)):
-            flags[rowed[j]] = pass_flags[j]
-            if want_slots:
-                slots[rowed[j]] = pass_slots[j]
-            if pass_slots[j] == DEFERRED:
-                counts[c + 1, 0] += 1
-            elif pass_slots[j] < 0:  # DEFERRED_HOLE
-                counts[c + 1, 1] += 1
-    counts[0, 1] = aside
-    for c in range(chunks):
-        counts[c + 1] += counts[c]
-    for c in numba.prange(chunks):
-        waiting, holes = counts[c, 0], counts[c, 1]
-        for j in range(c * CHUNK_ROWS, min(settled, (c + 1) * CHUNK_ROWS)):
-            if pass_slots[j] == DEFERRED:
-                waiting_keys[waiting], waiting_rows[waiting] = keyed[j], rowed[j]
-                waiting += 1
-            elif pass_slots[j] < 0:
-                rest[holes] = rowed[j]
-                holes += 1
-    if step >= 1:
-        for j in range(settled):
-            if pass_slots[j] >= 0:
+    for j in range(low, high):
+        flags[rowed[j]] = pass_flags[j]
+        if want_slots:
+            slots[rowed[j]] = pass_slots[j]
+
+
+@numba.njit(**_JIT)
+def _after_pass(overflow, keyed, rowed, settled, walk, step, pass_slots, waiting_keys,
+                waiting_rows, rest, aside):
+    """After the pass of step ``step`` over ``settled`` positions: the filter bits of keys it
+    settled past b1 (shared words: set here, not in the pass), the rows still waiting back in
+    waiting_keys / waiting_rows and the rows that met an erased slot their key may take
+    appended to rest[aside:], for the walk, both in their order. One thread: in parallel
+    chunks it took as long on two cores. Returns (waiting, aside)."""
+    key_bytes, seed, num_buckets = walk[0], walk[1], walk[2]
+    waiting = 0
+    for j in range(settled):
+        if pass_slots[j] >= 0:
+            if step >= 1:
                 _, _, _, left_first, left_second = home(keyed[j], key_bytes, seed, num_buckets)
                 mark_filter_bit(overflow, left_first)
                 if step >= 2:
                     mark_filter_bit(overflow, left_second)
-    return counts[chunks, 0], counts[chunks, 1]
+        elif pass_slots[j] == DEFERRED:
+            waiting_keys[waiting], waiting_rows[waiting] = keyed[j], rowed[j]
+            waiting += 1
+        else:  # DEFERRED_HOLE
+            rest[aside] = rowed[j]
+            aside += 1
+    return waiting, aside
 
 
 def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, area, values,
@@ -227,6 +277,7 @@ def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, are
     pass_slots = np.empty(rows, np.int64)
     pass_flags = np.empty(rows, np.uint8)
     starts = np.empty(parts + 1, np.int64)
+    kept = np.empty(parts, np.int64)
     count, aside = rows, 0
     for step in range(PARALLEL_STEPS):
         if count == 0:
@@ -237,11 +288,13 @@ def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, are
             _partition(waiting_keys, waiting_rows, count, walk, step, keyed, rowed, starts)
         count = starts[-1]
         pass_flags[:count] = 0
-        _settle_parts(table, overflow, keyed, rowed, walk, CLAIM_AT + step, starts, pass_slots,
-                      pass_flags, raw, offset, area, values)
+        _on_threads(parts, lambda low, high, step=step: _settle_parts(
+            table, overflow, keyed, rowed, walk, CLAIM_AT + step, starts, pass_slots,
+            pass_flags, raw, offset, area, values, low, high, kept))
+        _on_threads(count, lambda low, high: _write_back(rowed, pass_slots, pass_flags, slots,
+                                                         flags, low, high))
         count, aside = _after_pass(overflow, keyed, rowed, count, walk, step, pass_slots,
-                                   pass_flags, slots, flags, waiting_keys, waiting_rows, rest,
-                                   aside)
+                                   waiting_keys, waiting_rows, rest, aside)
     rest[aside: aside + count] = waiting_rows[:count]
     return aside + count
 
@@ -289,7 +342,7 @@ def _walk(table, overflow, keys, walk, multi, raw, offset, area, values, slots, 
     for j in range(count):
         i = rest[j]
         _settle(table, overflow, keys[i], j, walk, mode, walk_slots, walk_flags, last, 0, 0,
-                raw, offset, area, values, i)
+                raw, offset, area, values, i, probe)
         if walk_slots[j] == NO_SLOT:
             failed = i
             break
@@ -331,8 +384,8 @@ def _give_back(table, slot, key, walk, flag):
     set_key(table, slot, key_bytes, marker)
 
 
-@numba.njit(parallel=True, **_JIT)
+@numba.njit(**_JIT)
 def write_rows(raw, offset, area, slots, values):
     """raw[slots[i], offset: offset + area] = values[i], zero-padded, for distinct slots."""
-    for i in numba.prange(slots.shape[0]):
+    for i in range(slots.shape[0]):
         _store_value(raw, slots[i], offset, area, values, i)
