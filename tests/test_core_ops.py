@@ -184,18 +184,20 @@ def test_erased_slots_are_reused_by_batches_of_distinct_keys(key_dtype, value_sh
 
 
 def test_cpu_claims_do_not_depend_on_the_thread_count():
-    """First-bucket claims run in parallel, a thread per bucket range: the table's bytes must
-    be those of one thread claiming row by row."""
+    """Claims run in parallel passes, a thread per range of bucket parts (a thread per 64K rows
+    at most): the table's bytes must be those of one thread claiming row by row."""
     import numba
 
-    keys = torch.randperm(10**6)[:20000]
+    from gpuhash.engines._cpu_claims import ROWS_PER_THREAD
+
+    keys = torch.randperm(10**6)[: 3 * ROWS_PER_THREAD]
     tables = []
     before = numba.get_num_threads()
     try:
         for threads in (1, numba.config.NUMBA_NUM_THREADS):
             numba.set_num_threads(threads)
-            table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=20000,
-                               max_load_factor=0.95, growable=False)
+            table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64,
+                               capacity=keys.shape[0], max_load_factor=0.95, growable=False)
             table.insert(keys, keys)
             tables.append(table._state.tensors())
     finally:

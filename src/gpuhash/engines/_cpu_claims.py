@@ -46,6 +46,7 @@ PART_BUCKETS = 2048     # buckets a part spans: 128 KiB of 64-byte buckets stay 
 PARALLEL_STEPS = 16      # steps of the sequence claimed by parallel passes before the walk
 SERIAL_ROWS = 1 << 14   # smaller batches walk on one thread: partitioning them costs more
 CHUNK_ROWS = 1 << 16    # rows a thread partitions at a time (chunks keep the scatter stable)
+ROWS_PER_THREAD = 1 << 16  # the fewest rows of a pass worth another thread
 SWEEP_ROWS = 4          # a part with a row for 1 in SWEEP_ROWS of its buckets reads them all
 _JIT = {"cache": True, "nogil": True}
 # The parallel passes inline the probe (the same source, compiled into the pass: a call per row
@@ -65,14 +66,17 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
-def _on_threads(items: int, work) -> None:
+def _on_threads(items: int, work, rows: int) -> None:
     """work(low, high) over [0, items) split into one contiguous range per thread, the ranges
-    on a pool of threads (the compiled loops release the GIL). numba's thread count is the
-    thread count, so NUMBA_NUM_THREADS and numba.set_num_threads govern these loops as they do
-    the parallel ones; the claims' results do not depend on it. Threads, not numba's parallel
-    loops: a parallel loop costs seconds more of compile, in every fresh environment."""
+    on a pool of threads (the compiled loops release the GIL), for a pass over ``rows`` rows.
+    numba's thread count is the most threads, so NUMBA_NUM_THREADS and numba.set_num_threads
+    govern these loops as they do the parallel ones (the claims' results do not depend on it),
+    and a thread gets at least ROWS_PER_THREAD rows: each costs a dispatch under the GIL, and
+    a 256K-key build on 16 threads took four times as long as on few. Threads, not numba's
+    parallel loops: a parallel loop costs seconds more of compile, in every fresh
+    environment."""
     global _POOL
-    threads = min(numba.get_num_threads(), items)
+    threads = min(numba.get_num_threads(), items, max(1, rows // ROWS_PER_THREAD))
     if threads <= 1:
         work(0, items)
         return
@@ -180,10 +184,10 @@ def _partition(keys_in, rows_in, count, walk, step, keys_out, rows_out, starts):
     part = np.empty(count, np.int32)
     fill = np.zeros((chunks, starts.shape[0] - 1), np.int64)
     _on_threads(chunks, lambda low, high: _count_parts(keys_in, count, walk, step, low, high,
-                                                       part, fill))
+                                                       part, fill), count)
     _part_starts(fill, starts)
     _on_threads(chunks, lambda low, high: _scatter_parts(keys_in, rows_in, count, low, high,
-                                                         part, fill, keys_out, rows_out))
+                                                         part, fill, keys_out, rows_out), count)
 
 
 @numba.njit(**_JIT)
@@ -290,9 +294,9 @@ def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, are
         pass_flags[:count] = 0
         _on_threads(parts, lambda low, high, step=step: _settle_parts(
             table, overflow, keyed, rowed, walk, CLAIM_AT + step, starts, pass_slots,
-            pass_flags, raw, offset, area, values, low, high, kept))
+            pass_flags, raw, offset, area, values, low, high, kept), count)
         _on_threads(count, lambda low, high: _write_back(rowed, pass_slots, pass_flags, slots,
-                                                         flags, low, high))
+                                                         flags, low, high), count)
         count, aside = _after_pass(overflow, keyed, rowed, count, walk, step, pass_slots,
                                    waiting_keys, waiting_rows, rest, aside)
     rest[aside: aside + count] = waiting_rows[:count]
