@@ -229,6 +229,16 @@ def _settle_parts(table, overflow, keyed, rowed, walk, mode, starts, slots, flag
         kept[p] = touched
 
 
+@numba.njit(parallel=True, **_JIT)
+def _settle_in_parallel(table, overflow, keyed, rowed, walk, mode, starts, slots, flags, raw,
+                        offset, area, values, bounds, kept):
+    """_settle_parts over the part ranges bounds[t]: bounds[t + 1], one per thread of numba's
+    pool. The loop body is one call, so numba's parallel compile stays small."""
+    for t in numba.prange(bounds.shape[0] - 1):
+        _settle_parts(table, overflow, keyed, rowed, walk, mode, starts, slots, flags, raw,
+                      offset, area, values, bounds[t], bounds[t + 1], kept)
+
+
 @numba.njit(**_JIT)
 def _write_back(rowed, pass_slots, pass_flags, slots, flags, low, high):
     """Positions [low, high) of a pass: their outcomes back in row order (flags; slots only if
@@ -292,9 +302,10 @@ def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, are
             _partition(waiting_keys, waiting_rows, count, walk, step, keyed, rowed, starts)
         count = starts[-1]
         pass_flags[:count] = 0
-        _on_threads(parts, lambda low, high, step=step: _settle_parts(
-            table, overflow, keyed, rowed, walk, CLAIM_AT + step, starts, pass_slots,
-            pass_flags, raw, offset, area, values, low, high, kept), count)
+        threads = min(numba.get_num_threads(), parts, max(1, count // ROWS_PER_THREAD))
+        bounds = np.array([parts * t // threads for t in range(threads + 1)], np.int64)
+        _settle_in_parallel(table, overflow, keyed, rowed, walk, CLAIM_AT + step, starts,
+                            pass_slots, pass_flags, raw, offset, area, values, bounds, kept)
         _on_threads(count, lambda low, high: _write_back(rowed, pass_slots, pass_flags, slots,
                                                          flags, low, high), count)
         count, aside = _after_pass(overflow, keyed, rowed, count, walk, step, pass_slots,
