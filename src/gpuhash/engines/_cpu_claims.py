@@ -20,9 +20,6 @@ afterwards scatters them.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numba
 import numpy as np
 
@@ -54,37 +51,14 @@ _JIT = {"cache": True, "nogil": True}
 _probe_inline = numba.njit(inline="always", **_JIT)(probe.py_func)
 
 
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _forget_pool() -> None:
-    """A forked child has none of the pool's threads: it makes its own when it needs one."""
-    global _POOL
-    _POOL = None
-
-
-os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _on_threads(items: int, work, rows: int) -> None:
-    """work(low, high) over [0, items) split into one contiguous range per thread, the ranges
-    on a pool of threads (the compiled loops release the GIL), for a pass over ``rows`` rows.
-    numba's thread count is the most threads, so NUMBA_NUM_THREADS and numba.set_num_threads
-    govern these loops as they do the parallel ones (the claims' results do not depend on it),
-    and a thread gets at least ROWS_PER_THREAD rows: each costs a dispatch under the GIL, and
-    a 256K-key build on 16 threads took four times as long as on few. Threads, not numba's
-    parallel loops: a parallel loop costs seconds more of compile, in every fresh
-    environment."""
-    global _POOL
-    threads = min(numba.get_num_threads(), items, max(1, rows // ROWS_PER_THREAD))
-    if threads <= 1:
-        work(0, items)
-        return
-    if _POOL is None or _POOL._max_workers < threads:
-        _POOL = ThreadPoolExecutor(max_workers=max(threads, numba.config.NUMBA_NUM_THREADS))
-    bounds = [items * t // threads for t in range(threads + 1)]
-    for done in [_POOL.submit(work, low, high) for low, high in zip(bounds, bounds[1:])]:
-        done.result()
+def _ranges(items: int, rows: int) -> np.ndarray:
+    """[0, items) split into one contiguous range per thread (bounds[t]: bounds[t + 1]) for a
+    pass over ``rows`` rows: numba's thread count at most (NUMBA_NUM_THREADS and
+    numba.set_num_threads govern it; the claims' results do not depend on it), and at least
+    ROWS_PER_THREAD rows a thread (a 256K-key build on 16 threads took 2-4x as long as on
+    few)."""
+    threads = max(1, min(numba.get_num_threads(), items, rows // ROWS_PER_THREAD))
+    return np.array([items * t // threads for t in range(threads + 1)], np.int64)
 
 
 @numba.njit(inline="always", **_JIT)
@@ -178,16 +152,33 @@ def _partition(keys_in, rows_in, count, walk, step, keys_out, rows_out, starts):
     """keys_in[:count] and their rows (rows_in[:count], or the positions if rows_in is empty)
     scattered by part of the bucket of their step ``step``, stably, leaving out the two
     sentinel keys: positions starts[p]: starts[p + 1] of keys_out / rows_out are part p's, in
-    their given order. Chunks of rows count and scatter on the pool's threads; the parts
+    their given order. Chunks of rows count and scatter in parallel, by thread ranges; the parts
     depend on the table alone, so the result does not depend on the thread count."""
     chunks = (count + CHUNK_ROWS - 1) // CHUNK_ROWS
     part = np.empty(count, np.int32)
     fill = np.zeros((chunks, starts.shape[0] - 1), np.int64)
-    _on_threads(chunks, lambda low, high: _count_parts(keys_in, count, walk, step, low, high,
-                                                       part, fill), count)
+    bounds = _ranges(chunks, count)
+    _count_in_parallel(keys_in, count, walk, step, bounds, part, fill)
     _part_starts(fill, starts)
-    _on_threads(chunks, lambda low, high: _scatter_parts(keys_in, rows_in, count, low, high,
-                                                         part, fill, keys_out, rows_out), count)
+    _scatter_in_parallel(keys_in, rows_in, count, bounds, part, fill, keys_out, rows_out)
+
+
+# Each parallel loop below runs one compiled call per thread range on numba's pool: a loop
+# body of one call keeps numba's parallel compile small (parallel loops with the work in
+# their bodies took the test suite from a cold cache from 56 to 66-70 s), and numba's pool
+# ran the claims twice as fast as a Python thread pool on 16 cores (one GIL-held dispatch a
+# thread per call there).
+@numba.njit(parallel=True, **_JIT)
+def _count_in_parallel(keys_in, count, walk, step, bounds, part, fill):
+    for t in numba.prange(bounds.shape[0] - 1):
+        _count_parts(keys_in, count, walk, step, bounds[t], bounds[t + 1], part, fill)
+
+
+@numba.njit(parallel=True, **_JIT)
+def _scatter_in_parallel(keys_in, rows_in, count, bounds, part, fill, keys_out, rows_out):
+    for t in numba.prange(bounds.shape[0] - 1):
+        _scatter_parts(keys_in, rows_in, count, bounds[t], bounds[t + 1], part, fill, keys_out,
+                       rows_out)
 
 
 @numba.njit(**_JIT)
@@ -232,8 +223,7 @@ def _settle_parts(table, overflow, keyed, rowed, walk, mode, starts, slots, flag
 @numba.njit(parallel=True, **_JIT)
 def _settle_in_parallel(table, overflow, keyed, rowed, walk, mode, starts, slots, flags, raw,
                         offset, area, values, bounds, kept):
-    """_settle_parts over the part ranges bounds[t]: bounds[t + 1], one per thread of numba's
-    pool. The loop body is one call, so numba's parallel compile stays small."""
+    """_settle_parts over the part ranges bounds[t]: bounds[t + 1], one per thread."""
     for t in numba.prange(bounds.shape[0] - 1):
         _settle_parts(table, overflow, keyed, rowed, walk, mode, starts, slots, flags, raw,
                       offset, area, values, bounds[t], bounds[t + 1], kept)
@@ -249,6 +239,12 @@ def _write_back(rowed, pass_slots, pass_flags, slots, flags, low, high):
         flags[rowed[j]] = pass_flags[j]
         if want_slots:
             slots[rowed[j]] = pass_slots[j]
+
+
+@numba.njit(parallel=True, **_JIT)
+def _write_back_in_parallel(rowed, pass_slots, pass_flags, slots, flags, bounds):
+    for t in numba.prange(bounds.shape[0] - 1):
+        _write_back(rowed, pass_slots, pass_flags, slots, flags, bounds[t], bounds[t + 1])
 
 
 @numba.njit(**_JIT)
@@ -302,12 +298,11 @@ def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, are
             _partition(waiting_keys, waiting_rows, count, walk, step, keyed, rowed, starts)
         count = starts[-1]
         pass_flags[:count] = 0
-        threads = min(numba.get_num_threads(), parts, max(1, count // ROWS_PER_THREAD))
-        bounds = np.array([parts * t // threads for t in range(threads + 1)], np.int64)
         _settle_in_parallel(table, overflow, keyed, rowed, walk, CLAIM_AT + step, starts,
-                            pass_slots, pass_flags, raw, offset, area, values, bounds, kept)
-        _on_threads(count, lambda low, high: _write_back(rowed, pass_slots, pass_flags, slots,
-                                                         flags, low, high), count)
+                            pass_slots, pass_flags, raw, offset, area, values,
+                            _ranges(parts, count), kept)
+        _write_back_in_parallel(rowed, pass_slots, pass_flags, slots, flags,
+                                _ranges(count, count))
         count, aside = _after_pass(overflow, keyed, rowed, count, walk, step, pass_slots,
                                    waiting_keys, waiting_rows, rest, aside)
     rest[aside: aside + count] = waiting_rows[:count]
@@ -381,7 +376,7 @@ def _walk(table, overflow, keys, walk, multi, raw, offset, area, values, slots, 
             found = np.empty(claimed.shape[0], np.int64)
             for j in range(claimed.shape[0]):
                 found[j] = probe(table, overflow, keys[claimed[j]], key_bytes, seed,
-                                 num_buckets, width, empty, tomb, SEARCH)[0]
+                                 num_buckets, width, empty, tomb, np.int64(SEARCH))[0]
             for j in range(claimed.shape[0]):
                 i = claimed[j]
                 _give_back(table, found[j], keys[i], walk, flags[i])

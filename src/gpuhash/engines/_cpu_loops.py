@@ -19,7 +19,8 @@ import numba
 import numpy as np
 
 RANDOM_STEPS = 64  # kernels/open_addressing.cuh: GH_RANDOM_STEPS
-SEARCH, CLAIM, CLAIM_NEW = 0, 1, 3  # gh_probe's modes (GhMode)
+SEARCH, CLAIM, CLAIM_NEW = 0, 1, 3  # gh_probe's modes (GhMode); passed as np.int64(...) where
+#                                     constant, or numba compiles the probe again for the literal
 CLAIM_AT = 8        # CLAIM_AT + k: claim in the bucket of step k alone (k = 0: GH_CLAIM_B1)
 DEFERRED = -3       # CLAIM_AT: not in its bucket, which is full
 DEFERRED_HOLE = -4  # CLAIM_AT: as DEFERRED, but the bucket holds an erased slot the key may take
@@ -204,7 +205,7 @@ def lookup(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, to
                 touched += table[home(key, key_bytes, seed, num_buckets)[1] * width, 0]
         for i in range(start, stop):
             slots[i] = probe(table, overflow, keys[i], key_bytes, seed, num_buckets, width,
-                             empty, tomb, SEARCH)[0]
+                             empty, tomb, np.int64(SEARCH))[0]
         if size > 0:
             for i in range(start, stop):
                 if slots[i] >= 0:
@@ -273,7 +274,7 @@ def matches(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, t
     for i in numba.prange(keys.shape[0]):
         if counting:
             offsets[i] = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets,
-                                    width, empty, tomb, slots, 0)
+                                    width, empty, tomb, slots, np.int64(0))
         else:
             found = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets, width,
                                empty, tomb, slots, offsets[i])
