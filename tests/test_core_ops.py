@@ -184,13 +184,14 @@ def test_erased_slots_are_reused_by_batches_of_distinct_keys(key_dtype, value_sh
 
 
 def test_cpu_claims_do_not_depend_on_the_thread_count():
-    """Claims run in parallel passes, a thread per range of bucket parts (a thread per 64K rows
-    at most): the table's bytes must be those of one thread claiming row by row."""
+    """Claims run in parallel passes, a thread per range of bucket parts (at least
+    ROWS_PER_THREAD rows a thread): the table's bytes must be those of one thread claiming row
+    by row."""
     import numba
 
-    from gpuhash.engines._cpu_claims import ROWS_PER_THREAD
+    from gpuhash.engines._cpu_claims import ROWS_PER_THREAD, SERIAL_ROWS
 
-    keys = torch.randperm(10**6)[: 3 * ROWS_PER_THREAD]
+    keys = torch.randperm(10**6)[: 4 * max(SERIAL_ROWS, ROWS_PER_THREAD)]
     tables = []
     before = numba.get_num_threads()
     try:

@@ -43,7 +43,7 @@ PART_BUCKETS = 2048     # buckets a part spans: 128 KiB of 64-byte buckets stay 
 PARALLEL_STEPS = 16      # steps of the sequence claimed by parallel passes before the walk
 SERIAL_ROWS = 1 << 14   # smaller batches walk on one thread: partitioning them costs more
 CHUNK_ROWS = 1 << 16    # rows a thread partitions at a time (chunks keep the scatter stable)
-ROWS_PER_THREAD = 1 << 16  # the fewest rows of a pass worth another thread
+ROWS_PER_THREAD = 1 << 12  # the fewest rows of a pass worth another thread
 SWEEP_ROWS = 4          # a part with a row for 1 in SWEEP_ROWS of its buckets reads them all
 _JIT = {"cache": True, "nogil": True}
 # The parallel passes inline the probe (the same source, compiled into the pass: a call per row
@@ -55,8 +55,7 @@ def _ranges(items: int, rows: int) -> np.ndarray:
     """[0, items) split into one contiguous range per thread (bounds[t]: bounds[t + 1]) for a
     pass over ``rows`` rows: numba's thread count at most (NUMBA_NUM_THREADS and
     numba.set_num_threads govern it; the claims' results do not depend on it), and at least
-    ROWS_PER_THREAD rows a thread (a 256K-key build on 16 threads took 2-4x as long as on
-    few)."""
+    ROWS_PER_THREAD rows a thread."""
     threads = max(1, min(numba.get_num_threads(), items, rows // ROWS_PER_THREAD))
     return np.array([items * t // threads for t in range(threads + 1)], np.int64)
 
