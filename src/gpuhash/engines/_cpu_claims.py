@@ -40,7 +40,7 @@ from ._cpu_loops import _set_key as set_key
 
 CLAIMED, REUSED = 1, 2  # flags per row: added its key; took an erased slot
 PART_BUCKETS = 2048     # buckets a part spans: 128 KiB of 64-byte buckets stay in a core's cache
-PARALLEL_STEPS = 16      # steps of the sequence claimed by parallel passes before the walk
+PARALLEL_STEPS = 16     # steps of the sequence claimed by parallel passes before the walk
 SERIAL_ROWS = 1 << 14   # smaller batches walk on one thread: partitioning them costs more
 CHUNK_ROWS = 1 << 16    # rows a thread partitions at a time (chunks keep the scatter stable)
 ROWS_PER_THREAD = 1 << 12  # the fewest rows of a pass worth another thread
@@ -310,9 +310,9 @@ def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, are
 
 def claim(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tomb, multi,
           raw, offset, area, values, slots, flags):
-    """Find or claim a slot for every row and write its value bytes (``values``: none if it
-    has no columns: zeros; nothing if ``area`` is 0): flags[i] (CLAIMED:
-    the row added its key; REUSED: in an erased slot) and, if ``slots`` is not empty, slots[i].
+    """Find or claim a slot for every row and write its value bytes (``values`` without
+    columns: zeros; nothing if ``area`` is 0): flags[i] (CLAIMED: the row added its key;
+    REUSED: in an erased slot) and, if ``slots`` is not empty, slots[i].
     A multimap's rows each claim a new copy. Returns (the first row that found no slot or -1,
     new entries, new bucket slots used: a sentinel key or a reused erased slot uses none). A row
     that finds no slot makes the call give back every claim it made; values it wrote to keys

@@ -8,8 +8,8 @@ loop in parallel over rows; claims run in parallel passes by part of the table's
 the rest in row order (engines/_cpu_claims.claim), writing values as they settle: no two rows
 race for a slot, which the CUDA engine's compare-and-swap achieves without an order, and a
 key's rows settle in row order, so the last row wins without the sort the CUDA engine replaces
-by gh_last_rows. What is not a
-probe (value combination, the deduplication of a room check) stays as torch ops.
+by gh_last_rows. What is not a probe (value combination, the deduplication of a room check)
+stays as torch ops.
 
 Keys reach the engine as raw bits: int32 views for 32-bit keys, int64 for 64-bit keys.
 """
@@ -153,9 +153,9 @@ def _place(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
     """Find or claim a slot for each row's key (with ``multi``: a new copy per row; the two
     sentinel keys out of band) and, unless not to ``store``, write the row's value there
     (zeros for ``values`` None; a key's rows settle in row order, so its last row's value
-    stays): the slot of each row, if
-    asked for, and whether each row was marked as adding its key (the last row of a repeated
-    new key). Counts the new entries and the bucket slots they use.
+    stays). Returns the slot of each row if asked for, and whether each row was marked as
+    adding its key (the last row of a repeated new key). Counts the new entries and the bucket
+    slots they use.
 
     The compiled loop (_cpu_claims.claim) fills first buckets before any key walks on, as the
     CUDA engine's first pass does; it does not displace keys, which the CUDA engine may do: both
