@@ -89,10 +89,12 @@ peers.seed_layouts(2**12, device, 1.0, runs=1)
 torch.cuda.synchronize()
 print("sanitize workload done")
 
-# CacheMap: every write mode, lookups, erase, and eviction at full load with racing rows
-for width, shape in ((16, (3,)), (128, (8,))):
+# CacheMap: every write mode, lookups, erase, and eviction at full load with racing rows;
+# the third: value rows of half the buckets in host memory, and growth from one bucket
+for width, shape, hbm in ((16, (3,), None), (128, (8,), None), (16, (4,), 4 * 16 * 16)):
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=shape,
-                        capacity=8 * width, device="cuda", policy="custom", bucket_slots=width)
+                        capacity=8 * width, device="cuda", policy="custom", bucket_slots=width,
+                        max_hbm_bytes=hbm, initial_capacity=width if hbm else None)
     keys = torch.randint(0, 5 * cache.capacity, (4 * cache.capacity,)).cuda()
     keys[:2] = torch.tensor([-1, -2])  # the reserved keys: refused
     values = torch.ones(keys.numel(), *shape).cuda()
@@ -105,5 +107,8 @@ for width, shape in ((16, (3,)), (128, (8,))):
     cache.find_or_insert(keys, init=2.0, scores=scores)
     cache.find(keys, update_scores=True)
     cache.find_index(keys)
+    index, found = cache.find_index(keys)
+    cache.values[index] = cache.values[index] + 1
+    cache.export()
     cache.erase(keys[::3].contiguous())
     torch.cuda.synchronize()

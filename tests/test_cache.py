@@ -66,9 +66,55 @@ def test_bad_cache_input_names_the_problem_and_changes_nothing():
     with pytest.raises(ValueError, match="bucket_slots"):
         gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
                     bucket_slots=8)
-    with pytest.raises(NotImplementedError, match="max_hbm_bytes"):
+    with pytest.raises(ValueError, match="max_hbm_bytes must be .* got -1"):
         gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
-                    max_hbm_bytes=1)
+                    max_hbm_bytes=-1)
+    with pytest.raises(ValueError, match="initial_capacity must be .* got 65"):
+        gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
+                    initial_capacity=65)
+    with pytest.raises(ValueError, match="slots must be .* got 129"):
+        gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=128,
+                    bucket_slots=16).reserve(129)
+
+
+def test_a_growing_cache_keeps_every_entry_and_stops_at_its_capacity():
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(2,),
+                        capacity=4096, initial_capacity=64, bucket_slots=16, policy="lfu")
+    seen = {}
+    for start in range(0, 3000, 500):
+        keys = torch.arange(start, start + 500)
+        values = torch.stack([keys.float(), -keys.float()], 1)
+        status = cache.insert_or_assign(keys, values)
+        assert set(status.tolist()) == {gh.INSERTED}  # growth, never eviction, below 0.75
+        seen.update(zip(keys.tolist(), values.tolist()))
+        assert len(cache) == len(seen) <= 0.75 * cache.capacity
+    assert cache.capacity == 4096 == cache.max_capacity
+    keys = torch.tensor(sorted(seen))
+    got, found = cache.find(keys)
+    assert bool(found.all()) and got.tolist() == [seen[k] for k in keys.tolist()]
+    # the scores moved with the entries: lfu counts go on from where they were
+    cache.insert_or_assign(keys[:1], got[:1])
+    index, _ = cache.find_index(keys[:2])
+    assert cache.scores[index].tolist() == [2, 1]
+    # full: it evicts now
+    status = cache.insert_or_assign(torch.arange(10_000, 12_000), torch.zeros(2000, 2))
+    assert (status == gh.INSERTED_EVICTING).any() and len(cache) <= 4096
+
+
+def test_reserve_grows_in_whole_doublings_and_keeps_the_entries():
+    cache = gh.CacheMap(key_dtype=torch.uint64, value_dtype=torch.int32, capacity=1000,
+                        initial_capacity=100, bucket_slots=32, policy="custom")
+    assert (cache.capacity, cache.max_capacity) == (128, 1024)
+    keys = torch.tensor([2**63 + i for i in range(50)], dtype=torch.uint64)
+    cache.insert_or_assign(keys, torch.arange(50, dtype=torch.int32),
+                           scores=torch.arange(50) * 7)
+    cache.reserve(100)
+    assert cache.capacity == 128  # already enough: nothing moves
+    cache.reserve(600)
+    assert cache.capacity == 1024  # 4 -> 8 -> 16 -> 32 buckets, capped at the maximum
+    out_keys, values, scores = cache.export()
+    assert sorted(zip(out_keys.tolist(), values.tolist(), scores.tolist())) == [
+        (2**63 + i, i, 7 * i) for i in range(50)]
 
 
 def test_a_damaged_cache_file_is_refused_with_its_path(tmp_path):

@@ -22,7 +22,8 @@ PUBLIC = {"gpuhash", "gpuhash.map", "gpuhash.multimap", "gpuhash._format", "gpuh
 NAMES = {"torch": torch, "HashMap": gpuhash.HashMap, "HashSet": gpuhash.HashSet,
          "MultiMap": gpuhash.MultiMap, "CacheMap": gpuhash.CacheMap}
 # code that drives the GPU: its examples (if any) need a device
-NEEDS_CUDA = ("gpuhash._cuda", "gpuhash.engines.cuda", "gpuhash.engines.cache_cuda")
+NEEDS_CUDA = ("gpuhash._cuda", "gpuhash.engines.cuda", "gpuhash.engines.cache_cuda",
+              "gpuhash._cache_values")
 
 
 def _module_names() -> list[str]:

@@ -39,9 +39,14 @@ def test_gpu_cache_behaves_like_its_model(policy):
 @pytest.mark.parametrize(("value_dtype", "shape", "width"),
                          [(torch.float32, (8,), 128), (torch.int8, (3,), 16),
                           (torch.float64, (), 32), (torch.int64, (4,), 64)], ids=str)
-def test_cuda_cache_matches_cpu_engine_below_capacity(value_dtype, shape, width):
+@pytest.mark.parametrize("split", [False, True], ids=["hbm", "half_in_host_memory"])
+def test_cuda_cache_matches_cpu_engine_below_capacity(value_dtype, shape, width, split):
+    row_bytes = value_dtype.itemsize * (shape[0] if shape else 1)
+    hbm = (1 << 15) * row_bytes if split else None  # the rows of half the slots
     gpu, cpu = twin_caches(value_dtype=value_dtype, value_shape=shape, capacity=1 << 16,
-                           bucket_slots=width, policy="lfu")
+                           bucket_slots=width, policy="lfu", max_hbm_bytes=hbm)
+    if split:
+        assert gpu.values.hbm_slots == 1 << 15 and gpu.values.host.is_pinned()
     for _ in range(3):
         keys = torch.randint(0, 20_000, (10_000,))
         values = torch.randn(10_000, *shape).mul(50).to(value_dtype)
@@ -59,8 +64,24 @@ def test_cuda_cache_matches_cpu_engine_below_capacity(value_dtype, shape, width)
         # which row of a repeated key reports the erase may differ; the keys erased may not
         erased_gpu = set(erase[gpu.erase(erase.cuda()).cpu()].tolist())
         assert erased_gpu == set(erase[cpu.erase(erase)].tolist())
+        # rows read and written by slot, wherever they live (slots differ between engines:
+        # the rows are matched by key)
+        index, found = gpu.find_index(probe.cuda())
+        index_cpu, found_cpu = cpu.find_index(probe)
+        assert torch.equal(gpu.values[index[found]].cpu(), cpu.values[index_cpu[found_cpu]])
+        chosen = probe[found.cpu()].unique()
+        new_rows = torch.randn(chosen.shape[0], *shape).mul(50).to(value_dtype)
+        gpu.values[gpu.find_index(chosen.cuda())[0]] = new_rows.cuda()
+        cpu.values[cpu.find_index(chosen)[0]] = new_rows
+        add = torch.rand(probe.shape[0]) < 0.5
+        deltas = torch.ones(probe.shape[0], *shape).to(value_dtype)
+        assert torch.equal(gpu.accum_or_assign(probe.cuda(), deltas.cuda(), add.cuda()).cpu(),
+                           cpu.accum_or_assign(probe, deltas, add))
     assert len(gpu) == len(cpu)
     assert contents(gpu) == contents(cpu)
+    moved = gpu.to("cpu")
+    assert contents(moved) == contents(cpu)
+    assert contents(moved.to("cuda")) == contents(cpu)
 
 
 def _check_placement(cache) -> None:
@@ -77,10 +98,12 @@ def _check_placement(cache) -> None:
         assert slot // model.width in model.buckets(key % 2**64)
 
 
-@pytest.mark.parametrize("width", [16, 128])
-def test_eviction_at_full_load_loses_nothing_without_a_status(width):
+@pytest.mark.parametrize(("width", "hbm_buckets"), [(16, None), (128, None), (16, 40)])
+def test_eviction_at_full_load_loses_nothing_without_a_status(width, hbm_buckets):
+    # hbm_buckets: the value rows of the first buckets in GPU memory, the rest in host memory
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.int64, value_shape=(2,),
-                        capacity=64 * width, device="cuda", policy="custom", bucket_slots=width)
+                        capacity=64 * width, device="cuda", policy="custom", bucket_slots=width,
+                        max_hbm_bytes=None if hbm_buckets is None else hbm_buckets * width * 16)
     stored: dict[int, int] = {}  # key -> score, as the statuses and evictions report them
     generator = torch.Generator().manual_seed(width)
     for _ in range(10):
@@ -169,3 +192,18 @@ def test_caches_on_two_gpus_interleaved_from_one_thread():
         keys = torch.arange(15_000, device=f"cuda:{i}")
         got, found = caches[i].find(keys * (i + 1))
         assert bool(found.all()) and torch.equal(got[:, 0], keys.float())
+
+
+@pytest.mark.parametrize("max_hbm_bytes", [None, 2048 * 4])
+def test_a_growing_cuda_cache_matches_the_cpu_engine(max_hbm_bytes):
+    gpu, cpu = twin_caches(value_dtype=torch.float32, capacity=8192, initial_capacity=256,
+                           bucket_slots=32, policy="lru", max_hbm_bytes=max_hbm_bytes)
+    for start in range(0, 6000, 1000):
+        keys = torch.arange(start, start + 1000)
+        assert torch.equal(gpu.insert_or_assign(keys.cuda(), keys.float().cuda()).cpu(),
+                           cpu.insert_or_assign(keys, keys.float()))
+        assert gpu.capacity == cpu.capacity
+    gpu.reserve(8000)
+    cpu.reserve(8000)
+    assert gpu.capacity == cpu.capacity == 8192
+    assert contents(gpu) == contents(cpu) and len(gpu) == 6000

@@ -8,6 +8,12 @@ reads any key), ``scores`` (int64 holding the uint64 score) and ``values`` (the 
 ``counts`` holds [live entries, 0, rows a kernel could not place (never expected), 0], the
 HashMap's counter layout.
 
+Value rows may be split by place (``max_hbm_bytes``): the rows of the first ``hbm_slots`` slots
+(whole buckets) in ``values`` on the GPU, the rest in ``host_values``, pinned host memory that
+kernels read and write directly (unified addressing). Slot s's row is ``values[s]`` below
+``hbm_slots``, else ``host_values[s - hbm_slots]``. Only a CUDA cache splits: on the CPU every
+row is host memory already, so ``values`` holds them all.
+
 A key lives in one of its two buckets, b1 and b2 (the core's gh_home: the same hash bits as a
 HashMap's first and second bucket), and nowhere else: that pair is its bounded candidate set.
 - A search scans b1's digests, then b2's.
@@ -95,33 +101,88 @@ class CacheState:
     scores: torch.Tensor
     values: torch.Tensor
     counts: torch.Tensor
+    host_values: torch.Tensor | None = None
 
     @property
     def device(self) -> torch.device:
         return self.keys.device
 
-    def tensors(self) -> dict[str, torch.Tensor]:
+    @property
+    def hbm_slots(self) -> int:
+        """Slots whose value rows are in ``values`` (all of them unless the rows are split)."""
+        return self.values.shape[0]
+
+    def all_values(self, device: torch.device | None = None) -> torch.Tensor:
+        """Every value row in slot order as one tensor on ``device`` (the cache's by
+        default): ``values`` itself unless the rows are split, else a copy."""
+        device = self.device if device is None else torch.device(device)
+        if self.host_values is None:
+            return self.values.to(device)
+        return torch.cat([self.values.to(device), self.host_values.to(device)])
+
+    def tensors(self, device: torch.device | None = None) -> dict[str, torch.Tensor]:
+        """The cache's bytes by name, the value rows whole (``all_values`` on ``device``)."""
         return {"keys": self.keys, "digests": self.digests, "scores": self.scores,
-                "values": self.values, "counts": self.counts}
+                "values": self.all_values(device), "counts": self.counts}
 
 
-def empty_cache(spec: CacheSpec, device: torch.device | str) -> CacheState:
-    """A cache with every slot free."""
+def hbm_slots_for(spec: CacheSpec, device: torch.device, max_hbm_bytes: int | None) -> int:
+    """Slots whose value rows fit in ``max_hbm_bytes`` of GPU memory, in whole buckets (every
+    slot on the CPU, or without a limit)."""
+    if max_hbm_bytes is None or device.type != "cuda":
+        return spec.capacity
+    bucket_bytes = spec.value_bytes * spec.bucket_slots
+    return min(spec.capacity, max_hbm_bytes // bucket_bytes * spec.bucket_slots)
+
+
+def _place_values(rows: torch.Tensor, device: torch.device, hbm_slots: int
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Value rows (any device) split into their GPU part and their pinned host part."""
+    if hbm_slots >= rows.shape[0]:
+        return rows.to(device, copy=True), None
+    host = torch.empty(rows[hbm_slots:].shape, dtype=rows.dtype, pin_memory=True)
+    host.copy_(rows[hbm_slots:])
+    return rows[:hbm_slots].to(device, copy=True), host
+
+
+def empty_cache(spec: CacheSpec, device: torch.device | str, *,
+                max_hbm_bytes: int | None = None) -> CacheState:
+    """A cache with every slot free, its value rows past ``max_hbm_bytes`` (CUDA only) in
+    pinned host memory."""
     slots = spec.capacity
     if slots > MAX_SLOTS:
         raise ValueError(f"capacity {slots} is over the limit of {MAX_SLOTS} slots")
     device = torch.device(device)
+    hbm = hbm_slots_for(spec, device, max_hbm_bytes)
+    host = None
+    if hbm < slots:
+        host = torch.zeros((slots - hbm, *spec.value_shape), dtype=spec.value_dtype,
+                           pin_memory=True)
     return CacheState(
         spec,
         keys=torch.full((slots,), EMPTY_KEY, dtype=torch.int64, device=device),
         digests=torch.zeros((slots,), dtype=torch.uint8, device=device),
         scores=torch.zeros((slots,), dtype=torch.int64, device=device),
-        values=torch.zeros((slots, *spec.value_shape), dtype=spec.value_dtype, device=device),
+        values=torch.zeros((hbm, *spec.value_shape), dtype=spec.value_dtype, device=device),
         counts=torch.zeros((4,), dtype=torch.int64, device=device),
+        host_values=host,
     )
 
 
-def copy_cache(state: CacheState, device: torch.device | str) -> CacheState:
-    """The same bytes on another device."""
-    moved = {name: t.to(device, copy=True) for name, t in state.tensors().items()}
-    return CacheState(state.spec, **moved)
+def place_cache(spec: CacheSpec, tensors: dict[str, torch.Tensor], device: torch.device, *,
+                max_hbm_bytes: int | None = None) -> CacheState:
+    """A state on ``device`` holding copies of ``tensors`` (as ``CacheState.tensors`` names
+    them, value rows whole), the rows split by ``max_hbm_bytes``."""
+    values, host = _place_values(tensors["values"], device,
+                                 hbm_slots_for(spec, device, max_hbm_bytes))
+    moved = {name: tensors[name].to(device, copy=True)
+             for name in ("keys", "digests", "scores", "counts")}
+    return CacheState(spec, values=values, host_values=host, **moved)
+
+
+def copy_cache(state: CacheState, device: torch.device | str, *,
+               max_hbm_bytes: int | None = None) -> CacheState:
+    """The same bytes on another device (value rows split there by ``max_hbm_bytes``)."""
+    device = torch.device(device)
+    return place_cache(state.spec, state.tensors("cpu" if device.type == "cpu" else None),
+                       device, max_hbm_bytes=max_hbm_bytes)

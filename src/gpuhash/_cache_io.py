@@ -19,6 +19,7 @@ from ._cache_format import (
     POLICIES,
     CacheSpec,
     CacheState,
+    place_cache,
 )
 from ._format import (
     FORMAT_NAME,
@@ -43,7 +44,8 @@ _SPEC_KEYS = ("key_dtype", "value_dtype", "value_shape", "num_buckets", "bucket_
 def save_cache(state: CacheState, path: str | Path, *, step: int, epoch: int) -> None:
     """Write a cache's tensors, spec, step counter and epoch."""
     spec = state.spec
-    tensors = {name: t.detach().cpu().contiguous() for name, t in state.tensors().items()}
+    tensors = {name: t.detach().cpu().contiguous()
+               for name, t in state.tensors("cpu").items()}
     torch.save({
         "format": FORMAT_NAME, "version": VERSION, "kind": KIND,
         "spec": {"key_dtype": _dtype_name(spec.key_dtype),
@@ -54,9 +56,11 @@ def save_cache(state: CacheState, path: str | Path, *, step: int, epoch: int) ->
     }, str(path))
 
 
-def load_cache(path: str | Path, device: torch.device) -> tuple[CacheState, int, int]:
-    """Read a cache written by ``save_cache``: (state on ``device``, step, epoch). Anything
-    that is not a sound cache file raises one ``ValueError`` naming the path."""
+def load_cache(path: str | Path, device: torch.device, *, max_hbm_bytes: int | None = None
+               ) -> tuple[CacheState, int, int]:
+    """Read a cache written by ``save_cache``: (state on ``device``, its value rows split by
+    ``max_hbm_bytes``; step; epoch). Anything that is not a sound cache file raises one
+    ``ValueError`` naming the path."""
     try:
         payload = _read_payload(path)
         check_kind(payload, KIND, path)
@@ -81,8 +85,7 @@ def load_cache(path: str | Path, device: torch.device) -> tuple[CacheState, int,
     except _Damaged as exc:
         raise ValueError(f"{path} is not a gpuhash cache file or is damaged: {exc}"
                          ) from exc.__cause__
-    moved = {name: t.to(device) for name, t in tensors.items()}
-    return CacheState(spec, **moved), step, epoch
+    return place_cache(spec, tensors, device, max_hbm_bytes=max_hbm_bytes), step, epoch
 
 
 def _spec_from(raw: object) -> CacheSpec:

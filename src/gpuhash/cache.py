@@ -3,16 +3,33 @@
 A fixed number of slots; a full pair of candidate buckets evicts its lowest score instead of
 refusing the insert (_cache_format.py states the rules). What happens to each row comes back
 as a status. Operations on CUDA tensors are ordered on the device: a write waits for every
-earlier operation on any stream, a read for the last write; reads may overlap one another.
+earlier operation on any stream, a read for the last write; reads may overlap one another
+(_cache_base.py).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
 from . import _arrays
+from ._cache_base import (  # noqa: F401  (the status constants are re-exported by the package)
+    _SIGN,
+    ACCUMULATE,
+    ASSIGN,
+    ASSIGNED,
+    FIND_OR_INSERT,
+    INSERTED,
+    INSERTED_EVICTING,
+    REFUSED,
+    SKIPPED,
+    SUPERSEDED,
+    UPSERT,
+    CacheCore,
+    _as_u64_int,
+    _Written,
+)
 from ._cache_format import (
     BUCKET_SHAPES,
     CACHE_KEY_DTYPES,
@@ -21,57 +38,14 @@ from ._cache_format import (
     LOCKED_KEY,
     POLICIES,
     CacheSpec,
-    CacheState,
     copy_cache,
     empty_cache,
 )
 from ._cache_io import load_cache, save_cache
 from ._table import _resolve_device, stream_context
 
-# What happened to a row (int8 status of every write).
-INSERTED = 0           # the key was added in a free slot
-ASSIGNED = 1           # the key was present; its value / score updated
-INSERTED_EVICTING = 2  # the key was added in place of the lowest-scored entry of its buckets
-REFUSED = 3            # not added: its score is below every entry it could replace (or the key
-                       # is one of the two reserved values)
-SKIPPED = 4            # nothing to do: assign / accumulate to an absent key
-SUPERSEDED = 5         # a later row of the batch has the same key; that row was applied
 
-UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE = 0, 1, 2, 3  # engines' write modes
-_SIGN = -(2**63)  # xor maps uint64 order onto int64 order
-
-
-class _Written(NamedTuple):
-    """What a write left: the checked inputs and the engine's per-row results."""
-
-    bits: torch.Tensor
-    kind: str
-    acting: torch.Tensor
-    values: torch.Tensor | None
-    accumulate: torch.Tensor | None
-    status: torch.Tensor
-    index: torch.Tensor
-    found: torch.Tensor
-    evicted: tuple | None
-
-
-def _engine_for(device: torch.device):
-    if device.type == "cuda":
-        from .engines import cache_cuda
-
-        return cache_cuda
-    from .engines import cache_cpu
-
-    return cache_cpu
-
-
-def _as_u64_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
-        raise ValueError(f"{name} must be an int in [0, 2**64), got {value!r}")
-    return value
-
-
-class CacheMap:
+class CacheMap(CacheCore):
     """A fixed-capacity key-value cache that evicts the lowest-scored entry when a key's two
     candidate buckets are full, with HierarchicalKV's operations.
 
@@ -94,11 +68,17 @@ class CacheMap:
         key_dtype: ``torch.int64`` or ``torch.uint64``.
         value_dtype: dtype of the values.
         value_shape: trailing shape of one value.
-        capacity: slots; rounded up to whole buckets.
+        capacity: slots; rounded up to whole buckets. The most the cache holds: past it,
+            inserts evict.
+        initial_capacity: slots to start with (None: ``capacity``); the cache doubles before
+            a write could take its load past 0.75, up to ``capacity`` (a growing cache reads
+            its entry count on each write, a host sync; ``reserve`` grows it ahead).
         device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
         policy: ``"lru"``, ``"lfu"``, ``"epoch_lru"``, ``"epoch_lfu"`` or ``"custom"``.
         bucket_slots: slots per bucket, 16 to 128; a key's candidates are two buckets.
-        max_hbm_bytes: not supported yet (values in host memory); must be None.
+        max_hbm_bytes: GPU memory the value rows may take (CUDA only; None: no limit). The
+            rows of the slots past it, whole buckets, live in pinned host memory that the
+            kernels read and write in place; ``values`` is then a :class:`SplitValues`.
         seed: hash seed.
 
     Example:
@@ -116,7 +96,7 @@ class CacheMap:
                  value_shape: tuple[int, ...] | int = (), capacity: int,
                  device: str | torch.device = "cpu", policy: str = "lru",
                  bucket_slots: int = DEFAULT_BUCKET_SLOTS, max_hbm_bytes: int | None = None,
-                 seed: int | None = None):
+                 initial_capacity: int | None = None, seed: int | None = None):
         if key_dtype not in CACHE_KEY_DTYPES:
             raise TypeError(f"key_dtype must be torch.int64 or torch.uint64, got {key_dtype}")
         if not isinstance(value_dtype, torch.dtype):
@@ -130,129 +110,24 @@ class CacheMap:
             raise ValueError(f"bucket_slots must be one of {BUCKET_SHAPES}, got {bucket_slots!r}")
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
-        if max_hbm_bytes is not None:
-            raise NotImplementedError("max_hbm_bytes (values in host memory) is not supported "
-                                      "yet; leave it None")
+        if max_hbm_bytes is not None and (isinstance(max_hbm_bytes, bool) or not isinstance(
+                max_hbm_bytes, int) or max_hbm_bytes < 0):
+            raise ValueError(f"max_hbm_bytes must be a non-negative int or None, got "
+                             f"{max_hbm_bytes!r}")
+        if initial_capacity is None:
+            initial_capacity = capacity
+        if isinstance(initial_capacity, bool) or not isinstance(initial_capacity, int) or not (
+                1 <= initial_capacity <= capacity):
+            raise ValueError(f"initial_capacity must be an int in [1, capacity={capacity}], "
+                             f"got {initial_capacity!r}")
+        buckets = CacheSpec.buckets_for(capacity, bucket_slots)
         spec = CacheSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
-                         num_buckets=CacheSpec.buckets_for(capacity, bucket_slots),
+                         num_buckets=CacheSpec.buckets_for(initial_capacity, bucket_slots),
                          bucket_slots=bucket_slots, policy=policy,
                          **({} if seed is None else {"seed": seed}))
-        self._adopt(empty_cache(spec, _resolve_device(device)), step=0, epoch=0)
-
-    def _adopt(self, state: CacheState, *, step: int, epoch: int) -> None:
-        self._state = state
-        self._device = state.device
-        self._device_index = state.keys.get_device()
-        self._engine = _engine_for(state.device)
-        self._step = step
-        self._epoch = epoch
-        self._writer: int | None = None  # raw handle of the stream of the last write
-        self._readers: set[int] = set()  # streams that read since it
-        self._defaults: dict[Any, torch.Tensor] = {}
-
-    # --- properties ---------------------------------------------------------------------
-    @property
-    def device(self) -> torch.device:
-        """The device the cache lives on."""
-        return self._device
-
-    @property
-    def capacity(self) -> int:
-        """Slots: entries held before inserts evict."""
-        return self._state.spec.capacity
-
-    @property
-    def policy(self) -> str:
-        return self._state.spec.policy
-
-    @property
-    def spec(self) -> CacheSpec:
-        return self._state.spec
-
-    @property
-    def load_factor(self) -> float:
-        """Live entries over slots. Synchronises with the device."""
-        return len(self) / self.capacity
-
-    def __len__(self) -> int:
-        """Live entries. Synchronises with the device (after the last write, on any stream)."""
-        return self._run(lambda: int(self._state.counts[0]), writes=False, stream=None)
-
-    def __repr__(self) -> str:
-        spec = self._state.spec
-        return (f"CacheMap(key_dtype={spec.key_dtype}, value_dtype={spec.value_dtype}, "
-                f"value_shape={spec.value_shape}, capacity={spec.capacity}, "
-                f"policy={spec.policy!r}, device={self.device})")
-
-    @property
-    def values(self) -> torch.Tensor:
-        """The value rows, indexed by slot (``find_index``): a view, writes land in the cache.
-        Rows of free slots hold stale bytes."""
-        return self._state.values
-
-    @property
-    def scores(self) -> torch.Tensor:
-        """The score of every slot (uint64; 0 where free), a view indexed by slot."""
-        return self._state.scores.view(torch.uint64)
-
-    # --- ordering and input -------------------------------------------------------------
-    def _run(self, work, *, writes: bool, stream: Any):
-        """Run ``work()`` on the operation's stream, ordered after the last write (and, for a
-        write, after every read since) when those ran on other streams: that stream waits for
-        the other streams' work queued so far (``wait_stream``), a device-side wait, no host
-        lock. On one stream, stream order alone does it and nothing is recorded."""
-        if self._device.type != "cuda":
-            return work()
-        with stream_context(stream, self._device):
-            handle = torch._C._cuda_getCurrentRawStream(self._device_index)
-            others = set() if self._writer in (None, handle) else {self._writer}
-            if writes:
-                others |= self._readers - {handle}
-            if others:
-                current = torch.cuda.current_stream(self._device)
-                for other in others:
-                    current.wait_stream(torch.cuda.ExternalStream(other, device=self._device))
-            result = work()
-            if writes:
-                self._writer, self._readers = handle, set()
-            else:
-                self._readers.add(handle)
-        return result
-
-    def _keys(self, keys: Any) -> tuple[torch.Tensor, str]:
-        return _arrays.check_keys(keys, self._state.spec, self._device, self._device_index)
-
-    def _values(self, values: Any, rows: int) -> torch.Tensor:
-        return _arrays.check_values(values, self._state.spec, self._device, rows)
-
-    def _scores(self, scores: Any, rows: int) -> torch.Tensor | None:
-        custom = self.policy == "custom"
-        if scores is None:
-            if custom:
-                raise ValueError("policy 'custom' needs scores= on every write")
-            return None
-        if not custom:
-            raise ValueError(f"scores are taken with policy 'custom' only; this cache's policy "
-                             f"is {self.policy!r}")
-        tensor, _ = _arrays.as_tensor(scores, "scores")
-        if tensor.dtype not in (torch.int64, torch.uint64):
-            raise TypeError(f"scores must be int64 or uint64, got {tensor.dtype}")
-        if tuple(tensor.shape) != (rows,):
-            raise ValueError(f"scores must have shape ({rows},), got {tuple(tensor.shape)}")
-        if tensor.device != self._device:
-            raise ValueError(f"scores is on {tensor.device} but the cache is on {self._device}")
-        return tensor.contiguous().view(torch.int64)
-
-    def _default(self, default: Any) -> torch.Tensor:
-        return _arrays.cached_default_row(self._defaults, default, self._state.spec,
-                                          self._device, self._device_index)
-
-    def _tick(self) -> int:
-        self._step += 1
-        return self._step
-
-    def _out_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        return keys.view(torch.uint64) if self._state.spec.key_dtype == torch.uint64 else keys
+        state = empty_cache(spec, _resolve_device(device), max_hbm_bytes=max_hbm_bytes)
+        self._adopt(state, step=0, epoch=0, max_slots=buckets * bucket_slots,
+                    max_hbm_bytes=max_hbm_bytes)
 
     # --- writes ---------------------------------------------------------------------------
     def _write(self, mode: int, keys: Any, values: Any, *, scores: Any, stream: Any,
@@ -276,6 +151,8 @@ class CacheMap:
                     raise ValueError(f"accumulate is on {mask.device} but the cache is on "
                                      f"{self._device}")
                 mask = mask.contiguous()
+            if mode != ASSIGN:
+                self._grow_for(rows)
             engine, state = self._engine, self._state
             if first:
                 acting = engine.last_rows(state, bits.flip(0)).flip(0)
@@ -369,7 +246,13 @@ class CacheMap:
             delta = torch.where(adds.view(shape), adding.values,
                                 torch.zeros((), dtype=adding.values.dtype,
                                             device=adding.values.device))
-            self._state.values.index_add_(0, torch.where(adds, adding.index, 0), delta)
+            slots = torch.where(adds, adding.index, 0)
+            state = self._state
+            if state.host_values is None:
+                state.values.index_add_(0, slots, delta)
+            else:  # the rows of distinct keys: distinct slots, so gather-add-scatter is one add
+                slots = torch.where(adds, adding.index, -1)
+                self._engine.scatter(state, slots, self._engine.gather(state, slots) + delta)
         self._run(add, writes=True, stream=stream)
         rest = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
                            accumulate=accumulate, among=False)
@@ -570,8 +453,9 @@ class CacheMap:
             keep = self._live()[part]
             if floor is not None:
                 keep &= (state.scores[part] ^ _SIGN) >= floor - 2**63
-            return (self._out_keys(state.keys[part][keep]), state.values[part][keep],
-                    state.scores[part][keep].view(torch.uint64))
+            at = keep.nonzero().flatten() + part.start
+            return (self._out_keys(state.keys[at]), self._engine.gather(state, at),
+                    state.scores[at].view(torch.uint64))
         return self._run(work, writes=False, stream=stream)
 
     def set_global_epoch(self, epoch: int) -> None:
@@ -601,12 +485,15 @@ class CacheMap:
 
     # --- moving and files -----------------------------------------------------------------
     def to(self, device: str | torch.device) -> CacheMap:
-        """A new cache with the same bytes on ``device`` (this one is unchanged)."""
+        """A new cache with the same bytes on ``device`` (this one is unchanged), keeping
+        ``max_hbm_bytes``."""
         target = _resolve_device(device)
         if self._device.type == "cuda":  # every stream: the last write may be on another
             torch.cuda.synchronize(self._device)
         other = CacheMap.__new__(CacheMap)
-        other._adopt(copy_cache(self._state, target), step=self._step, epoch=self._epoch)
+        other._adopt(copy_cache(self._state, target, max_hbm_bytes=self._max_hbm_bytes),
+                     step=self._step, epoch=self._epoch, max_slots=self._max_slots,
+                     max_hbm_bytes=self._max_hbm_bytes)
         return other
 
     def save(self, path: Any) -> None:
@@ -616,10 +503,14 @@ class CacheMap:
         save_cache(self._state, path, step=self._step, epoch=self._epoch)
 
     @classmethod
-    def load(cls, path: Any, *, device: str | torch.device = "cpu") -> CacheMap:
-        """Read a cache written by ``save``, onto ``device``."""
-        state, step, epoch = load_cache(path, _resolve_device(device))
+    def load(cls, path: Any, *, device: str | torch.device = "cpu",
+             max_hbm_bytes: int | None = None) -> CacheMap:
+        """Read a cache written by ``save``, onto ``device``, its value rows past
+        ``max_hbm_bytes`` in host memory. It cannot grow (its capacity is its maximum)."""
+        state, step, epoch = load_cache(path, _resolve_device(device),
+                                        max_hbm_bytes=max_hbm_bytes)
         cache = cls.__new__(cls)
-        cache._adopt(state, step=step, epoch=epoch)
+        cache._adopt(state, step=step, epoch=epoch, max_slots=state.spec.capacity,
+                     max_hbm_bytes=max_hbm_bytes)
         return cache
 

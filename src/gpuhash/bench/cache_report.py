@@ -15,10 +15,13 @@ def print_cache(report: dict) -> None:
     console.print(f"[bold]{report['device']}[/]  CacheMap on HierarchicalKV's workload "
                   f"(B-KV/s = 2^30 keys/s; wall clock to sync, events in brackets)")
     hkv = report["cache"]["hkv_h100_dim8"]
-    for work in report["cache"]["workloads"]:
+    hybrid = report["cache"].get("hybrid")
+    for work in report["cache"]["workloads"] + ([hybrid] if hybrid else []):
+        where = ("" if work.get("max_hbm_bytes") is None
+                 else f", values past {work['max_hbm_bytes'] / 2**30:.1f} GiB in host memory")
         table = Table(title=f"dim {work['dim']}, capacity {work['capacity']:,}, "
                             f"{work['batch']:,} keys per call, {work['bucket_slots']}-slot "
-                            f"buckets")
+                            f"buckets{where}")
         table.add_column("API")
         for load in LOADS:
             table.add_column(f"load {load}", justify="right")
@@ -33,6 +36,16 @@ def print_cache(report: dict) -> None:
                     cells.append(f"{hkv[api][i]:.2f}")
             table.add_row(api, *cells)
         console.print(table)
+    if hybrid:
+        link = Table(title="values[index] of present keys' slots, the rows in host memory: "
+                           "bytes over the host link beside a bulk copy of as many (its ceiling)")
+        for column in ("load", "rows from host", "gather GB/s", "bulk copy GB/s", "of link"):
+            link.add_column(column, justify="right")
+        for load in LOADS:
+            g = hybrid["loads"][str(load)]["host_gather"]
+            link.add_row(str(load), f"{g['host_rows']:,}", f"{g['gather_host_gb_per_s']:.1f}",
+                         f"{g['link_gb_per_s']:.1f}", f"{g['of_link']:.2f}")
+        console.print(link)
     shapes = Table(title="bucket shape: eviction quality (5x capacity, random scores) and "
                          "find speed (dim 8; events on a GPU)")
     for column in ("slots", "kept of top", "1st eviction at", *(f"find {x}" for x in LOADS)):

@@ -18,6 +18,7 @@ import time
 import torch
 
 from ..cache import CacheMap
+from .harness import time_gpu
 
 BATCH = 1 << 20
 HIT_RATE = 0.6
@@ -96,14 +97,15 @@ def _time_api(cache: CacheMap, api: str, present: torch.Tensor, batch: int, dim:
 
 
 def workload(dim: int, capacity: int, device: torch.device, *, batch: int, runs: int,
-             bucket_slots: int) -> dict:
-    """Every API at every load of HKV's workload, for one value width."""
+             bucket_slots: int, max_hbm_bytes: int | None = None) -> dict:
+    """Every API at every load of HKV's workload, for one value width (with max_hbm_bytes:
+    the value rows past it in host memory)."""
     out: dict = {"dim": dim, "capacity": capacity, "batch": batch,
-                 "bucket_slots": bucket_slots, "loads": {}}
+                 "bucket_slots": bucket_slots, "max_hbm_bytes": max_hbm_bytes, "loads": {}}
     for load in LOADS:
         cache = CacheMap(key_dtype=torch.uint64, value_dtype=torch.float32, value_shape=(dim,),
                          capacity=capacity, device=device, policy="lru",
-                         bucket_slots=bucket_slots)
+                         bucket_slots=bucket_slots, max_hbm_bytes=max_hbm_bytes)
         present = _random_keys(int(cache.capacity * load), device)
         for part in present.split(batch):
             cache.insert_or_assign(part.view(torch.uint64),
@@ -117,11 +119,37 @@ def workload(dim: int, capacity: int, device: torch.device, *, batch: int, runs:
         for api in APIS:
             row[api] = _time_api(cache, api, present, batch, dim, runs)
         row["entries_after"] = len(cache)
+        if max_hbm_bytes is not None:
+            row["host_gather"] = _host_gather(cache, present, batch, runs)
         out["loads"][str(load)] = row
         del cache
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return out
+
+
+def _host_gather(cache: CacheMap, present: torch.Tensor, batch: int, runs: int) -> dict:
+    """``values[index]`` of a batch of present keys' slots, half of them in host memory: the
+    bytes it brings over the host link per second, beside the link's ceiling measured now (a
+    bulk copy of as many bytes from pinned host memory)."""
+    device = cache.device
+    keys = present[torch.randint(0, present.numel(), (batch,), device=device)]
+    index, found = cache.find_index(keys.view(torch.uint64))
+    index = index[found]
+    values = cache.values
+    host_rows = int((index >= values.hbm_slots).sum())
+    row_bytes = values.hbm.element_size() * values.hbm[0].numel()
+    gather = time_gpu(lambda: values[index], runs=runs)
+    link_bytes = host_rows * row_bytes
+    source = torch.empty(link_bytes, dtype=torch.uint8, pin_memory=True)
+    target = torch.empty(link_bytes, dtype=torch.uint8, device=device)
+    copy = time_gpu(lambda: target.copy_(source, non_blocking=True), runs=runs)
+    gather_rate = link_bytes / (gather.median_ms * 1e-3) / 1e9
+    link_rate = link_bytes / (copy.median_ms * 1e-3) / 1e9
+    return {"rows": int(index.numel()), "host_rows": host_rows, "row_bytes": row_bytes,
+            "gather_ms": gather.median_ms, "gather_host_gb_per_s": gather_rate,
+            "bulk_copy_ms": copy.median_ms, "link_gb_per_s": link_rate,
+            "of_link": gather_rate / link_rate}
 
 
 def eviction_quality(capacity: int, bucket_slots: int, device: torch.device, *,
@@ -162,6 +190,10 @@ def run(device: torch.device, *, quick: bool, runs: int) -> dict:
     for dim, capacity in dims:
         report["workloads"].append(workload(dim, capacity // scale, device, batch=batch,
                                             runs=runs, bucket_slots=128))
+    if device.type == "cuda":  # dim 64, 128M slots, the value rows of half of them in host memory
+        capacity = (128 << 20) // scale
+        report["hybrid"] = workload(64, capacity, device, batch=batch, runs=runs,
+                                    bucket_slots=128, max_hbm_bytes=capacity * 64 * 4 // 2)
     shape_capacity = (1 << 22) // (1 if device.type == "cuda" else 16)
     for width in (16, 32, 64, 128):
         quality = eviction_quality(shape_capacity, width, device, batch=batch >> 4)

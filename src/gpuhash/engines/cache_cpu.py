@@ -123,3 +123,17 @@ def erase(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
     run("cache_erase", table[0], table[1], table[2], table[4], *table[5:], _u64(keys),
         erased.numpy())
     return erased
+
+
+def gather(state: CacheState, index: torch.Tensor) -> torch.Tensor:
+    """The value rows of slots ``index`` (int64; -1: a row of zeros)."""
+    out = state.values[index.clamp(min=0)]
+    out[index < 0] = 0
+    return out
+
+
+def scatter(state: CacheState, index: torch.Tensor, rows: torch.Tensor) -> None:
+    """Write row r of ``rows`` to the value of slot ``index[r]`` (distinct slots; -1:
+    skipped)."""
+    keep = index >= 0
+    state.values[index[keep]] = rows[keep]

@@ -29,6 +29,8 @@ def kernel_names(spec: CacheSpec) -> dict[str, str]:
     names = {f"write_{mode}": f"gh_cache_write<{cache}, {mode}>" for mode in range(WRITE_MODES)}
     names["lookup"] = f"gh_cache_lookup<{cache}>"
     names["erase"] = f"gh_cache_erase<{cache}>"
+    names["gather"] = f"gh_cache_gather<{cache}>"
+    names["scatter"] = f"gh_cache_scatter<{cache}>"
     names["last_rows"] = f"gh_last_rows<{last_rows_scratch_type(8)}>"
     return names
 
@@ -50,7 +52,7 @@ def _launch_info(state: CacheState) -> tuple[dict, tuple[int, ...], int]:
         index = state.keys.get_device()
         args = (state.keys.data_ptr(), state.digests.data_ptr(), state.scores.data_ptr(),
                 state.values.data_ptr(), state.counts.data_ptr(), spec.num_buckets,
-                spec.signed_seed)
+                spec.signed_seed, _ptr(state.host_values), state.hbm_slots)
         kernels = _kernels(spec.value_bytes, spec.bucket_slots, index, os.environ.get(ARCH_ENV))
         info = (kernels, args, index)
         state.__dict__["_cuda_launch_info"] = info
@@ -125,3 +127,22 @@ def erase(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
     launch(kernels["erase"], keys.shape[0], *table, keys.data_ptr(), keys.shape[0],
            erased.data_ptr(), device=device)
     return erased
+
+
+def gather(state: CacheState, index: torch.Tensor) -> torch.Tensor:
+    """The value rows of slots ``index`` (int64; -1: a row of zeros), wherever they live
+    (gh_cache_gather)."""
+    kernels, table, device = _launch_info(state)
+    spec = state.spec
+    out = index.new_zeros((index.shape[0], *spec.value_shape), dtype=spec.value_dtype)
+    launch(kernels["gather"], index.shape[0], *table, index.data_ptr(), index.shape[0],
+           out.data_ptr(), device=device)
+    return out
+
+
+def scatter(state: CacheState, index: torch.Tensor, rows: torch.Tensor) -> None:
+    """Write row r of ``rows`` to the value of slot ``index[r]`` (distinct slots; -1:
+    skipped), wherever it lives (gh_cache_scatter)."""
+    kernels, table, device = _launch_info(state)
+    launch(kernels["scatter"], index.shape[0], *table, index.data_ptr(), index.shape[0],
+           rows.data_ptr(), device=device)

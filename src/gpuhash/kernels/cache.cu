@@ -186,3 +186,32 @@ __global__ void gh_cache_erase(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n, gh
     }
     gh_block_count(&t.counts[0], -gone, nullptr, 0);
 }
+
+// Value rows by slot, whichever memory holds them: out row r = the row of slot index[r]
+// (gather), or the row of slot index[r] = in row r (scatter); rows with index -1 are skipped.
+// The warp copies its rows together (gh_warp_copy), so rows in host memory move in whole
+// pieces over the link. The rows of one scatter name distinct slots.
+template <class C>
+__global__ void gh_cache_gather(GH_CACHE_PARAMS, const gh_i64* index, gh_u64 n, char* out) {
+    const C t = GH_CACHE_REF(C);
+    const int lane = threadIdx.x & 31;
+    for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
+        const gh_u64 r = base + lane;
+        const gh_i64 slot = r < n ? index[r] : -1;
+        gh_warp_copy<C::VALUE_BYTES>(slot >= 0 ? t.value(slot) : nullptr,
+                                     out + r * C::VALUE_BYTES);
+    }
+}
+
+template <class C>
+__global__ void gh_cache_scatter(GH_CACHE_PARAMS, const gh_i64* index, gh_u64 n,
+                                 const char* rows) {
+    const C t = GH_CACHE_REF(C);
+    const int lane = threadIdx.x & 31;
+    for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
+        const gh_u64 r = base + lane;
+        const gh_i64 slot = r < n ? index[r] : -1;
+        gh_warp_copy<C::VALUE_BYTES>(slot >= 0 ? rows + r * C::VALUE_BYTES : nullptr,
+                                     slot >= 0 ? t.value(slot) : nullptr);
+    }
+}

@@ -31,18 +31,23 @@ struct GhCache {
     gh_u64* keys;
     gh_u8* digests;
     gh_u64* scores;
-    char* values;
-    gh_i64* counts;  // [live entries]
+    char* values;       // rows of slots [0, hbm_slots), GPU memory
+    gh_i64* counts;     // [live entries]
     gh_u64 num_buckets;
     gh_u64 seed;
+    char* host_values;  // rows of the slots past hbm_slots: pinned host memory, read and
+    gh_u64 hbm_slots;   // written in place through unified addressing (null: none)
     __device__ __forceinline__ char* value(gh_u64 slot) const {
-        return values + slot * VALUE_BYTES;
+        return slot < hbm_slots ? values + slot * VALUE_BYTES
+                                : host_values + (slot - hbm_slots) * VALUE_BYTES;
     }
 };
 
 #define GH_CACHE_PARAMS gh_u64 *keys_, gh_u8 *digests, gh_u64 *scores, char *values, \
-                        gh_i64 *counts, gh_u64 num_buckets, gh_u64 seed
-#define GH_CACHE_REF(C) C{keys_, digests, scores, values, counts, num_buckets, seed}
+                        gh_i64 *counts, gh_u64 num_buckets, gh_u64 seed, char *host_values, \
+                        gh_u64 hbm_slots
+#define GH_CACHE_REF(C) C{keys_, digests, scores, values, counts, num_buckets, seed, \
+                          host_values, hbm_slots}
 
 // 8 bits of a second mix of the key's hash (no bucket choice reads them), never 0.
 __device__ __forceinline__ gh_u32 gh_digest(gh_u64 hash) {
