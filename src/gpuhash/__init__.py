@@ -8,6 +8,7 @@ Example:
     [1.5]
 """
 
+from ._join_plan import JoinPlan
 from ._table import TableFullError
 from .cache import (
     ASSIGNED,
@@ -18,9 +19,11 @@ from .cache import (
     SUPERSEDED,
     CacheMap,
 )
+from .join import JoinBuild, explain_join, join
 from .map import HashMap, HashSet
 from .multimap import MultiMap
 
 __all__ = ["ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED", "SUPERSEDED",
-           "CacheMap", "HashMap", "HashSet", "MultiMap", "TableFullError"]
+           "CacheMap", "HashMap", "HashSet", "JoinBuild", "JoinPlan", "MultiMap", "TableFullError",
+           "explain_join", "join"]
 __version__ = "0.1.0"

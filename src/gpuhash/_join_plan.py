@@ -1,0 +1,197 @@
+"""How a join runs: the strategy registry and the cost model that chooses among strategies.
+
+A strategy is a function registered under a name; the planner considers only the registered
+ones that have a function (the GPU radix-partitioned join and the streamed out-of-core path
+are named here so plans and docs can refer to them, and are never chosen until they are
+implemented). The model is deliberately small: estimated bytes decide what fits the memory
+budget, estimated costs in nanoseconds per row decide among what fits, and every decision is
+written into the plan's ``why``. The per-row constants are guesses to be replaced by
+measurements (``CPU_SMALL_MAX_ROWS`` is the crossover the issue asks to measure on the H100
+host).
+
+Example:
+    >>> plan = plan_join(1000, 100, how="inner", key_bytes=4, device=torch.device("cpu"))
+    >>> plan.strategy, plan.build_side
+    ('hash-table', 'right')
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+HOWS = ("inner", "left", "right", "full", "semi", "anti", "cross")
+SYMMETRIC = ("inner", "left", "right", "full")  # either side may be the build side
+
+# Below this many rows in all, a join of CUDA tensors runs on the CPU (copies included).
+# None for a backend means "not measured": it is never preferred. Plug measured values in.
+CPU_SMALL_MAX_ROWS: dict[str, int | None] = {"gpuhash-cpu": 1 << 12, "pyarrow": None,
+                                             "polars": None}
+# nanoseconds per row, guesses: building a table entry, probing a row, writing an output pair
+COST_NS = {"cuda": {"build": 0.5, "probe": 0.3, "pair": 0.1, "call": 20_000},
+           "cpu": {"build": 60.0, "probe": 40.0, "pair": 5.0, "call": 200}}
+LOAD = 0.5          # the table's load after growth, at worst: bytes per entry / LOAD
+BUDGET_SHARE = 0.6  # of the free memory, when no memory_budget is given
+MIN_CHUNK_ROWS = 16
+MAX_PARTS = 1 << 10
+
+
+@dataclass
+class Strategy:
+    """A named way to run a join; ``run`` is None until it is implemented."""
+
+    name: str
+    description: str
+    run: Callable | None = None
+
+
+STRATEGIES: dict[str, Strategy] = {}
+
+
+def register(name: str, description: str, run: Callable | None = None) -> Strategy:
+    """Add (or replace) a strategy under ``name``; pass ``run`` once it exists.
+
+    Example:
+        >>> register("gpu-radix", STRATEGIES["gpu-radix"].description).run is None
+        True
+    """
+    STRATEGIES[name] = Strategy(name, description, run)
+    return STRATEGIES[name]
+
+
+register("cpu-small", "tiny inputs copied to the CPU and joined by the fastest CPU backend")
+register("hash-table", "build a gpuhash table on the build side, probe it with the other")
+register("hash-table-chunked", "the build side's table probed by chunks of the probe side")
+register("hash-partitioned", "both sides split by key hash into parts joined one at a time")
+register("cross-product", "every pair of rows (how='cross'); keys only give the lengths")
+register("gpu-radix", "radix-partitioned join in shared memory (not implemented yet)")
+register("out-of-core-streams", "pinned host inputs streamed with overlapping copies "
+         "(not implemented yet)")
+
+
+@dataclass
+class JoinPlan:
+    """The chosen strategy, its parameters and the reason, as ``explain=True`` shows it.
+
+    Example:
+        >>> plan = plan_join(10, 10, how="semi", key_bytes=8, device=torch.device("cpu"))
+        >>> "hash-table" in str(plan)
+        True
+    """
+
+    strategy: str
+    how: str
+    build_side: str
+    device: str
+    left_rows: int
+    right_rows: int
+    memory_budget: int
+    chunk_rows: int | None = None
+    parts: int = 1
+    estimates: dict = field(default_factory=dict)
+    why: str = ""
+
+    def __str__(self) -> str:
+        extra = [f"chunks of {self.chunk_rows} probe rows"] if self.chunk_rows else []
+        extra += [f"{self.parts} parts"] if self.parts > 1 else []
+        detail = f" ({', '.join(extra)})" if extra else ""
+        return (f"join how={self.how!r}: {self.strategy}{detail} on {self.device}, build side "
+                f"{self.build_side} ({self.left_rows} x {self.right_rows} rows). {self.why}")
+
+
+def free_bytes(device: torch.device) -> int:
+    """Free memory of ``device`` in bytes (host memory for the CPU).
+
+    Example:
+        >>> free_bytes(torch.device("cpu")) > 0
+        True
+    """
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 34
+
+
+def table_bytes(rows: int, key_bytes: int) -> int:
+    """Bytes a build table of ``rows`` entries may take: key and row id, at the worst load."""
+    return int(rows * (key_bytes + (4 if rows < 2**31 else 8)) / LOAD) + 64
+
+
+def probe_bytes_per_row(key_bytes: int, fanout: float) -> int:
+    """Bytes one probe row needs while it is joined: its code, masks and output pairs."""
+    return key_bytes + 8 + int(16 * max(1.0, fanout)) + 8
+
+
+def _usable(name: str) -> bool:
+    return STRATEGIES.get(name) is not None and STRATEGIES[name].run is not None
+
+
+def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
+              device: torch.device, memory_budget: int | None = None, fanout: float = 1.0,
+              build_fixed: bool = False) -> JoinPlan:
+    """Choose a strategy for joining ``left_rows`` with ``right_rows`` on ``device``.
+
+    ``key_bytes`` is the table key's width (4 or 8), ``fanout`` the expected matches per
+    probe row, ``build_fixed`` True when the build side is already chosen (a JoinBuild).
+
+    Example:
+        >>> p = plan_join(100, 5000, how="inner", key_bytes=4, device=torch.device("cpu"),
+        ...               memory_budget=1000)
+        >>> p.strategy, p.build_side, p.parts > 1
+        ('hash-partitioned', 'left', True)
+    """
+    budget = (int(memory_budget) if memory_budget is not None
+              else int(free_bytes(device) * BUDGET_SHARE))
+    plan = JoinPlan("hash-table", how, "right", str(device), left_rows, right_rows, budget)
+    if how == "cross":
+        plan.strategy, plan.why = "cross-product", "how='cross' pairs every row with every row."
+        return plan
+    reasons = []
+    if how in SYMMETRIC and not build_fixed and left_rows < right_rows:
+        plan.build_side = "left"
+        reasons.append("the left side is smaller, so it is the build side")
+    build, probe = ((left_rows, right_rows) if plan.build_side == "left"
+                    else (right_rows, left_rows))
+    built = table_bytes(build, key_bytes)
+    per_row = probe_bytes_per_row(key_bytes, fanout)
+    plan.estimates = {"table_bytes": built, "probe_bytes": probe * per_row,
+                      "budget_bytes": budget}
+    kind = "cuda" if device.type == "cuda" else "cpu"
+    costs = COST_NS[kind]
+    plan.estimates["hash_table_ms"] = round(
+        (costs["call"] + build * costs["build"] + probe * costs["probe"]
+         + probe * fanout * costs["pair"]) / 1e6, 4)
+    small = CPU_SMALL_MAX_ROWS["gpuhash-cpu"]
+    if (kind == "cuda" and _usable("cpu-small") and small is not None
+            and left_rows + right_rows <= small):
+        plan.strategy, plan.device = "cpu-small", "cpu"
+        reasons.append(f"{left_rows + right_rows} rows in all are at most CPU_SMALL_MAX_ROWS "
+                       f"({small}): a GPU launch costs more than the CPU's whole join")
+        plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
+        return plan
+    if built + probe * per_row <= budget or not _usable("hash-table-chunked"):
+        reasons.append(f"the table (~{built} bytes) and the probe (~{probe * per_row} bytes) "
+                       f"fit the budget of {budget} bytes")
+    elif built <= budget // 2 or build_fixed or not _usable("hash-partitioned"):
+        plan.strategy = "hash-table-chunked"
+        plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget - built) // per_row)
+        reasons.append(f"the probe side (~{probe * per_row} bytes) passes the budget of "
+                       f"{budget} bytes, so it is streamed through the table in chunks")
+    else:
+        plan.strategy = "hash-partitioned"
+        parts = 2
+        while parts < MAX_PARTS and built / parts > budget // 2:
+            parts *= 2
+        plan.parts = parts
+        part_probe = probe // parts + 1
+        if table_bytes(build // parts + 1, key_bytes) + part_probe * per_row > budget:
+            plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget // 2) // per_row)
+        reasons.append(f"the table (~{built} bytes) passes half the budget of {budget} "
+                       f"bytes, so both sides are split by key hash into {parts} parts")
+    plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
+    return plan

@@ -1,0 +1,266 @@
+"""gh.join and gh.JoinBuild against DuckDB's joins, every how, on the CPU engine; the chunked
+and partitioned strategies (forced by a tiny memory budget) against the in-memory one; bad
+input; and, on a GPU, the CUDA engine against the CPU engine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpuhash as gh
+from gpuhash._join_keys import BITS, SIGNED, UNSIGNED
+
+duckdb = pytest.importorskip("duckdb")
+pd = pytest.importorskip("pandas")
+
+HOWS = ["inner", "left", "right", "full", "semi", "anti", "cross"]
+SQL = {"inner": "JOIN", "left": "LEFT JOIN", "right": "RIGHT JOIN", "full": "FULL JOIN",
+       "semi": "SEMI JOIN", "anti": "ANTI JOIN"}
+
+
+def make_keys(values: list[int], dtype: torch.dtype) -> torch.Tensor:
+    """A tensor of ``dtype`` holding ``values`` (Python ints in the dtype's own range)."""
+    bits = BITS[dtype]
+    if dtype in UNSIGNED and bits > 8:
+        signed = {16: torch.int16, 32: torch.int32, 64: torch.int64}[bits]
+        patterns = [v - (1 << bits) if v >= 1 << (bits - 1) else v for v in values]
+        return torch.tensor(patterns, dtype=signed).view(dtype)
+    return torch.tensor(values, dtype=dtype)
+
+
+def duckdb_join(left_cols, right_cols, left_valid, right_valid, how, nulls_equal, signed):
+    """DuckDB's answer as a sorted list of pairs (or of left rows for semi / anti)."""
+    kind = "Int64" if signed else "UInt64"
+
+    def frame(cols, valid):
+        data = {"rid": np.arange(len(cols[0]), dtype=np.int64)}
+        for i, col in enumerate(cols):
+            data[f"k{i}"] = pd.array([v if valid is None or valid[j] else None
+                                      for j, v in enumerate(col)], dtype=kind)
+        return pd.DataFrame(data)
+
+    con = duckdb.connect()
+    con.register("l", frame(left_cols, left_valid))
+    con.register("r", frame(right_cols, right_valid))
+    same = " IS NOT DISTINCT FROM " if nulls_equal else " = "
+    on = " AND ".join(f"l.k{i}{same}r.k{i}" for i in range(len(left_cols)))
+    if how == "cross":
+        rows = con.sql("SELECT l.rid, r.rid FROM l CROSS JOIN r").fetchall()
+    elif how in ("semi", "anti"):
+        return sorted(r[0] for r in con.sql(f"SELECT l.rid FROM l {SQL[how]} r ON {on}")
+                      .fetchall())
+    else:
+        rows = con.sql(f"SELECT l.rid, r.rid FROM l {SQL[how]} r ON {on}").fetchall()
+    return sorted((-1 if a is None else a, -1 if b is None else b) for a, b in rows)
+
+
+def as_pairs(result, how):
+    if how in ("semi", "anti"):
+        return sorted(np.asarray(result).tolist())
+    left, right = result
+    assert left.dtype == right.dtype and str(left.dtype).endswith("int64")
+    return sorted(zip(np.asarray(left).tolist(), np.asarray(right).tolist()))
+
+
+def dtype_range(dtype):
+    bits = BITS[dtype]
+    return (0, (1 << bits) - 1) if dtype in UNSIGNED else (-(1 << bits - 1), (1 << bits - 1) - 1)
+
+
+@st.composite
+def join_inputs(draw):
+    signed = draw(st.booleans())
+    family = SIGNED if signed else UNSIGNED
+    ncols = draw(st.sampled_from([1, 1, 2]))
+    sides = []
+    pools = []
+    dtypes = [[draw(st.sampled_from(family)) for _ in range(ncols)] for _ in range(2)]
+    for c in range(ncols):
+        lo = max(dtype_range(dtypes[0][c])[0], dtype_range(dtypes[1][c])[0])
+        hi = min(dtype_range(dtypes[0][c])[1], dtype_range(dtypes[1][c])[1])
+        special = [lo, hi, 0, 1, -1, -2, hi - 1]  # extremes and the reserved patterns
+        pool = draw(st.lists(st.integers(lo, hi), min_size=1, max_size=6))
+        pools.append(pool + [v for v in special if lo <= v <= hi])
+    for side in range(2):
+        rows = draw(st.integers(0, 24))
+        skew = draw(st.booleans())
+        cols = []
+        for c in range(ncols):
+            full_lo, full_hi = dtype_range(dtypes[side][c])
+            values = st.one_of(st.sampled_from(pools[c]), st.integers(full_lo, full_hi))
+            col = draw(st.lists(values, min_size=rows, max_size=rows))
+            if skew and rows:  # one key in half the rows
+                col = [pools[c][0] if i % 2 else v for i, v in enumerate(col)]
+            cols.append(col)
+        valid = None
+        if draw(st.booleans()):
+            valid = draw(st.lists(st.booleans(), min_size=rows, max_size=rows))
+        sides.append((cols, valid))
+    return signed, dtypes, sides
+
+
+def tensors(cols, dtypes, valid):
+    keys = tuple(make_keys(c, d) for c, d in zip(cols, dtypes))
+    mask = None if valid is None else torch.tensor(valid, dtype=torch.bool)
+    return (keys[0] if len(keys) == 1 else keys), mask
+
+
+@pytest.mark.parametrize("how", HOWS)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=join_inputs(), nulls_equal=st.booleans())
+def test_every_how_matches_duckdb(how, data, nulls_equal):
+    signed, dtypes, ((lcols, lvalid), (rcols, rvalid)) = data
+    left, left_valid = tensors(lcols, dtypes[0], lvalid)
+    right, right_valid = tensors(rcols, dtypes[1], rvalid)
+    expected = duckdb_join(lcols, rcols, lvalid, rvalid, how, nulls_equal, signed)
+    for budget in (None, 600, 150):  # in memory, then chunked / partitioned by the budget
+        got = gh.join(left, right, how=how, left_valid=left_valid, right_valid=right_valid,
+                      nulls_equal=nulls_equal, memory_budget=budget)
+        assert as_pairs(got, how) == expected, budget
+    if how != "cross":
+        build = gh.JoinBuild(right, right_valid=right_valid)
+        got = build.probe(left, how=how, left_valid=left_valid, nulls_equal=nulls_equal,
+                          memory_budget=300)
+        assert as_pairs(got, how) == expected
+
+
+def test_tiny_budgets_pick_the_streaming_strategies():
+    left, right = torch.arange(400) % 50, torch.arange(300) % 70
+    assert gh.explain_join(left, right).strategy == "hash-table"
+    chunked = gh.explain_join(left, right, how="left", memory_budget=15_000)
+    assert chunked.strategy == "hash-table-chunked" and chunked.chunk_rows < 300
+    parted = gh.explain_join(left, right, how="left", memory_budget=2_000)
+    assert parted.strategy == "hash-partitioned" and parted.parts > 1
+    for how in HOWS:
+        base = as_pairs(gh.join(left, right, how=how), how)
+        for budget in (15_000, 2_000):
+            assert as_pairs(gh.join(left, right, how=how, memory_budget=budget), how) == base
+    assert "hash-partitioned" in parted.why or "parts" in str(parted)
+
+
+def test_plan_explains_itself(capsys):
+    plan = gh.explain_join(torch.arange(5), torch.arange(50), how="semi")
+    assert plan.build_side == "right" and "fit the budget" in plan.why
+    gh.join(torch.arange(5), torch.arange(50), how="semi", explain=True)
+    assert "hash-table" in capsys.readouterr().out
+    from gpuhash import _join_plan
+
+    assert all(_join_plan.STRATEGIES[name].run is None
+               for name in ("gpu-radix", "out-of-core-streams"))
+
+
+def test_many_to_many_is_sized_exactly():
+    left = torch.tensor([1] * 30 + [2] * 5)
+    right = torch.tensor([1] * 40 + [3])
+    rows_l, rows_r = gh.join(left, right)
+    assert rows_l.shape[0] == 30 * 40
+    assert len(set(zip(rows_l.tolist(), rows_r.tolist()))) == 1200
+
+
+def test_wide_and_reserved_keys():
+    top = 2**63 - 1
+    # one wide column holding the reserved patterns: ranked among the build's distinct keys
+    right = torch.tensor([-1, -2, top, -(2**63), 5])
+    left = torch.tensor([-2, 5, top, 7, -1, -1])
+    pairs = as_pairs(gh.join(left, right), "inner")
+    assert pairs == [(0, 1), (1, 4), (2, 2), (4, 0), (5, 0)]
+    # wide without them: the keys themselves are the table keys
+    assert as_pairs(gh.join(torch.tensor([top, 0]), torch.tensor([-(2**63), top])),
+                    "inner") == [(0, 1)]
+    # three wide columns: the mixed radix passes 2**62 and is ranked again
+    cols = tuple(torch.tensor([top, -(2**63), 3]) * s for s in (1, -1, 1))
+    assert as_pairs(gh.join(cols, cols), "inner") == [(0, 0), (1, 1), (2, 2)]
+    u = torch.tensor([2**64 - 1, 2**64 - 2, 0], dtype=torch.uint64) if hasattr(
+        torch, "uint64") else None
+    assert as_pairs(gh.join(u, u[[1, 1]]), "inner") == [(1, 0), (1, 1)]
+
+
+def test_empty_and_all_null_sides():
+    empty = torch.zeros(0, dtype=torch.int32)
+    keys = torch.tensor([1, 2], dtype=torch.int32)
+    assert as_pairs(gh.join(empty, keys, how="full"), "full") == [(-1, 0), (-1, 1)]
+    assert as_pairs(gh.join(keys, empty, how="left"), "left") == [(0, -1), (1, -1)]
+    assert gh.join(keys, empty, how="anti").tolist() == [0, 1]
+    assert as_pairs(gh.join(empty, empty, how="cross"), "cross") == []
+    nulls = torch.tensor([False, False])
+    assert as_pairs(gh.join(keys, keys, left_valid=nulls, right_valid=nulls), "inner") == []
+    assert len(gh.join(keys, keys, left_valid=nulls, right_valid=nulls, nulls_equal=True)[0]) == 4
+
+
+def test_heavy_skew():
+    left = torch.where(torch.arange(2000) % 2 == 0, 7, torch.arange(2000))
+    right = torch.cat([torch.full((3,), 7), torch.arange(100, 200)])
+    left_rows, right_rows = gh.join(left, right)
+    assert left_rows.shape[0] == 1001 * 3 + 50  # row 7 holds key 7 too
+    assert torch.equal(left[left_rows], right[right_rows])
+    assert gh.join(left, right, how="semi").shape[0] == 1051
+
+
+def test_build_is_reusable_and_keeps_the_array_kind():
+    build = gh.JoinBuild(np.array([3, 4, 4], dtype=np.int64))
+    assert build.unique is False and build.rows == 3
+    for _ in range(2):
+        left_rows, right_rows = build.probe(np.array([4, 3], dtype=np.int64), how="inner")
+        assert isinstance(left_rows, np.ndarray) and left_rows.dtype == np.int64
+        assert sorted(zip(left_rows.tolist(), right_rows.tolist())) == [(0, 1), (0, 2), (1, 0)]
+    assert gh.JoinBuild(torch.arange(4)).unique is True
+    widened = gh.join(torch.tensor([1, 2], dtype=torch.int8), torch.tensor([2, 300]))
+    assert as_pairs(widened, "inner") == [(1, 0)]
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: gh.join(torch.arange(3), torch.arange(3), how="outer"), ValueError,
+     ["how", "'outer'"]),
+    (lambda: gh.join(torch.arange(3), torch.arange(3, dtype=torch.int32).view(torch.uint32)),
+     TypeError, ["left_keys", "torch.int64", "torch.uint32"]),
+    (lambda: gh.join(torch.arange(3), torch.arange(3), left_valid=torch.ones(2, dtype=bool)),
+     ValueError, ["left_valid", "(2,)", "3 rows"]),
+    (lambda: gh.join((torch.arange(3), torch.arange(2)), (torch.arange(3), torch.arange(3))),
+     ValueError, ["left_keys[1]", "2 rows"]),
+    (lambda: gh.join((torch.arange(3),), (torch.arange(3), torch.arange(3))), ValueError,
+     ["1 key columns", "2"]),
+    (lambda: gh.join(torch.ones(3), torch.arange(3)), TypeError, ["left_keys", "float32"]),
+    (lambda: gh.join(torch.arange(3), [1, 2]), TypeError, ["right_keys", "list"]),
+    (lambda: gh.join(torch.arange(3), torch.arange(3), right_valid=torch.ones(3)), TypeError,
+     ["right_valid", "bool"]),
+    (lambda: gh.JoinBuild(torch.arange(3)).probe(torch.arange(3), how="sideways"), ValueError,
+     ["how", "sideways"]),
+])
+def test_bad_input_names_the_argument(call, error, words):
+    with pytest.raises(error) as info:
+        call()
+    for word in words:
+        assert word in str(info.value)
+
+
+def _cpu(result):
+    return result.cpu() if isinstance(result, torch.Tensor) else tuple(t.cpu() for t in result)
+
+
+def _cuda(keys):
+    return tuple(k.cuda() for k in keys) if isinstance(keys, tuple) else keys.cuda()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint32, torch.uint64])
+def test_cuda_engine_matches_cpu_engine(how, dtype):
+    generator = torch.Generator().manual_seed(HOWS.index(how) * 10 + BITS[dtype])
+    for rows_l, rows_r, distinct in ((20_000, 5_000, 10_000), (3_000, 30_000, 200),
+                                     (50, 40, 10)):
+        def draw(rows, distinct=distinct):
+            return torch.randint(0, distinct, (rows,), generator=generator).to(dtype)
+
+        valid = torch.rand(rows_l, generator=generator) > 0.1
+        single = (draw(rows_l), draw(rows_r))
+        double = ((single[0], draw(rows_l) % 3), (single[1], draw(rows_r) % 3))
+        for left, right in (single, double):
+            expected = as_pairs(gh.join(left, right, how=how, left_valid=valid,
+                                        nulls_equal=True), how)
+            for budget in (None, 20_000):
+                got = gh.join(_cuda(left), _cuda(right), how=how, left_valid=valid.cuda(),
+                              nulls_equal=True, memory_budget=budget)
+                assert as_pairs(_cpu(got), how) == expected, budget
