@@ -95,7 +95,7 @@ for width, shape, hbm in ((16, (3,), None), (128, (8,), None), (16, (4,), 4 * 16
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=shape,
                         capacity=8 * width, device="cuda", policy="custom", bucket_slots=width,
                         max_hbm_bytes=hbm, initial_capacity=width if hbm else None)
-    keys = torch.randint(0, 5 * cache.capacity, (4 * cache.capacity,)).cuda()
+    keys = torch.randint(0, 5 * cache.max_capacity, (4 * cache.max_capacity,)).cuda()
     keys[:2] = torch.tensor([-1, -2])  # the reserved keys: refused
     values = torch.ones(keys.numel(), *shape).cuda()
     scores = torch.randint(0, 1000, keys.shape).cuda()
