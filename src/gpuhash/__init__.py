@@ -21,9 +21,10 @@ from .cache import (
 )
 from .join import JoinBuild, explain_join, join
 from .map import HashMap, HashSet
+from .merge import merge
 from .multimap import MultiMap
 
 __all__ = ["ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED", "SUPERSEDED",
            "CacheMap", "HashMap", "HashSet", "JoinBuild", "JoinPlan", "MultiMap", "TableFullError",
-           "explain_join", "join"]
+           "explain_join", "join", "merge"]
 __version__ = "0.1.0"

@@ -1,0 +1,125 @@
+"""gh.merge on pandas, polars, pyarrow and dicts of tensors, against pandas' merge and
+polars' join; naming, validate and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpuhash as gh
+
+pd = pytest.importorskip("pandas")
+pl = pytest.importorskip("polars")
+pa = pytest.importorskip("pyarrow")
+
+
+def records(frame) -> list[tuple]:
+    """Rows as tuples, nulls as None, sorted: merge's row order is unspecified."""
+    if isinstance(frame, pl.DataFrame):
+        rows = frame.rows()
+    else:
+        rows = [tuple(r) for r in frame.astype(object).itertuples(index=False)]
+
+    def clean(v):
+        missing = v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+        return None if missing else v
+
+    rows = [tuple(clean(v) for v in r) for r in rows]
+    return sorted(rows, key=lambda r: [(v is None, str(type(v)), v if v is not None else 0)
+                                       for v in r])
+
+
+@st.composite
+def frames(draw):
+    def side(payload):
+        rows = draw(st.integers(0, 12))
+        ints = st.one_of(st.none(), st.integers(-3, 3))
+        return {
+            "k": draw(st.lists(ints, min_size=rows, max_size=rows)),
+            "s": draw(st.lists(st.sampled_from(["a", "b", "c", None]), min_size=rows,
+                               max_size=rows)),
+            payload: [float(i) for i in range(rows)],
+        }
+    return side("x"), side("y")
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "right", "full"])
+@settings(max_examples=15, deadline=None)
+@given(data=frames(), on=st.sampled_from([["k"], ["s"], ["k", "s"]]))
+def test_pandas_merge_matches_pandas(how, data, on):
+    left, right = ({**side, "k": pd.array(side["k"], dtype="Int64"),
+                    "s": pd.array(side["s"], dtype="string")} for side in data)
+    left, right = pd.DataFrame(left), pd.DataFrame(right)
+    # pandas matches missing keys with each other: nulls_equal=True is its rule
+    ours = gh.merge(left, right, on=on, how=how, nulls_equal=True)
+    theirs = pd.merge(left, right, on=on, how={"full": "outer"}.get(how, how))
+    assert list(ours.columns) == list(theirs.columns)
+    assert records(ours) == records(theirs)
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "full", "semi", "anti"])
+@settings(max_examples=15, deadline=None)
+@given(data=frames(), on=st.sampled_from([["k"], ["s"], ["k", "s"]]))
+def test_polars_merge_matches_polars(how, data, on):
+    schema = {"k": pl.Int64, "s": pl.String}
+    left, right = pl.DataFrame(data[0], schema_overrides=schema), pl.DataFrame(
+        data[1], schema_overrides=schema)
+    ours = gh.merge(left, right, on=on, how=how)
+    theirs = left.join(right, on=on, how=how, coalesce=True)
+    assert ours.columns == theirs.columns
+    assert records(ours) == records(theirs)
+
+
+def test_pyarrow_dictionary_and_string_keys_share_one_encoding():
+    left = pa.table({"id": pa.array(["x", "y", "z"]).dictionary_encode(), "a": [1, 2, 3]})
+    right = pa.table({"id": ["z", "x", "q"], "b": [[1], [2, 3], []]})
+    out = gh.merge(left, right, on="id", how="full")
+    rows = sorted(zip(out.column("id").to_pylist(), out.column("a").to_pylist(),
+                      out.column("b").to_pylist()), key=str)
+    assert rows == sorted([("x", 1, [2, 3]), ("y", 2, None), ("z", 3, [1]),
+                           ("q", None, [])], key=str)
+
+
+def test_dict_of_tensors_marks_the_rows_a_side_lacks():
+    left = {"k": torch.tensor([1, 2]), "v": torch.tensor([[1., 2.], [3., 4.]])}
+    right = {"k": torch.tensor([2, 9], dtype=torch.int32), "v": torch.tensor([5, 6])}
+    out = gh.merge(left, right, on="k", how="full")
+    assert set(out) == {"k", "v_x", "v_y", "_left_found", "_right_found"}
+    rows = sorted(zip(out["k"].tolist(), out["v_x"].tolist(), out["v_y"].tolist(),
+                      out["_left_found"].tolist(), out["_right_found"].tolist()))
+    assert rows == [(1, [1.0, 2.0], 0, True, False), (2, [3.0, 4.0], 5, True, True),
+                    (9, [0.0, 0.0], 6, False, True)]
+    cross = gh.merge(left, right, how="cross", suffixes=("_l", "_r"))
+    assert set(cross) == {"k_l", "v_l", "k_r", "v_r"} and cross["k_l"].shape[0] == 4
+
+
+def test_validate():
+    left = pd.DataFrame({"k": [1, 2, 2]})
+    right = pd.DataFrame({"k": [1, 2]})
+    assert len(gh.merge(left, right, on="k", validate="m:1")) == 3
+    with pytest.raises(ValueError, match=r"validate='1:1' failed: the left side.*\['k'\]"):
+        gh.merge(left, right, on="k", validate="1:1")
+    with pytest.raises(ValueError, match="validate must be one of"):
+        gh.merge(left, right, on="k", validate="one")
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda a, b: gh.merge(a, b, on="nope"), KeyError, ["'nope'", "left"]),
+    (lambda a, b: gh.merge(a, b, left_on="k", right_on="zz"), KeyError, ["'zz'", "right"]),
+    (lambda a, b: gh.merge(a, b, on="k", how="outer"), ValueError, ["how", "'outer'"]),
+    (lambda a, b: gh.merge(a, b, on="k", left_on="k"), ValueError, ["either on"]),
+    (lambda a, b: gh.merge(a, b, left_on="k", right_on="s"), TypeError, ["'k'", "'s'"]),
+    (lambda a, b: gh.merge(a, b.to_dict(), on="k"), TypeError, ["pandas", "dict"]),
+    (lambda a, b: gh.merge(a, b, on="k", suffixes=("", "")), ValueError, ["repeated", "'s'"]),
+])
+def test_bad_input_names_the_argument(call, error, words):
+    left = pd.DataFrame({"k": [1, 2], "s": ["a", "b"]})
+    right = pd.DataFrame({"k": [2, 3], "s": ["b", "c"]})
+    with pytest.raises(error) as info:
+        call(left, right)
+    for word in words:
+        assert word in str(info.value)
