@@ -1,4 +1,5 @@
-"""The command line: ``gpuhash bench map`` (on the GPU when there is one, else the CPU engine)."""
+"""The command line: ``gpuhash bench map|cache|join`` and ``gpuhash join`` (on the GPU when
+there is one, else the CPU engine)."""
 
 from __future__ import annotations
 
@@ -176,7 +177,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     bench = commands.add_parser(
         "bench", help="run a benchmark suite", description=BENCH_MAP + "\n" + BENCH_CACHE,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    bench.add_argument("suite", choices=["map", "cache"], help="what to benchmark")
+    bench.add_argument("suite", choices=["map", "cache", "join"], help="what to benchmark")
     bench.add_argument("--quick", action="store_true", help="fewer sizes, loads and runs")
     bench.add_argument("--json", metavar="PATH", help="write every figure as JSON")
     bench.add_argument("--plot", metavar="PATH",
@@ -187,7 +188,36 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                        help="timed runs per figure (default: 9 on a GPU, 5 with --quick; "
                             "5 on the CPU, 3 for the dict comparison)")
     bench.add_argument("--cpu", action="store_true", help="the CPU engine even with a GPU")
+    join = commands.add_parser(
+        "join", help="join two Parquet files into a third",
+        description="Join LEFT and RIGHT (Parquet) on key columns into OUTPUT. RIGHT is read "
+                    "whole and prepared as a hash table; LEFT is streamed one row group at a "
+                    "time, with a progress bar. Runs on the GPU when there is one, else on "
+                    "the CPU engine. Row order is unspecified.")
+    join.add_argument("left", help="left Parquet file (streamed)")
+    join.add_argument("right", help="right Parquet file (the build side, read whole)")
+    join.add_argument("--on", required=True, action="append", metavar="COLUMN",
+                      help="key column; repeat it or separate names by commas")
+    join.add_argument("--how", default="inner",
+                      choices=["inner", "left", "right", "full", "semi", "anti"])
+    join.add_argument("-o", "--output", required=True, metavar="PATH",
+                      help="Parquet file to write")
+    join.add_argument("--explain", action="store_true", help="print the join's plan")
+    join.add_argument("--cpu", action="store_true", help="the CPU engine even with a GPU")
     return parser, bench
+
+
+def _join_files(args, on_gpu: bool) -> int:
+    from rich.console import Console
+
+    from ._join_cli import run_join
+
+    on = [name for given in args.on for name in given.split(",") if name]
+    written = run_join(args.left, args.right, on=on, how=args.how, output=args.output,
+                       device="cuda" if on_gpu else "cpu", explain=args.explain,
+                       progress=sys.stderr.isatty())
+    Console(stderr=True).print(f"wrote {written} rows to {args.output}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     on_gpu = torch.cuda.is_available() and not args.cpu
+    if args.command == "join":
+        return _join_files(args, on_gpu)
     if not on_gpu:
         why = "--cpu was given" if args.cpu else "no CUDA device was found"
         for option, given in (("--plot", args.plot), ("--layouts", args.layouts)):
@@ -207,6 +239,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from .bench import report as show
 
+    if args.suite == "join":
+        from .bench import join_suite
+
+        if args.layouts:
+            bench.error("--layouts belongs to the map suite")
+        report = join_suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu,
+                                header=_header)
+        join_suite.print_report(report)
+        if args.json:
+            show.write_json(report, args.json)
+        return 0
     if args.suite == "cache":
         from .bench import cache_report
 

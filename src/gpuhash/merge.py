@@ -193,11 +193,32 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
     rows_l, rows_r = _match(pairs, how, nulls_equal, device, memory_budget, explain,
                             left_table.num_rows, right_table.num_rows, validate,
                             {"left": left_keys, "right": right_keys})
+    return from_arrow(gather_tables(left_table, right_table, rows_l, rows_r, left_keys,
+                                    right_keys, how=how, suffixes=suffixes, kind=kind,
+                                    device=device), kind)
+
+
+def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
+                  rows_r: torch.Tensor | None, left_keys: list[str], right_keys: list[str], *,
+                  how: str, suffixes: tuple[str, str] | None, kind: str,
+                  device: torch.device) -> Any:
+    """The output pyarrow Table of a merge from both sides' tables and the gather maps
+    (``rows_r`` None for semi / anti); also used by ``gpuhash join`` chunk by chunk.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> t = gather_tables(pa.table({"k": [1, 2]}), pa.table({"k": [2]}),
+        ...                   torch.tensor([1, 0]), torch.tensor([0, -1]), ["k"], ["k"],
+        ...                   how="left", suffixes=None, kind="pyarrow",
+        ...                   device=torch.device("cpu"))
+        >>> t.column("k").to_pylist()
+        [2, 1]
+    """
+    import pyarrow as pa
+
     coalesced = {b for a, b in zip(left_keys, right_keys) if a == b}
     left_out, right_out = _output_names(left_table.column_names, right_table.column_names,
                                         coalesced, suffixes, kind, how)
-    import pyarrow as pa
-
     columns = {}
     for name, out in left_out.items():
         column = take_arrow(left_table.column(name).combine_chunks(), rows_l, device)
@@ -207,7 +228,7 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         columns[out] = column
     for name, out in right_out.items():
         columns[out] = take_arrow(right_table.column(name).combine_chunks(), rows_r, device)
-    return from_arrow(pa.table(columns), kind)
+    return pa.table(columns)
 
 
 def _match(pairs, how, nulls_equal, device, memory_budget, explain, left_rows, right_rows,
