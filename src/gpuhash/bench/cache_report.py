@@ -37,13 +37,15 @@ def print_cache(report: dict) -> None:
             table.add_row(api, *cells)
         console.print(table)
     if hybrid:
-        link = Table(title="values[index] of present keys' slots, the rows in host memory: "
-                           "bytes over the host link beside a bulk copy of as many (its ceiling)")
-        for column in ("load", "rows from host", "gather GB/s", "bulk copy GB/s", "of link"):
+        link = Table(title="values[index] of the host rows of present keys' slots, beside the "
+                           "row-gather ceiling and a bulk copy of as many bytes (GB/s)")
+        for column in ("load", "rows from host", "values[index]", "gather ceiling",
+                       "of ceiling", "bulk copy", "of copy"):
             link.add_column(column, justify="right")
         for load in LOADS:
             g = hybrid["loads"][str(load)]["host_gather"]
-            link.add_row(str(load), f"{g['host_rows']:,}", f"{g['gather_host_gb_per_s']:.1f}",
+            link.add_row(str(load), f"{g['host_rows']:,}", f"{g['host_gather_gb_per_s']:.1f}",
+                         f"{g['ceiling_gather_gb_per_s']:.1f}", f"{g['of_gather_ceiling']:.2f}",
                          f"{g['link_gb_per_s']:.1f}", f"{g['of_link']:.2f}")
         console.print(link)
     shapes = Table(title="bucket shape: eviction quality (5x capacity, random scores) and "

@@ -17,6 +17,8 @@ import time
 
 import torch
 
+from .._cuda.compile import load_module
+from .._cuda.launch import launch
 from ..cache import CacheMap
 from .harness import time_gpu
 
@@ -129,27 +131,41 @@ def workload(dim: int, capacity: int, device: torch.device, *, batch: int, runs:
 
 
 def _host_gather(cache: CacheMap, present: torch.Tensor, batch: int, runs: int) -> dict:
-    """``values[index]`` of a batch of present keys' slots, half of them in host memory: the
-    bytes it brings over the host link per second, beside the link's ceiling measured now (a
-    bulk copy of as many bytes from pinned host memory)."""
+    """``values[index]`` of a batch of present keys' slots (about half of them in host
+    memory), and of its host rows alone beside two ceilings measured now on the same rows: the
+    row-gather ceiling (a thread per 16-byte word, bench.cu's gh_gather_rows) and a bulk copy
+    of as many bytes from pinned host memory (the link)."""
     device = cache.device
     keys = present[torch.randint(0, present.numel(), (batch,), device=device)]
     index, found = cache.find_index(keys.view(torch.uint64))
     index = index[found]
     values = cache.values
-    host_rows = int((index >= values.hbm_slots).sum())
+    host_slots = index[index >= values.hbm_slots]
+    host_rows = host_slots.numel()
     row_bytes = values.hbm.element_size() * values.hbm[0].numel()
-    gather = time_gpu(lambda: values[index], runs=runs)
     link_bytes = host_rows * row_bytes
+    mixed = time_gpu(lambda: values[index], runs=runs)
+    ours = time_gpu(lambda: values[host_slots], runs=runs)
+    words = row_bytes // 16
+    table_index = (host_slots - values.hbm_slots).contiguous()
+    out = torch.empty(host_rows * words * 16, dtype=torch.uint8, device=device)
+    kernel = load_module("bench.cu", (), device.index or 0).get_kernel("gh_gather_rows")
+    ceiling = time_gpu(lambda: launch(kernel, host_rows * words, values.host.data_ptr(),
+                                      table_index.data_ptr(), out.data_ptr(), host_rows, words,
+                                      device=device), runs=runs)
+    assert torch.equal(out.view(values.hbm.dtype).view(host_rows, -1)[:64],
+                       values[host_slots[:64]].view(64, -1)), "gh_gather_rows is wrong"
     source = torch.empty(link_bytes, dtype=torch.uint8, pin_memory=True)
     target = torch.empty(link_bytes, dtype=torch.uint8, device=device)
     copy = time_gpu(lambda: target.copy_(source, non_blocking=True), runs=runs)
-    gather_rate = link_bytes / (gather.median_ms * 1e-3) / 1e9
-    link_rate = link_bytes / (copy.median_ms * 1e-3) / 1e9
+
+    def rate(timing) -> float:
+        return link_bytes / (timing.median_ms * 1e-3) / 1e9
     return {"rows": int(index.numel()), "host_rows": host_rows, "row_bytes": row_bytes,
-            "gather_ms": gather.median_ms, "gather_host_gb_per_s": gather_rate,
-            "bulk_copy_ms": copy.median_ms, "link_gb_per_s": link_rate,
-            "of_link": gather_rate / link_rate}
+            "mixed_gather_ms": mixed.median_ms, "host_gather_ms": ours.median_ms,
+            "host_gather_gb_per_s": rate(ours), "ceiling_gather_gb_per_s": rate(ceiling),
+            "link_gb_per_s": rate(copy), "of_gather_ceiling": ceiling.median_ms / ours.median_ms,
+            "of_link": copy.median_ms / ours.median_ms}
 
 
 def eviction_quality(capacity: int, bucket_slots: int, device: torch.device, *,

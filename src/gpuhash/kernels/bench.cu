@@ -1,6 +1,8 @@
 // Fixed benchmark kernels, not part of the library's tables:
 //  * gh_gather: the random-gather ceiling (read an index, fetch one 8-byte word at that index,
 //    write it), the same shape of memory traffic as a hash find.
+//  * gh_gather_rows: the row-gather ceiling (a thread per 16-byte word of the output: read the
+//    row's index, fetch the word), for value rows wherever they live (GPU or pinned host).
 //  * seed_*: seed 000's three layouts (u32 -> u32, linear probing, at most 64 probes, capacity a
 //    power of two) ported as written: V1 SoA + simple hash + atomic loads, V2 SoA + fmix32 +
 //    plain loads, V3 AoS (key and value in one 64-bit word) + fmix32. Their silent drop after
@@ -11,6 +13,15 @@ extern "C" __global__ void gh_gather(const gh_u64* table, const gh_u32* index, g
                                      gh_u64 n) {
     const gh_u64 i = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) out[i] = __ldg(table + __ldg(index + i));
+}
+
+extern "C" __global__ void gh_gather_rows(const uint4* table, const gh_i64* index, uint4* out,
+                                          gh_u64 rows, gh_u64 words_per_row) {
+    const gh_u64 i = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < rows * words_per_row) {
+        const gh_u64 row = i / words_per_row;
+        out[i] = table[__ldg(index + row) * words_per_row + i % words_per_row];
+    }
 }
 
 #define SEED_EMPTY 0xffffffffu
