@@ -48,3 +48,17 @@ def test_join_explains_and_names_a_missing_column(files, capsys):
     assert "hash-table" in capsys.readouterr().out
     with pytest.raises(KeyError, match="'nope' is not in the right file"):
         main(["join", *args, "--on", "nope", "--cpu"])
+
+
+def test_bench_join_quick_on_the_cpu_writes_json(tmp_path, capsys):
+    import json
+
+    path = tmp_path / "join.json"
+    assert main(["bench", "join", "--quick", "--cpu", "--runs", "1", "--json", str(path)]) == 0
+    report = json.loads(path.read_text())
+    assert report["suite"] == "join" and report["quick"] is True and report["commit"]
+    assert [r["name"] for r in report["results"]] == ["J1", "J2"]
+    first = report["results"][0]
+    assert first["build"] == 1000 and 0.4 < first["matches"] / first["probe"] < 0.6
+    assert "torch sort + searchsorted" in first["peers"] and first["copy_gbps"] > 0
+    assert "gpuhash join on" in capsys.readouterr().out

@@ -137,10 +137,10 @@ def take_arrow(array, rows: torch.Tensor, device: torch.device):
         values, valid = _integer_key(array)
         values = values.to(device)
         index = rows.to(device).clamp(min=0)
-        taken = values[index].cpu().numpy()
+        taken = values.index_select(0, index).cpu().numpy()  # not [ ]: slow on the CPU
         null = missing.cpu().numpy() if any_missing else None
         if valid is not None:
-            lost = ~valid.to(device)[index].cpu().numpy()
+            lost = ~valid.to(device).index_select(0, index).cpu().numpy()
             null = lost if null is None else null | lost
         return pa.array(taken, type=array.type, mask=null)
     index = rows.cpu().numpy()
@@ -159,7 +159,7 @@ def gather_tensor(column: torch.Tensor, rows: torch.Tensor):
     rows = rows.to(column.device)
     if column.shape[0] == 0:  # every row is -1
         return column.new_zeros((rows.shape[0], *column.shape[1:])), found.to(column.device)
-    taken = column[rows.clamp(min=0)]
+    taken = column.index_select(0, rows.clamp(min=0))
     found = found.to(column.device)
     zero = torch.zeros((), dtype=column.dtype, device=column.device)
     shape = (-1,) + (1,) * (taken.dim() - 1)

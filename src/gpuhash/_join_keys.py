@@ -156,7 +156,7 @@ class _Column:
 
 def _rank(uniques: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     position = torch.searchsorted(uniques, values).clamp_(max=uniques.shape[0] - 1)
-    return position, uniques[position] == values
+    return position, uniques.index_select(0, position) == values  # not [ ]: slow on CPU
 
 
 class KeyEncoder:
@@ -173,7 +173,8 @@ class KeyEncoder:
     """
 
     def __init__(self, columns: list[torch.Tensor], valid: torch.Tensor | None):
-        values = [canonical(c) if valid is None else canonical(c)[valid] for c in columns]
+        values = [canonical(c) if valid is None else canonical(c).masked_select(valid)
+                  for c in columns]
         self.steps: list[tuple[str, Any]] = []
         combined, total = None, 1
         for i, column in enumerate(values):

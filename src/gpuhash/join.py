@@ -32,6 +32,12 @@ _MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: spreads codes over t
 _PART_SHIFT = 54             # the top 10 bits pick one of up to 1024 parts
 
 
+def _take(tensor: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``tensor[rows]`` by index_select: on the CPU, torch's indexing by a tensor costs about
+    8 ms a call whatever its size (torch 2.13, 2 cores), index_select microseconds."""
+    return tensor.index_select(0, rows)
+
+
 def _check_how(how: Any) -> str:
     if how not in HOWS:
         raise ValueError(f"how must be one of {', '.join(map(repr, HOWS))}; got {how!r}")
@@ -95,9 +101,9 @@ class _RowTable:
         if self.map is not None:
             found_rows, found = self.map.find(codes, default=-1)
             hits = found.nonzero().squeeze(1)
-            return hits, found_rows[hits].to(torch.int64)
+            return hits, _take(found_rows, hits).to(torch.int64)
         where, index = self.multi.find_all(codes)
-        return where, self.multi.values[index].to(torch.int64)
+        return where, _take(self.multi.values, index).to(torch.int64)
 
     def matched(self, codes: torch.Tensor) -> torch.Tensor:
         if self.map is not None:
@@ -183,7 +189,7 @@ class JoinBuild:
             codes, ok = self._encoder.encode(side.columns)
             usable = ok if side.valid is None else ok & side.valid
             rows = usable.nonzero().squeeze(1)
-            self._table = _RowTable(codes[rows], rows)
+            self._table = _RowTable(_take(codes, rows), rows)
             self._nulls = side.null_rows()
 
     @property
@@ -249,11 +255,11 @@ class JoinBuild:
             usable = ok if part.valid is None else ok & part.valid
             rows = usable.nonzero().squeeze(1)
             if pairs:
-                where, right = self._table.pairs(codes[rows])
-                matches.left.append(rows[where] + start)
+                where, right = self._table.pairs(_take(codes, rows))
+                matches.left.append(_take(rows, where) + start)
                 matches.right.append(right)
             else:
-                matches.hit.append((rows + start, self._table.matched(codes[rows])))
+                matches.hit.append((rows + start, self._table.matched(_take(codes, rows))))
         if nulls_equal and self._nulls.shape[0]:
             nulls = probe.null_rows()
             if pairs:
@@ -380,20 +386,21 @@ def _run_partitioned(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: boo
         codes, ok = encoder.encode(side.columns)
         usable = ok if side.valid is None else ok & side.valid
         rows = usable.nonzero().squeeze(1)
-        sides.append((codes[rows], rows, _parts_of(codes[rows], plan.parts)))
+        codes = _take(codes, rows)
+        sides.append((codes, rows, _parts_of(codes, plan.parts)))
     (b_codes, b_rows, b_part), (p_codes, p_rows, p_part) = sides
     matches = _Matches(build.device, pairs=plan.how not in ("semi", "anti"))
     step = plan.chunk_rows
     for part in range(plan.parts):
         mine = (b_part == part).nonzero().squeeze(1)
-        table = _RowTable(b_codes[mine], b_rows[mine])
-        rows = p_rows[(p_part == part).nonzero().squeeze(1)]
-        codes = p_codes[(p_part == part).nonzero().squeeze(1)]
+        table = _RowTable(_take(b_codes, mine), _take(b_rows, mine))
+        theirs = (p_part == part).nonzero().squeeze(1)
+        rows, codes = _take(p_rows, theirs), _take(p_codes, theirs)
         for start in range(0, rows.shape[0], step or max(rows.shape[0], 1)):
             chunk = slice(start, start + step) if step else slice(None)
             if matches.pairs:
                 where, found = table.pairs(codes[chunk])
-                matches.left.append(rows[chunk][where])
+                matches.left.append(_take(rows[chunk], where))
                 matches.right.append(found)
             else:
                 matches.hit.append((rows[chunk], table.matched(codes[chunk])))
