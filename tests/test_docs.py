@@ -17,7 +17,7 @@ import gpuhash
 
 # the modules users read: each must show at least one example
 PUBLIC = {"gpuhash", "gpuhash.map", "gpuhash.multimap", "gpuhash._format", "gpuhash.cache",
-          "gpuhash._cache_format"}
+          "gpuhash._cache_format", "gpuhash.join", "gpuhash.merge"}
 # examples in internal modules show the public names, as a user would write them
 NAMES = {"torch": torch, "HashMap": gpuhash.HashMap, "HashSet": gpuhash.HashSet,
          "MultiMap": gpuhash.MultiMap, "CacheMap": gpuhash.CacheMap}
