@@ -27,7 +27,8 @@ def kernel_names(spec: CacheSpec) -> dict[str, str]:
     """Operation -> name expression of every kernel a cache of this spec uses."""
     cache = cache_type(spec)
     names = {f"write_{mode}": f"gh_cache_write<{cache}, {mode}>" for mode in range(WRITE_MODES)}
-    names["lookup"] = f"gh_cache_lookup<{cache}>"
+    names["lookup"] = f"gh_cache_lookup<{cache}, true>"
+    names["lookup_slots"] = f"gh_cache_lookup<{cache}, false>"  # no value copied
     names["erase"] = f"gh_cache_erase<{cache}>"
     names["gather"] = f"gh_cache_gather<{cache}>"
     names["scatter"] = f"gh_cache_scatter<{cache}>"
@@ -114,7 +115,7 @@ def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None =
     found = keys.new_empty(rows, dtype=torch.bool) if found is None else found
     if default is not None and out is None:
         out = keys.new_empty((rows, *spec.value_shape), dtype=spec.value_dtype)
-    launch(kernels["lookup"], rows, *table, keys.data_ptr(), rows, _ptr(only), _ptr(update),
+    launch(kernels["lookup" if out is not None else "lookup_slots"], rows, *table, keys.data_ptr(), rows, _ptr(only), _ptr(update),
            POLICIES.index(spec.policy), step, epoch, _ptr(default), default_stride, _ptr(out),
            index.data_ptr(), found.data_ptr(), device=device)
     return out, index, found

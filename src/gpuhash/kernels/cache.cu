@@ -133,8 +133,11 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
 
 // Slot of each row's key (-1 where absent) and found; with `out`, its value (where absent,
 // `default_row` + r * default_stride rows); on rows with update[r] set, the score raised as a
-// touch does. Rows with `only` given and only[r] clear are left alone. No key moves in this launch: read-only loads.
-template <class C>
+// touch does. Rows with `only` given and only[r] clear are left alone. No key moves in this
+// launch: read-only loads.
+// COPY: whether `out` may be given; find_index's instance leaves the warp copy out, whose
+// loads in flight cost registers (and occupancy) a lookup of slots alone does not need.
+template <class C, bool COPY>
 __global__ void gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
                                 const gh_u8* only, const gh_u8* update, gh_u64 policy,
                                 gh_u64 step, gh_u64 epoch, const char* default_row,
@@ -162,7 +165,9 @@ __global__ void gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
                 t.scores[slot] = gh_new_score(rule, old, true, 0, step, epoch);
             }
         }
-        if (out != nullptr) gh_warp_copy<C::VALUE_BYTES>(src, out + r * C::VALUE_BYTES);
+        if (COPY && out != nullptr) {
+            gh_warp_copy<C::VALUE_BYTES>(src, out + r * C::VALUE_BYTES);
+        }
     }
 }
 
