@@ -172,60 +172,33 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
 // Copies one value per lane, src to dst (a lane with a null src copies nothing), with the
 // whole warp: each lane moves one copy word of one lane's value a step, so a step reads and
 // writes whole pieces of values instead of each thread walking its own (a thread copying its
-// own 256-byte row left finds of 64-float rows at 0.35x HierarchicalKV's speed). The loads of
-// up to 8 steps are issued before their stores, so a warp has that many words in flight: a
-// row in host memory is 1-2 us away, and one word at a time left reads at 0.23 of the link.
-// Every lane of the warp must call it. (Writes cannot use it as they stand: a lane would hold
-// its slot LOCKED at the warp's barrier while another lane of the warp waits for that slot.)
+// own 256-byte row left finds of 64-float rows at 0.35x HierarchicalKV's speed). One step's
+// loads are in flight at a time: issuing 8 steps' loads before their stores made finds of rows
+// in host memory 1.2x faster but finds in GPU memory 0.8-0.85x (registers, so occupancy; A/B
+// in one H100 call, bench/RESULTS.md). Every lane of the warp must call it. (Writes cannot use
+// it as they stand: a lane would hold its slot LOCKED at the warp's barrier while another lane
+// of the warp waits for that slot.)
 template <int BYTES>
 __device__ __forceinline__ void gh_warp_copy(const char* src, char* dst) {
     constexpr int W = (BYTES % 16 == 0) ? 16 : (BYTES % 8 == 0) ? 8
                     : (BYTES % 4 == 0) ? 4 : (BYTES % 2 == 0) ? 2 : 1;
     typedef typename GhCopyWord<W>::type word;
-    constexpr int WORDS = BYTES / W;                       // copy words a value
-    constexpr int PER = (WORDS + 31) / 32;                 // words a lane moves of one value
-    constexpr int ROWS = WORDS >= 32 ? 1 : 32 / WORDS;     // values a step
-    constexpr int STEPS = (32 + ROWS - 1) / ROWS;          // steps for the warp's 32 values
-    constexpr int BATCH = PER > 8 ? 1 : (STEPS < 8 / PER ? STEPS : 8 / PER);  // steps a batch
+    constexpr int WORDS = BYTES / W;                      // copy words a value
+    constexpr int ROWS = WORDS >= 32 ? 1 : 32 / WORDS;    // values a step
     const int lane = threadIdx.x & 31;
     const gh_u64 my_src = reinterpret_cast<gh_u64>(src);
     const gh_u64 my_dst = reinterpret_cast<gh_u64>(dst);
-    const int part = WORDS >= 32 ? lane : lane % WORDS;   // the lane's first word of a value
-    const bool busy = WORDS >= 32 || lane < ROWS * WORDS;  // lanes past the step's values idle
 #pragma unroll 1
-    for (int first = 0; first < STEPS; first += BATCH) {
-        word held[BATCH][PER > 8 ? 1 : PER];
-        word* to[BATCH];
-#pragma unroll
-        for (int b = 0; b < BATCH; ++b) {
-            const int owner = (first + b) * ROWS + (WORDS >= 32 ? 0 : lane / WORDS);
-            const int from_lane = owner < 32 ? owner : 31;
-            const gh_u64 from = __shfl_sync(0xffffffffu, my_src, from_lane);
-            const gh_u64 into = __shfl_sync(0xffffffffu, my_dst, from_lane);
-            const bool go = busy && owner < 32 && first + b < STEPS && from != 0;
-            to[b] = go ? reinterpret_cast<word*>(into) : nullptr;
-            if (PER > 8) {  // values of over 8 words a lane: one value at a time
-                if (go) {
-                    for (int w = part; w < WORDS; w += 32) {
-                        to[b][w] = reinterpret_cast<const word*>(from)[w];
-                    }
-                }
-                to[b] = nullptr;
-                continue;
-            }
-#pragma unroll
-            for (int k = 0; k < (PER > 8 ? 1 : PER); ++k) {
-                const int w = part + 32 * k;
-                if (go && w < WORDS) held[b][k] = reinterpret_cast<const word*>(from)[w];
-            }
-        }
-#pragma unroll
-        for (int b = 0; b < BATCH; ++b) {
-#pragma unroll
-            for (int k = 0; k < (PER > 8 ? 1 : PER); ++k) {
-                const int w = part + 32 * k;
-                if (to[b] != nullptr && w < WORDS) to[b][w] = held[b][k];
-            }
+    for (int first = 0; first < 32; first += ROWS) {
+        const int owner = first + (WORDS >= 32 ? 0 : lane / WORDS);
+        const gh_u64 from = __shfl_sync(0xffffffffu, my_src, owner < 32 ? owner : 31);
+        const gh_u64 to = __shfl_sync(0xffffffffu, my_dst, owner < 32 ? owner : 31);
+        if (owner >= 32 || from == 0) continue;
+        if (WORDS < 32 && lane >= ROWS * WORDS) continue;  // no value of this step is its
+        const word* s = reinterpret_cast<const word*>(from);
+        word* d = reinterpret_cast<word*>(to);
+        for (int w = WORDS >= 32 ? lane : lane % WORDS; w < WORDS; w += WORDS >= 32 ? 32 : WORDS) {
+            d[w] = s[w];
         }
     }
 }
