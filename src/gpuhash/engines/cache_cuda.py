@@ -115,7 +115,8 @@ def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None =
     found = keys.new_empty(rows, dtype=torch.bool) if found is None else found
     if default is not None and out is None:
         out = keys.new_empty((rows, *spec.value_shape), dtype=spec.value_dtype)
-    launch(kernels["lookup" if out is not None else "lookup_slots"], rows, *table, keys.data_ptr(), rows, _ptr(only), _ptr(update),
+    kernel = kernels["lookup" if out is not None else "lookup_slots"]
+    launch(kernel, rows, *table, keys.data_ptr(), rows, _ptr(only), _ptr(update),
            POLICIES.index(spec.policy), step, epoch, _ptr(default), default_stride, _ptr(out),
            index.data_ptr(), found.data_ptr(), device=device)
     return out, index, found
