@@ -83,6 +83,16 @@ for key_dtype, value_dtype, shape in APPLY_LAYOUTS:
     churn.insert(keys, values)
     assert bool(churn.contains(keys).all())
 
+# joins: the build and probe kernels on int32 keys (offset codes), int64 keys with the
+# reserved patterns (encoded codes), repeated build keys (the output rerun) and every how
+for dtype, low in ((torch.int32, -50), (torch.int64, -3)):
+    left = torch.randint(low, 60, (5000,), dtype=dtype).cuda()
+    right = torch.randint(low, 60, (700,), dtype=dtype).cuda()
+    valid = (torch.rand(5000) > 0.2).cuda()
+    for how in ("inner", "left", "right", "full", "semi", "anti"):
+        gh.join(left, right, how=how, left_valid=valid, nulls_equal=True)
+        gh.join(left, right, how=how, memory_budget=20_000)
+
 device = torch.device("cuda")
 ceilings._gather_rate(2**20, 2**16, device)
 peers.seed_layouts(2**12, device, 1.0, runs=1)

@@ -264,3 +264,38 @@ def test_cuda_engine_matches_cpu_engine(how, dtype):
                 got = gh.join(_cuda(left), _cuda(right), how=how, left_valid=valid.cuda(),
                               nulls_equal=True, memory_budget=budget)
                 assert as_pairs(_cpu(got), how) == expected, budget
+
+
+@pytest.mark.gpu
+def test_cuda_edge_cases_match_cpu_engine():
+    """The kernels' other code paths: wide keys used as codes, reserved patterns (ranked),
+    empty and all-null sides, one key in half the rows, many pairs per probe row (the output
+    sized by a second run), unsigned 32-bit keys past 2**31."""
+    top = 2**63 - 1
+    cases = [
+        (torch.tensor([-2, 5, top, 7, -1, -1]), torch.tensor([-1, -2, top, -(2**63), 5])),
+        (torch.tensor([top, 0, 3]), torch.tensor([-(2**63), top, 3])),
+        (torch.zeros(0, dtype=torch.int32), torch.tensor([1, 2], dtype=torch.int32)),
+        (torch.tensor([1, 2], dtype=torch.int32), torch.zeros(0, dtype=torch.int32)),
+        (torch.where(torch.arange(20_000) % 2 == 0, 7, torch.arange(20_000)),
+         torch.cat([torch.full((30,), 7), torch.arange(100, 2000)])),
+        (torch.randint(0, 50, (40_000,)), torch.randint(0, 50, (3_000,))),
+        (make_keys([2**32 - 3, 2**31, 5, 2**31 + 7], torch.uint32),
+         make_keys([2**31, 2**32 - 3, 9], torch.uint32)),
+    ]
+    for left, right in cases:
+        for how in HOWS:
+            expected = as_pairs(gh.join(left, right, how=how), how)
+            got = gh.join(left.cuda(), right.cuda(), how=how)
+            assert as_pairs(_cpu(got), how) == expected, (how, left[:5], right[:5])
+            # a prepared build probes on its device whatever the sizes (no CPU detour)
+            got = gh.JoinBuild(right.cuda()).probe(left.cuda(), how=how)
+            assert as_pairs(_cpu(got), how) == expected, (how, left[:5], right[:5])
+    nulls = torch.tensor([False, False])
+    keys = torch.tensor([1, 2], dtype=torch.int32)
+    for equal in (False, True):
+        expected = as_pairs(gh.join(keys, keys, how="full", left_valid=nulls,
+                                    right_valid=nulls, nulls_equal=equal), "full")
+        got = gh.JoinBuild(keys.cuda(), right_valid=nulls.cuda()).probe(
+            keys.cuda(), how="full", left_valid=nulls.cuda(), nulls_equal=equal)
+        assert as_pairs(_cpu(got), "full") == expected

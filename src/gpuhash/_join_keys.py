@@ -190,6 +190,32 @@ class KeyEncoder:
         self.columns = len(values)
         self.key_dtype = torch.int64 if total is None or total > SPAN_32 else torch.int32
 
+    def kernel_input(self, columns: list[torch.Tensor], valid: torch.Tensor | None
+                     ) -> tuple[torch.Tensor, torch.Tensor | None, int, int, int]:
+        """What the join kernels read for these rows: ``(column, valid, shape, low, high)``
+        (kernels/multimap.cu: gh_join_code). One 32- or 64-bit column whose build range fits
+        an offset code goes as it is, the kernels subtracting ``low``; anything else is
+        encoded here first (shape 0: the codes are table key bits), its unmatchable rows
+        folded into ``valid``.
+
+        Example:
+            >>> encoder = KeyEncoder([torch.tensor([10, 12])], None)
+            >>> column, valid, shape, low, high = encoder.kernel_input(
+            ...     [torch.tensor([11, 99])], None)
+            >>> shape, low, high, valid is None
+            (1, 10, 12, True)
+        """
+        if len(self.steps) == 1:
+            fitted = self.steps[0][2]
+            column = columns[0]
+            if fitted.mode == "offset" and BITS[column.dtype] >= 32:
+                shape = 2 if column.dtype == torch.uint32 else 1
+                if column.dtype in (torch.uint32, torch.uint64):  # kernels read the bits
+                    column = column.view(torch.int32 if shape == 2 else torch.int64)
+                return column.contiguous(), valid, shape, fitted.low, fitted.high
+        codes, ok = self.encode(columns)
+        return codes.contiguous(), ok if valid is None else ok & valid, 0, 0, 0
+
     def encode(self, columns: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Codes as the table's key dtype, and a mask of the rows whose key the build side
         can hold (False rows match nothing; their codes are arbitrary)."""

@@ -25,7 +25,6 @@ from . import _arrays, _join_plan
 from ._join_keys import KeyEncoder, check_sides, check_valid, key_columns
 from ._join_plan import HOWS, JoinPlan, plan_join
 from ._table import stream_context
-from .map import HashMap
 from .multimap import MultiMap
 
 _MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: spreads codes over the top bits
@@ -74,84 +73,106 @@ class _Side:
 
 
 class _RowTable:
-    """A table from key codes to build row numbers: a HashMap while the codes are distinct
-    (one probe, no count pass), a MultiMap otherwise."""
+    """The build side as a MultiMap from key code to build row number, filled and probed by
+    the join kernels straight from the key columns (engines: multi_join_build and
+    multi_join_probe), at load at most LOAD so a probe reads one bucket."""
 
-    def __init__(self, codes: torch.Tensor, rows: torch.Tensor):
-        device, n = codes.device, codes.shape[0]
-        narrow = rows.shape[0] == 0 or int(rows.max()) < 2**31
-        value_dtype = torch.int32 if narrow else torch.int64
-        values = rows.to(value_dtype)
-        self.map, self.multi = None, None
-        unique = HashMap(key_dtype=codes.dtype, value_dtype=value_dtype, capacity=max(n, 1),
-                         device=device, duplicates="any")
-        if bool(unique.insert(codes, values).all()):  # one new key per row: all distinct
-            self.map = unique
-            return
-        self.multi = MultiMap(key_dtype=codes.dtype, value_dtype=value_dtype,
-                              capacity=max(n, 1), device=device)
-        self.multi.insert(codes, values)
+    LOAD = 0.5
 
-    @property
-    def unique(self) -> bool:
-        return self.map is not None
+    def __init__(self, encoder: KeyEncoder, columns: list[torch.Tensor],
+                 valid: torch.Tensor | None, rows: int, device: torch.device):
+        self.encoder, self.rows = encoder, rows
+        value_dtype = torch.int32 if rows < 2**31 else torch.int64
+        self.multi = MultiMap(key_dtype=encoder.key_dtype, value_dtype=value_dtype,
+                              capacity=max(rows, 1), max_load_factor=self.LOAD,
+                              growable=False, device=device)
+        engine, state = self.multi._engine, self.multi._state
+        engine.multi_join_build(state, *encoder.kernel_input(columns, valid))
+        self._unique: bool | None = None
 
-    def pairs(self, codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(probe position, build row) for every match; synchronises once."""
-        if self.map is not None:
-            found_rows, found = self.map.find(codes, default=-1)
-            hits = found.nonzero().squeeze(1)
-            return hits, _take(found_rows, hits).to(torch.int64)
-        where, index = self.multi.find_all(codes)
-        return where, _take(self.multi.values, index).to(torch.int64)
+    def pairs(self, columns: list[torch.Tensor], valid: torch.Tensor | None, *,
+              keep_unmatched: bool = False, build_hit: torch.Tensor | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(probe row, build row) of every match, plus (row, -1) for each probe row without
+        one when ``keep_unmatched``; marks ``build_hit``. Synchronises once."""
+        return self.multi._engine.multi_join_probe(
+            self.multi._state, *self.encoder.kernel_input(columns, valid),
+            keep_unmatched=keep_unmatched, build_hit=build_hit)
 
-    def matched(self, codes: torch.Tensor) -> torch.Tensor:
-        if self.map is not None:
-            return self.map.contains(codes)
-        return self.multi.count(codes) > 0
+    def matched(self, columns: list[torch.Tensor], valid: torch.Tensor | None) -> torch.Tensor:
+        """Whether each probe row has a match (bool)."""
+        hit = torch.empty(columns[0].shape[0], dtype=torch.bool, device=columns[0].device)
+        self.multi._engine.multi_join_probe(
+            self.multi._state, *self.encoder.kernel_input(columns, valid), probe_hit=hit)
+        return hit
+
+    def unique(self, columns: list[torch.Tensor], valid: torch.Tensor | None) -> bool:
+        """True when no key code repeats: the build side probed by itself finds exactly one
+        match per stored row."""
+        if self._unique is None:
+            probe, _ = self.pairs(columns, valid)
+            self._unique = probe.shape[0] == len(self.multi)
+        return self._unique
 
 
 class _Matches:
-    """What a strategy found: matching pairs (inner join), or a matched mask of the left rows
-    (semi / anti, which never materialise pairs: one key in half the rows stays cheap)."""
+    """What a strategy found, as probe / build row pieces: matching pairs (with the probe
+    side's unmatched rows when the join keeps them), a mask of the build rows that matched
+    (when the join keeps the build side's unmatched rows), or for semi / anti the matched
+    mask of the probe rows, which never materialises pairs (one key in half the rows stays
+    cheap)."""
 
-    def __init__(self, device: torch.device, *, pairs: bool):
-        self.device = device
-        self.left: list[torch.Tensor] = []
-        self.right: list[torch.Tensor] = []
-        self.hit: list[tuple[torch.Tensor, torch.Tensor]] = []  # (left rows, matched)
-        self.pairs = pairs
+    def __init__(self, how: str, probe_is_left: bool, probe_rows: int, build_rows: int,
+                 device: torch.device):
+        self.how, self.device = how, device
+        self.pairs = how not in ("semi", "anti")
+        outer_left, outer_right = how in ("left", "full"), how in ("right", "full")
+        self.keep_probe = outer_left if probe_is_left else outer_right
+        keep_build = outer_right if probe_is_left else outer_left
+        self.probe_is_left = probe_is_left
+        self.keep_probe_here = False  # set when the kernels cannot emit them (nulls_equal)
+        self.probe_rows, self.build_rows = probe_rows, build_rows
+        self.build_hit = (torch.zeros(build_rows, dtype=torch.uint8, device=device)
+                          if keep_build else None)
+        self.probe: list[torch.Tensor] = []
+        self.build: list[torch.Tensor] = []
+        self.hit: list[tuple[torch.Tensor | None, torch.Tensor]] = []  # (probe rows, matched)
 
-    def swapped(self) -> _Matches:
-        other = _Matches(self.device, pairs=self.pairs)
-        other.left, other.right = self.right, self.left
-        return other
+    def add_pairs(self, probe: torch.Tensor, build: torch.Tensor) -> None:
+        self.probe.append(probe)
+        self.build.append(build)
 
-    def assemble(self, how: str, left_rows: int, right_rows: int):
+    def add_hits(self, rows: torch.Tensor | None, matched: torch.Tensor) -> None:
+        """``matched`` for the probe rows ``rows`` (None: all of them, in order)."""
+        self.hit.append((rows, matched))
+
+    def assemble(self):
+        """The gather maps, (left rows, right rows), or the left rows of semi / anti."""
         empty = torch.zeros(0, dtype=torch.int64, device=self.device)
-        if how in ("semi", "anti"):
-            matched = torch.zeros(left_rows, dtype=torch.bool, device=self.device)
-            for rows, hit in self.hit:
-                matched[rows] = hit
-            return (matched if how == "semi" else ~matched).nonzero().squeeze(1)
-        left = torch.cat(self.left) if self.left else empty
-        right = torch.cat(self.right) if self.right else empty
-        pieces_l, pieces_r = [left], [right]
-        if how in ("left", "full"):
-            missing = _unmatched(left, left_rows)
-            pieces_l.append(missing)
-            pieces_r.append(torch.full_like(missing, -1))
-        if how in ("right", "full"):
-            missing = _unmatched(right, right_rows)
-            pieces_l.append(torch.full_like(missing, -1))
-            pieces_r.append(missing)
-        return torch.cat(pieces_l), torch.cat(pieces_r)
-
-
-def _unmatched(rows: torch.Tensor, total: int) -> torch.Tensor:
-    seen = torch.zeros(total, dtype=torch.bool, device=rows.device)
-    seen[rows] = True
-    return (~seen).nonzero().squeeze(1)
+        if not self.pairs:
+            if len(self.hit) == 1 and self.hit[0][0] is None:
+                matched = self.hit[0][1]
+            else:
+                matched = torch.zeros(self.probe_rows, dtype=torch.bool, device=self.device)
+                for rows, hit in self.hit:
+                    if rows is None:
+                        matched = hit
+                    else:
+                        matched[rows] = hit
+            return (matched if self.how == "semi" else ~matched).nonzero().squeeze(1)
+        probe = torch.cat([empty, *self.probe]) if len(self.probe) != 1 else self.probe[0]
+        build = torch.cat([empty, *self.build]) if len(self.build) != 1 else self.build[0]
+        if self.keep_probe and self.keep_probe_here:
+            seen = torch.zeros(self.probe_rows, dtype=torch.bool, device=self.device)
+            seen[probe] = True
+            missing = (~seen).nonzero().squeeze(1)
+            probe = torch.cat([probe, missing])
+            build = torch.cat([build, torch.full_like(missing, -1)])
+        if self.build_hit is not None:
+            missing = (self.build_hit == 0).nonzero().squeeze(1)
+            probe = torch.cat([probe, torch.full_like(missing, -1)])
+            build = torch.cat([build, missing])
+        return (probe, build) if self.probe_is_left else (build, probe)
 
 
 class JoinBuild:
@@ -186,10 +207,8 @@ class JoinBuild:
         self._stream = stream
         with stream_context(stream, side.device):
             self._encoder = KeyEncoder(side.columns, side.valid)
-            codes, ok = self._encoder.encode(side.columns)
-            usable = ok if side.valid is None else ok & side.valid
-            rows = usable.nonzero().squeeze(1)
-            self._table = _RowTable(_take(codes, rows), rows)
+            self._table = _RowTable(self._encoder, side.columns, side.valid, side.rows,
+                                    side.device)
             self._nulls = side.null_rows()
 
     @property
@@ -199,8 +218,10 @@ class JoinBuild:
 
     @property
     def unique(self) -> bool:
-        """True when the build side's (non-null) keys are all distinct."""
-        return self._table.unique
+        """True when the build side's (non-null) keys are all distinct (worked out on first
+        use: a probe of the build side by itself)."""
+        with stream_context(self._stream, self.device):
+            return self._table.unique(self._side.columns, self._side.valid)
 
     @property
     def device(self) -> torch.device:
@@ -236,38 +257,40 @@ class JoinBuild:
             if how == "cross":
                 result = _cross(probe.rows, self.rows, self.device)
             else:
-                matches = self._match(probe, how, nulls_equal, plan.chunk_rows)
-                result = matches.assemble(how, probe.rows, self.rows)
+                result = self._match(probe, how, nulls_equal, plan.chunk_rows).assemble()
         if isinstance(result, tuple):
             return tuple(_arrays.to_kind(r, probe.kind) for r in result)
         return _arrays.to_kind(result, probe.kind)
 
-    def _match(self, probe: _Side, how: str, nulls_equal: bool,
-               chunk_rows: int | None, matches: _Matches | None = None) -> _Matches:
-        """Every match of ``probe`` (pairs, or the matched mask for semi / anti), the probe
-        side taken ``chunk_rows`` at a time when given."""
-        pairs = how not in ("semi", "anti")
-        matches = matches or _Matches(self.device, pairs=pairs)
+    def _match(self, probe: _Side, how: str, nulls_equal: bool, chunk_rows: int | None,
+               probe_is_left: bool = True) -> _Matches:
+        """Every match of ``probe`` as a :class:`_Matches`, the probe side taken
+        ``chunk_rows`` at a time when given."""
+        matches = _Matches(how, probe_is_left, probe.rows, self.rows, self.device)
+        null_pairs = nulls_equal and self._nulls.shape[0] > 0 and probe.valid is not None
+        matches.keep_probe_here = null_pairs
         step = chunk_rows or max(probe.rows, 1)
         for start in range(0, probe.rows, step):
             part = probe.slice(start, min(start + step, probe.rows)) if chunk_rows else probe
-            codes, ok = self._encoder.encode(part.columns)
-            usable = ok if part.valid is None else ok & part.valid
-            rows = usable.nonzero().squeeze(1)
-            if pairs:
-                where, right = self._table.pairs(_take(codes, rows))
-                matches.left.append(_take(rows, where) + start)
-                matches.right.append(right)
-            else:
-                matches.hit.append((rows + start, self._table.matched(_take(codes, rows))))
-        if nulls_equal and self._nulls.shape[0]:
+            if not matches.pairs:
+                hit = self._table.matched(part.columns, part.valid)
+                rows = None if not chunk_rows else torch.arange(
+                    start, start + part.rows, device=self.device)
+                matches.add_hits(rows, hit)
+                continue
+            found_probe, found_build = self._table.pairs(
+                part.columns, part.valid, build_hit=matches.build_hit,
+                keep_unmatched=matches.keep_probe and not null_pairs)
+            matches.add_pairs(found_probe + start if start else found_probe, found_build)
+        if null_pairs:  # every null probe row meets every null build row
             nulls = probe.null_rows()
-            if pairs:
-                left = nulls.repeat_interleave(self._nulls.shape[0])
-                matches.left.append(left)
-                matches.right.append(self._nulls.repeat(nulls.shape[0]))
+            if matches.pairs:
+                matches.add_pairs(nulls.repeat_interleave(self._nulls.shape[0]),
+                                  self._nulls.repeat(nulls.shape[0]))
+                if matches.build_hit is not None and nulls.shape[0]:
+                    matches.build_hit[self._nulls] = 1
             else:
-                matches.hit.append((nulls, torch.ones_like(nulls, dtype=torch.bool)))
+                matches.add_hits(nulls, torch.ones_like(nulls, dtype=torch.bool))
         return matches
 
 
@@ -353,12 +376,10 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
 
 
 def _run_hash_table(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
-    # with the left side as build side, the right rows probe it and the pairs swap back
     build, probe = (left, right) if plan.build_side == "left" else (right, left)
-    matches = JoinBuild._of(build)._match(probe, plan.how, nulls_equal, plan.chunk_rows)
-    if plan.build_side == "left":
-        matches = matches.swapped()
-    return matches.assemble(plan.how, left.rows, right.rows)
+    matches = JoinBuild._of(build)._match(probe, plan.how, nulls_equal, plan.chunk_rows,
+                                          probe_is_left=plan.build_side != "left")
+    return matches.assemble()
 
 
 def _run_cpu_small(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
@@ -375,12 +396,25 @@ def _parts_of(codes: torch.Tensor, parts: int) -> torch.Tensor:
     return (mixed >> _PART_SHIFT) & (parts - 1)
 
 
+class _Coded:
+    """Stands in for a KeyEncoder when the rows are key codes already (one column)."""
+
+    def __init__(self, key_dtype: torch.dtype):
+        self.key_dtype = key_dtype
+
+    def kernel_input(self, columns: list[torch.Tensor], valid: torch.Tensor | None):
+        return columns[0].contiguous(), valid, 0, 0, 0
+
+
 def _run_partitioned(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
     """Both sides split by the hash of their key codes (the encoder is fitted once, on the
     whole build side, so equal keys get equal codes in every part); each part's table is
-    built, probed and dropped before the next. Nulls are matched once, outside the parts."""
+    built, probed and dropped before the next. Nulls are matched once, outside the parts,
+    and the probe side's unmatched rows found at the end (a part sees only its rows)."""
     build, probe = (left, right) if plan.build_side == "left" else (right, left)
+    device = build.device
     encoder = KeyEncoder(build.columns, build.valid)
+    coded = _Coded(encoder.key_dtype)
     sides = []
     for side in (build, probe):
         codes, ok = encoder.encode(side.columns)
@@ -389,31 +423,35 @@ def _run_partitioned(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: boo
         codes = _take(codes, rows)
         sides.append((codes, rows, _parts_of(codes, plan.parts)))
     (b_codes, b_rows, b_part), (p_codes, p_rows, p_part) = sides
-    matches = _Matches(build.device, pairs=plan.how not in ("semi", "anti"))
+    matches = _Matches(plan.how, plan.build_side != "left", probe.rows, build.rows, device)
+    matches.keep_probe_here = True
     step = plan.chunk_rows
     for part in range(plan.parts):
         mine = (b_part == part).nonzero().squeeze(1)
-        table = _RowTable(_take(b_codes, mine), _take(b_rows, mine))
+        part_rows = _take(b_rows, mine)
+        table = _RowTable(coded, [_take(b_codes, mine)], None, mine.shape[0], device)
         theirs = (p_part == part).nonzero().squeeze(1)
         rows, codes = _take(p_rows, theirs), _take(p_codes, theirs)
         for start in range(0, rows.shape[0], step or max(rows.shape[0], 1)):
             chunk = slice(start, start + step) if step else slice(None)
-            if matches.pairs:
-                where, found = table.pairs(codes[chunk])
-                matches.left.append(_take(rows[chunk], where))
-                matches.right.append(found)
-            else:
-                matches.hit.append((rows[chunk], table.matched(codes[chunk])))
-    if nulls_equal:
-        nulls_b, nulls_p = build.null_rows(), probe.null_rows()
-        if nulls_b.shape[0] and matches.pairs:
-            matches.left.append(nulls_p.repeat_interleave(nulls_b.shape[0]))
-            matches.right.append(nulls_b.repeat(nulls_p.shape[0]))
-        elif nulls_b.shape[0]:
-            matches.hit.append((nulls_p, torch.ones_like(nulls_p, dtype=torch.bool)))
-    if plan.build_side == "left":
-        matches = matches.swapped()
-    return matches.assemble(plan.how, left.rows, right.rows)
+            if not matches.pairs:
+                matches.add_hits(rows[chunk], table.matched([codes[chunk]], None))
+                continue
+            where, found = table.pairs([codes[chunk]], None)
+            found = _take(part_rows, found)
+            matches.add_pairs(_take(rows[chunk], where), found)
+            if matches.build_hit is not None:
+                matches.build_hit[found] = 1
+    nulls_b, nulls_p = build.null_rows(), probe.null_rows()
+    if nulls_equal and nulls_b.shape[0] and nulls_p.shape[0]:
+        if matches.pairs:
+            matches.add_pairs(nulls_p.repeat_interleave(nulls_b.shape[0]),
+                              nulls_b.repeat(nulls_p.shape[0]))
+            if matches.build_hit is not None:
+                matches.build_hit[nulls_b] = 1
+        else:
+            matches.add_hits(nulls_p, torch.ones_like(nulls_p, dtype=torch.bool))
+    return matches.assemble()
 
 
 def _run_cross(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):

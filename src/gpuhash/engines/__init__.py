@@ -64,6 +64,19 @@ class Engine(Protocol):
     def multi_erase(self, state: TableState, keys: torch.Tensor) -> torch.Tensor:
         """Remove every copy of each key; copies removed by each row."""
 
+    def multi_join_build(self, state: TableState, keys: torch.Tensor,
+                         valid: torch.Tensor | None, shape: int, low: int, high: int) -> None:
+        """A join's build side: every usable row of a key column as code -> row number."""
+
+    def multi_join_probe(self, state: TableState, keys: torch.Tensor,
+                         valid: torch.Tensor | None, shape: int, low: int, high: int, *,
+                         keep_unmatched: bool = False, build_hit: torch.Tensor | None = None,
+                         probe_hit: torch.Tensor | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(probe row, build row) of every match of a key column (and (row, -1) for rows
+        without one when ``keep_unmatched``); marks ``build_hit``; with ``probe_hit`` only
+        that mask."""
+
     def stashed(self, state: TableState,
                 count: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Entries a failed placement displaced and kept aside (key words, value bytes)."""

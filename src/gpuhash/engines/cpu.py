@@ -325,3 +325,72 @@ def multi_erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     state.key_view()[slots] = tomb
     state.counts[0] -= slots.shape[0]
     return torch.bincount(rows, minlength=keys.shape[0])
+
+
+# --- join (a multimap of build rows) -----------------------------------------------------
+def join_codes(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None, shape: int,
+               low: int, high: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's key code as the table's key bits, and whether the row can match at all: the
+    rule of the CUDA kernels' gh_join_code (kernels/multimap.cu). ``shape`` 0: the column holds
+    codes already; 1: signed values, code = value - low within [low, high]; 2: the same for
+    unsigned 32-bit values."""
+    if shape == 0:
+        codes, usable = keys, torch.ones(keys.shape[0], dtype=torch.bool)
+    else:
+        values = keys.to(torch.int64)
+        if shape == 2:
+            values &= _M32
+        usable = (values >= low) & (values <= high)
+        codes = torch.where(usable, values - low, 0)
+        if state.spec.key_bytes == 4:  # codes below 2**32 - 2 as 32-bit patterns
+            codes = torch.where(codes >= 2**31, codes - 2**32, codes).to(torch.int32)
+    if valid is not None:
+        usable &= valid
+    return codes, usable
+
+
+def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
+                     shape: int, low: int, high: int) -> None:
+    """Insert every usable build row as key code -> row number."""
+    codes, usable = join_codes(state, keys, valid, shape, low, high)
+    rows = usable.nonzero().squeeze(1)
+    codes = codes.index_select(0, rows)
+    tomb = _sentinels(state)[1]
+    reserved = (codes == tomb) | (codes == _sentinels(state)[0])
+    if bool(reserved.any()):  # as the kernel does: reported as unplaced, never stored
+        state.counts[2] += int(reserved.sum())
+        keep = ~reserved
+        codes, rows = codes[keep], rows[keep]
+    _place(state, codes, rows.to(state.spec.value_dtype), multi=True)
+
+
+def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
+                     shape: int, low: int, high: int, *, keep_unmatched: bool = False,
+                     build_hit: torch.Tensor | None = None,
+                     probe_hit: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(probe row, build row) of every match, plus (row, -1) for rows without one when
+    ``keep_unmatched``; ``build_hit`` marked at matched build rows; with ``probe_hit`` only
+    that mask is written."""
+    unplaced = int(state.counts[2])
+    if unplaced:
+        raise RuntimeError(f"{unplaced} build rows were not placed in the join table")
+    codes, usable = join_codes(state, keys, valid, shape, low, high)
+    rows = usable.nonzero().squeeze(1)
+    where, slots = _matches(state, codes.index_select(0, rows))
+    probe = rows.index_select(0, where)
+    build = state.value_view().index_select(0, slots).to(torch.int64)
+    if build_hit is not None:
+        build_hit[build] = 1
+    if probe_hit is not None:
+        probe_hit.zero_()
+        probe_hit[probe] = True
+        empty = torch.zeros(0, dtype=torch.int64)
+        return empty, empty
+    if keep_unmatched:
+        seen = torch.zeros(keys.shape[0], dtype=torch.bool)
+        seen[probe] = True
+        missing = (~seen).nonzero().squeeze(1)
+        probe = torch.cat([probe, missing])
+        build = torch.cat([build, torch.full_like(missing, -1)])
+    return probe, build

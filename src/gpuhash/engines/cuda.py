@@ -4,12 +4,13 @@ Same operation names and signatures as engines/cpu.py (the Engine protocol of
 engines/__init__.py). Each operation allocates its outputs with torch on the current stream of
 the table's device and launches kernels from kernels/map.cu or kernels/multimap.cu, the
 template instances for the table's type. Nothing here synchronises with the host except
-``multi_find_all``, which must learn how many matches to allocate.
+``multi_find_all`` and ``multi_join_probe``, which must learn how many matches to allocate.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 
 import torch
@@ -22,6 +23,9 @@ MAP_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_r
                "gh_rehash_deferred")
 MULTI_KERNELS = ("gh_multi_insert", "gh_multi_count", "gh_multi_retrieve", "gh_multi_erase",
                  "gh_multi_rehash")
+JOIN_KERNELS = ("gh_multi_join_build", "gh_multi_join_probe")
+JOIN_ROW_DTYPES = (torch.int32, torch.int64)  # a join build's values: its row numbers
+JOIN_FLAGS = {"keep_unmatched": 1, "mark_build": 2, "hits_only": 4}  # kernels/multimap.cu
 ELEMENT_TYPES = {torch.int32: "int", torch.int64: "long long", torch.float32: "float",
                  torch.float64: "double"}
 APPLY_OPS = {"add": 0, "min": 1, "max": 2}
@@ -47,7 +51,11 @@ def kernel_names(spec: TableSpec, *, multi: bool) -> dict[str, str]:
     """Operation -> name expression of every kernel a table of this spec uses."""
     table = table_type(spec)
     if multi:
-        return {name: f"{name}<{table}>" for name in MULTI_KERNELS}
+        names = {name: f"{name}<{table}>" for name in MULTI_KERNELS}
+        if spec.value_dtype in JOIN_ROW_DTYPES and spec.value_shape == ():  # a join's build
+            for kernel, width in itertools.product(JOIN_KERNELS, (4, 8)):
+                names[f"{kernel}_{width}"] = f"{kernel}<{table}, {width}>"
+        return names
     names = {name: f"{name}<{table}>" for name in MAP_KERNELS}
     names["gh_last_rows"] = f"gh_last_rows<{last_rows_scratch_type(spec.key_bytes)}>"
     element = ELEMENT_TYPES.get(spec.value_dtype)
@@ -333,3 +341,50 @@ def multi_find_all(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor,
 def multi_erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """Remove every copy of each key; copies removed by each row."""
     return _per_row(state, keys, "gh_multi_erase", torch.int64)
+
+
+# --- join (a multimap of build rows) -----------------------------------------------------
+def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
+                     shape: int, low: int, high: int) -> None:
+    """Insert every usable row of a build key column as key code -> row number. ``shape``,
+    ``low`` and ``high`` say how a row's code derives from its key (kernels/multimap.cu:
+    gh_join_code; the CPU engine's join_codes is the same rule)."""
+    kernels, table, device = _launch_info(state)
+    launch(kernels[f"gh_multi_join_build_{keys.element_size()}"], keys.shape[0], *table,
+           keys.data_ptr(), _ptr(valid), keys.shape[0], shape, low, high, device=device)
+
+
+def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
+                     shape: int, low: int, high: int, *, keep_unmatched: bool = False,
+                     build_hit: torch.Tensor | None = None,
+                     probe_hit: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(probe row, build row) of every match of a probe key column, plus (row, -1) for rows
+    without one when ``keep_unmatched``; in no particular order. ``build_hit`` (a byte per
+    build row) gets 1 at every matched build row. With ``probe_hit`` (a bool per probe row)
+    only that mask is written and no pairs are made. Synchronises once (the pair count,
+    read together with the table's unplaced-row counter, which must be zero)."""
+    kernels, table, device = _launch_info(state)
+    kernel = kernels[f"gh_multi_join_probe_{keys.element_size()}"]
+    rows = keys.shape[0]
+    flags = ((JOIN_FLAGS["keep_unmatched"] if keep_unmatched else 0)
+             | (0 if build_hit is None else JOIN_FLAGS["mark_build"])
+             | (0 if probe_hit is None else JOIN_FLAGS["hits_only"]))
+    launch_rows = -(-rows // JOIN_ITEMS)
+    capacity = 0 if probe_hit is not None else rows
+    while True:
+        counters = keys.new_zeros(1, dtype=torch.int64)
+        out_probe = keys.new_empty(capacity, dtype=torch.int64)
+        out_build = keys.new_empty(capacity, dtype=torch.int64)
+        launch(kernel, launch_rows, *table, keys.data_ptr(), _ptr(valid), rows, shape, low,
+               high, flags, out_probe.data_ptr(), out_build.data_ptr(), capacity,
+               counters.data_ptr(), _ptr(build_hit), _ptr(probe_hit), device=device)
+        total, unplaced = torch.cat([counters, state.counts[2:3]]).tolist()
+        if unplaced:
+            raise RuntimeError(f"{unplaced} build rows were not placed in the join table")
+        if total <= capacity:
+            return out_probe[:total], out_build[:total]
+        capacity = total  # repeated build keys made more pairs than probe rows: run again
+
+
+JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)

@@ -79,3 +79,164 @@ __global__ void gh_multi_rehash(GH_TABLE_PARAMS, const gh_u64* source_slots,
     }
     gh_block_count(&t.counts[0], placed, &t.counts[1], placed);
 }
+
+// --- joins -----------------------------------------------------------------------------------
+// A join's build side is a multimap from key code to build row (the value, 4 or 8 bytes). Both
+// kernels read the caller's key column as it is, IN_BYTES per row, and derive each row's code
+// on the fly, so neither side is copied to be encoded first. `shape` says how:
+//   0  the column holds codes already, as the table's key bits (IN_BYTES == KEY_BYTES)
+//   1  signed values: code = value - low for low <= value <= high; others match nothing
+//   2  the same for unsigned 32-bit values
+// `valid` (one byte per row, or null) marks null rows, which match nothing. Codes stay below
+// the two reserved key values (the Python encoder sizes the range so); one that does not is
+// reported as unplaced, never stored.
+template <class T, int IN_BYTES>
+__device__ __forceinline__ bool gh_join_code(const char* keys, const gh_u8* valid, gh_u64 row,
+                                             gh_u64 shape, gh_i64 low, gh_i64 high,
+                                             gh_u64* code) {
+    if (valid != nullptr && !valid[row]) return false;
+    gh_i64 value;
+    if (IN_BYTES == 4) {
+        const gh_u32 bits = reinterpret_cast<const gh_u32*>(keys)[row];
+        if (shape == 0) {
+            *code = bits;
+            return true;
+        }
+        value = (shape == 2) ? static_cast<gh_i64>(bits) : static_cast<gh_i64>(static_cast<int>(bits));
+    } else {
+        const gh_u64 bits = reinterpret_cast<const gh_u64*>(keys)[row];
+        if (shape == 0) {
+            *code = bits;
+            return true;
+        }
+        value = static_cast<gh_i64>(bits);
+    }
+    if (value < low || value > high) return false;
+    *code = static_cast<gh_u64>(value - low);
+    return true;
+}
+
+template <class T>
+__device__ __forceinline__ gh_i64 gh_join_row(const T& t, gh_u64 slot) {
+    if (T::VALUE_BYTES == 4) return *reinterpret_cast<const gh_u32*>(t.value(slot));
+    return *reinterpret_cast<const gh_i64*>(t.value(slot));
+}
+
+// Every usable build row becomes an entry: its key code -> its row number.
+template <class T, int IN_BYTES>
+__global__ void gh_multi_join_build(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid,
+                                    gh_u64 n, gh_u64 shape, gh_i64 low, gh_i64 high) {
+    const T t = GH_REF(T);
+    gh_i64 placed = 0;
+    for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
+        gh_u64 code;
+        if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code)) continue;
+        if (code >= T::TOMB) {  // a reserved value would read as an empty or erased slot
+            gh_report_unplaced(t);
+            continue;
+        }
+        const gh_u64 build_row = row;  // little-endian: its first VALUE_BYTES are the row
+        placed += gh_add_copy(t, code, reinterpret_cast<const char*>(&build_row));
+    }
+    gh_block_count(&t.counts[0], placed, &t.counts[1], placed);
+}
+
+constexpr gh_u64 GH_JOIN_KEEP_UNMATCHED = 1;  // a (row, -1) pair for a probe row with no match
+constexpr gh_u64 GH_JOIN_MARK_BUILD = 2;      // build_hit[build row] = 1 for every match
+constexpr gh_u64 GH_JOIN_HITS_ONLY = 4;       // no pairs: probe_hit[row] = whether it matched
+constexpr int GH_JOIN_ITEMS = 8;              // probe rows per thread per tile
+
+// Probes every row and appends its (probe row, build row) pairs to out_probe / out_build.
+// Output positions come from one atomic per block and tile (blockDim * GH_JOIN_ITEMS rows):
+// per-warp atomics on the single counter would serialise (common.cuh: gh_block_count). Within
+// a warp the pairs of item i of every lane are adjacent, so the stores coalesce. Pairs past
+// `capacity` are counted in *total but not written: the caller sizes the output from *total
+// and runs again when it was too small (only possible with repeated build keys). The order of
+// the pairs is unspecified.
+template <class T, int IN_BYTES>
+__global__ void gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid,
+                                    gh_u64 n, gh_u64 shape, gh_i64 low, gh_i64 high,
+                                    gh_u64 flags, gh_i64* out_probe, gh_i64* out_build,
+                                    gh_u64 capacity, gh_i64* total, gh_u8* build_hit,
+                                    gh_u8* probe_hit) {
+    const T t = GH_REF(T);
+    __shared__ gh_i64 warp_base[32];
+    __shared__ gh_i64 block_base;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const bool keep = flags & GH_JOIN_KEEP_UNMATCHED, mark = flags & GH_JOIN_MARK_BUILD;
+    const gh_u64 tile_rows = static_cast<gh_u64>(blockDim.x) * GH_JOIN_ITEMS;
+    for (gh_u64 tile = blockIdx.x * tile_rows; tile < n; tile += gridDim.x * tile_rows) {
+        gh_i64 first[GH_JOIN_ITEMS], count[GH_JOIN_ITEMS];
+#pragma unroll
+        for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
+            const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
+            first[i] = -1;
+            count[i] = 0;
+            gh_u64 code;
+            if (row < n && gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code)) {
+                gh_for_each_match<T, false>(t, code, [&](gh_u64 slot) {
+                    const gh_i64 build_row = gh_join_row(t, slot);
+                    if (count[i] == 0) first[i] = build_row;
+                    ++count[i];
+                    if (mark) build_hit[build_row] = 1;
+                });
+            }
+            if ((flags & GH_JOIN_HITS_ONLY) && row < n) probe_hit[row] = count[i] > 0;
+        }
+        if (flags & GH_JOIN_HITS_ONLY) continue;  // uniform: no barrier is skipped unevenly
+
+        // offsets within the warp, item by item, then the warps' bases from one atomic
+        gh_i64 offset[GH_JOIN_ITEMS], warp_total = 0;
+#pragma unroll
+        for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
+            const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
+            const gh_i64 emit = count[i] ? count[i] : (keep && row < n ? 1 : 0);
+            gh_i64 inclusive = emit;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                const gh_i64 up = __shfl_up_sync(0xffffffffu, inclusive, d);
+                if (lane >= d) inclusive += up;
+            }
+            offset[i] = warp_total + inclusive - emit;
+            warp_total += __shfl_sync(0xffffffffu, inclusive, 31);
+        }
+        if (lane == 0) warp_base[warp] = warp_total;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            gh_i64 sum = 0;
+            for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) {
+                const gh_i64 here = warp_base[w];
+                warp_base[w] = sum;
+                sum += here;
+            }
+            block_base = sum ? static_cast<gh_i64>(atomicAdd(
+                                   reinterpret_cast<unsigned long long*>(total),
+                                   static_cast<unsigned long long>(sum)))
+                             : 0;
+        }
+        __syncthreads();
+        const gh_i64 base = block_base + warp_base[warp];
+#pragma unroll
+        for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
+            const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
+            gh_i64 at = base + offset[i];
+            const auto put = [&](gh_i64 build_row) {
+                if (static_cast<gh_u64>(at) < capacity) {
+                    out_probe[at] = static_cast<gh_i64>(row);
+                    out_build[at] = build_row;
+                }
+                ++at;
+            };
+            if (count[i] == 1) {
+                put(first[i]);
+            } else if (count[i] > 1) {  // walk again: a thread keeps one match per row
+                gh_u64 code;
+                gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code);
+                gh_for_each_match<T, false>(t, code, [&](gh_u64 slot) { put(gh_join_row(t, slot)); });
+            } else if (keep && row < n) {
+                put(-1);
+            }
+        }
+        __syncthreads();  // warp_base and block_base are rewritten by the next tile
+    }
+}
