@@ -174,6 +174,12 @@ def run(*, quick: bool, runs: int | None, on_gpu: bool, header) -> dict:
         report["results"].append(run_shape(shape, device, runs=runs))
         if on_gpu:
             torch.cuda.empty_cache()
+    if not quick:
+        from .join_variants import VARIANTS, run_variant
+
+        scale = 1 if on_gpu else CPU_SCALE
+        report["variants"] = [run_variant(v, device, _timer(device, runs), scale=scale,
+                                          runs=runs) for v in VARIANTS]
     return report
 
 
@@ -192,3 +198,13 @@ def print_report(report: dict) -> None:
         table.add_row(r["name"], f"{r['build']:,} x {r['probe']:,}", f"{r['gpuhash_ms']:.3f}",
                       *cells, f"{r['fraction_of_copy']:.3f}")
     Console().print(table)
+    if report.get("variants"):
+        table = Table(title="variants of J3 (ratio > 1: gpuhash faster)")
+        for column in ["variant", "how", "output rows", "gpuhash ms", "duckdb"]:
+            table.add_column(column, justify="right")
+        for v in report["variants"]:
+            duck = v["peers"].get("duckdb")
+            table.add_row(v["name"], v["how"], f"{v['output_rows']:,}",
+                          f"{v['gpuhash_ms']:.3f}",
+                          f"{duck['ms']:.2f} ({duck['ratio']:.2f}x)" if duck else "-")
+        Console().print(table)
