@@ -127,10 +127,16 @@ CACHE_METHOD = ("HierarchicalKV's: a fresh batch per call (60% present keys), ho
 
 BENCH_CACHE = """\
 cache: CacheMap on HierarchicalKV's benchmark workload (u64 keys, f32 x dim values, dim 8, 32
-and 64, capacity 128M (64M for dim 64), 1M keys per call, 60% present, LRU, loads 0.5 / 0.75
-/ 1.0; --quick: dim 8 at 16M), every API by wall clock and by CUDA events, beside HKV's own
-H100 figures; then per bucket shape (16 to 128 slots) the share of the top scores kept when
-fed five times the capacity and the load at the first eviction. On a CPU: dim 8 at 512K.
+and 64, capacity 128M (64M for dim 64), 1M keys per call, 60% present, LRU, loads 0.5 / 0.75 /
+1.0; --quick: dim 8 at 16M), every API by wall clock and by CUDA events (median of 5 timed
+calls, 3 with --quick), beside HKV's own H100 figures. On a GPU, then the hybrid workload: dim
+64 at 128M slots (--quick: 16M) with max_hbm_bytes set to half the value rows, so the other
+half live in pinned host memory; every API as above, and at each load values[index] of present
+keys' slots that lie in host memory (GB/s) beside two ceilings measured on the same rows in the
+same run: a row-gather kernel (a thread per 16 bytes) and a bulk copy of as many bytes from
+pinned memory. Last, per bucket shape (16 to 128 slots) the share of the top scores kept when
+fed five times the capacity, the load at the first eviction and the find speed. On a CPU: dim 8
+at 512K, no hybrid run.
 """
 
 BENCH_MAP = """\
