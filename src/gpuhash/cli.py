@@ -17,10 +17,13 @@ def _commit() -> str:
     if os.environ.get("GPUHASH_COMMIT"):
         return os.environ["GPUHASH_COMMIT"]
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return head + "+uncommitted" if changed else head  # a figure names the code it measured
 
 
 GPU_METHOD = ("CUDA events around each call (device time of all kernels it launches), "
