@@ -92,6 +92,10 @@ for dtype, low in ((torch.int32, -50), (torch.int64, -3)):
     for how in ("inner", "left", "right", "full", "semi", "anti"):
         gh.join(left, right, how=how, left_valid=valid, nulls_equal=True)
         gh.join(left, right, how=how, memory_budget=20_000)
+# one int32 column read directly, then refitted: its build holds the two largest values
+extreme = torch.tensor([2**31 - 1, 5, 2**31 - 2, -(2**31)] * 300, dtype=torch.int32).cuda()
+for how in ("inner", "full", "semi"):
+    gh.JoinBuild(extreme).probe(extreme[::3], how=how)
 
 device = torch.device("cuda")
 ceilings._gather_rate(2**20, 2**16, device)

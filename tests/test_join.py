@@ -178,6 +178,30 @@ def test_wide_and_reserved_keys():
     assert as_pairs(gh.join(u, u[[1, 1]]), "inner") == [(1, 0), (1, 1)]
 
 
+def test_direct_32_bit_keys_refit_for_the_two_largest_values():
+    """One 32-bit column is read as it is; its two largest values would take the table's
+    reserved codes, so a build holding one is rebuilt with a fitted encoder: no row lost,
+    every how, either signedness, nulls included."""
+    big = 2**31 - 1
+    for dtype, right_values, left_values in (
+            (torch.int32, [big, big - 1, 5, -(2**31), big], [big, 7, big - 1, -(2**31), 5]),
+            (torch.uint32, [2**32 - 1, 2**32 - 2, 0], [2**32 - 2, 0, 2**32 - 1, 3])):
+        right, left = make_keys(right_values, dtype), make_keys(left_values, dtype)
+        valid = torch.tensor([True] * (len(right_values) - 1) + [False])
+        for how in HOWS:
+            build = gh.JoinBuild(right, right_valid=valid)
+            got = as_pairs(build.probe(left, how=how), how)
+            expected = duckdb_join([left_values], [right_values], None, valid.tolist(), how,
+                                   False, dtype in SIGNED)
+            assert got == expected, (dtype, how)
+            if how != "cross":
+                assert type(build._table.encoder).__name__ == "KeyEncoder"  # refitted
+        plain = make_keys([1, 2, 3], dtype)  # no extreme value: no refit
+        build = gh.JoinBuild(plain)
+        assert as_pairs(build.probe(plain), "inner") == [(0, 0), (1, 1), (2, 2)]
+        assert type(build._table.encoder).__name__ == "Direct32"
+
+
 def test_empty_and_all_null_sides():
     empty = torch.zeros(0, dtype=torch.int32)
     keys = torch.tensor([1, 2], dtype=torch.int32)
@@ -282,6 +306,11 @@ def test_cuda_edge_cases_match_cpu_engine():
         (torch.randint(0, 50, (40_000,)), torch.randint(0, 50, (3_000,))),
         (make_keys([2**32 - 3, 2**31, 5, 2**31 + 7], torch.uint32),
          make_keys([2**31, 2**32 - 3, 9], torch.uint32)),
+        # the two largest values of each 32-bit dtype: a direct build refits
+        (make_keys([2**31 - 1, 4, 2**31 - 2, -(2**31)], torch.int32),
+         make_keys([2**31 - 2, -(2**31), 2**31 - 1, 4], torch.int32)),
+        (make_keys([2**32 - 1, 0, 2**32 - 2], torch.uint32),
+         make_keys([2**32 - 2, 2**32 - 1, 1], torch.uint32)),
     ]
     for left, right in cases:
         for how in HOWS:

@@ -133,7 +133,7 @@ class _Column:
         self.mode, self.span = "offset", 1
         if values.shape[0] == 0:
             return
-        low, high = (int(x) for x in torch.aminmax(values))
+        low, high = torch.stack(torch.aminmax(values)).tolist()  # one sync, not two
         width = high - low + 1
         if width <= (SPAN_32 if alone else SPAN_LIMIT):
             self.low, self.high, self.span = low, high, width
@@ -159,6 +159,60 @@ def _rank(uniques: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, to
     return position, uniques.index_select(0, position) == values  # not [ ]: slow on CPU
 
 
+class Direct32:
+    """The encoding of one 32-bit key column that needs no pass over the build side: each
+    value is its own code, offset so that codes run from 0 (``value + 2**31`` for int32, the
+    value for uint32). Only the two largest values of the dtype would take the table's
+    reserved codes; the kernels count a build row holding one as unplaced, and the join then
+    refits a :class:`KeyEncoder` (``refit``) and builds again, so such keys cost time, never
+    rows. The same ``kernel_input`` as :class:`KeyEncoder`.
+
+    Example:
+        >>> column, valid, shape, low, high = Direct32(torch.int32).kernel_input(
+        ...     [torch.tensor([5, -5], dtype=torch.int32)], None)
+        >>> shape, low, high
+        (1, -2147483648, 2147483645)
+    """
+
+    key_dtype = torch.int32
+    refit = True  # a build row out of range means: fit a KeyEncoder and build again
+
+    def __init__(self, dtype: torch.dtype):
+        self.low = 0 if dtype in UNSIGNED else -2**31
+        self.high = self.low + SPAN_32 - 1
+
+    @staticmethod
+    def suits(columns: list[torch.Tensor]) -> bool:
+        """Whether the build side is one 32-bit column (the common join key)."""
+        return len(columns) == 1 and columns[0].dtype in (torch.int32, torch.uint32)
+
+    def kernel_input(self, columns: list[torch.Tensor], valid: torch.Tensor | None
+                     ) -> tuple[torch.Tensor, torch.Tensor | None, int, int, int]:
+        """``(column, valid, shape, low, high)`` for the join kernels, the probe column as
+        it is where its width allows (an int64 probe of an int32 build included)."""
+        column = columns[0]
+        if column.dtype == torch.uint32:
+            return column.contiguous().view(torch.int32), valid, 2, self.low, self.high
+        if column.dtype == torch.uint64:
+            column = column.view(torch.int64)  # values past 2**63 fall below low: no match
+        elif BITS[column.dtype] < 32:
+            column = canonical(column)
+        return column.contiguous(), valid, 1, self.low, self.high
+
+
+def build_encoder(columns: list[torch.Tensor], valid: torch.Tensor | None):
+    """The encoder a join's build side starts with: :class:`Direct32` for one 32-bit column
+    (no pass over the keys), else a fitted :class:`KeyEncoder`.
+
+    Example:
+        >>> type(build_encoder([torch.tensor([1, 2], dtype=torch.int32)], None)).__name__
+        'Direct32'
+    """
+    if Direct32.suits(columns):
+        return Direct32(columns[0].dtype)
+    return KeyEncoder(columns, valid)
+
+
 class KeyEncoder:
     """Fitted on the build side's key columns (its valid rows); maps rows of either side to
     one code per row. Multi-column keys are combined by mixed radix, the codes so far ranked
@@ -172,6 +226,8 @@ class KeyEncoder:
         ([True, False], True)
     """
 
+    refit = False  # fitted on the build side: every build row is in range
+
     def __init__(self, columns: list[torch.Tensor], valid: torch.Tensor | None):
         values = [canonical(c) if valid is None else canonical(c).masked_select(valid)
                   for c in columns]
@@ -183,8 +239,9 @@ class KeyEncoder:
                 uniques = torch.unique(combined)
                 self.steps.append(("rank", uniques))
                 combined, total = _rank(uniques, combined)[0], max(1, uniques.shape[0])
-            codes, _ = fitted.apply(column)
-            combined = codes if combined is None else combined * fitted.span + codes
+            if i + 1 < len(values):  # the last column's codes are never combined further
+                codes, _ = fitted.apply(column)
+                combined = codes if combined is None else combined * fitted.span + codes
             total = None if fitted.span is None else total * fitted.span
             self.steps.append(("column", i, fitted))
         self.columns = len(values)

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,10 @@ COST_NS = {"cuda": {"build": 0.5, "probe": 0.3, "pair": 0.1, "call": 20_000},
            "cpu": {"build": 60.0, "probe": 40.0, "pair": 5.0, "call": 200}}
 LOAD = 0.5          # the table's load after growth, at worst: bytes per entry / LOAD
 BUDGET_SHARE = 0.6  # of the free memory, when no memory_budget is given
+# A join needing at most this share of a GPU's total memory takes BUDGET_SHARE of the total
+# as its budget without asking the driver for free memory (cudaMemGetInfo costs about 30 us
+# on an H100, a tenth of a small join); past it, the free memory decides.
+SMALL_SHARE = 1 / 16
 MIN_CHUNK_ROWS = 16
 MAX_PARTS = 1 << 10
 
@@ -117,6 +122,30 @@ def free_bytes(device: torch.device) -> int:
         return 1 << 34
 
 
+@functools.cache
+def total_bytes(device: torch.device) -> int:
+    """Total memory of a GPU (asked once per device)."""
+    return int(torch.cuda.get_device_properties(device).total_memory)
+
+
+def default_budget(device: torch.device, need: int) -> int:
+    """The memory budget of a join needing about ``need`` bytes, when none is given:
+    BUDGET_SHARE of the free memory, or of the total memory when ``need`` is a small share of
+    it (see SMALL_SHARE).
+
+    Example:
+        >>> default_budget(torch.device("cpu"), 1000) > 0
+        True
+    """
+    if device.type == "cuda":
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        total = total_bytes(device)
+        if need <= total * SMALL_SHARE:
+            return int(total * BUDGET_SHARE)
+    return int(free_bytes(device) * BUDGET_SHARE)
+
+
 def table_bytes(rows: int, key_bytes: int) -> int:
     """Bytes a build table of ``rows`` entries may take: key and row id, at the worst load."""
     return int(rows * (key_bytes + (4 if rows < 2**31 else 8)) / LOAD) + 64
@@ -145,9 +174,7 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
         >>> p.strategy, p.build_side, p.parts > 1
         ('hash-partitioned', 'left', True)
     """
-    budget = (int(memory_budget) if memory_budget is not None
-              else int(free_bytes(device) * BUDGET_SHARE))
-    plan = JoinPlan("hash-table", how, "right", str(device), left_rows, right_rows, budget)
+    plan = JoinPlan("hash-table", how, "right", str(device), left_rows, right_rows, 0)
     if how == "cross":
         plan.strategy, plan.why = "cross-product", "how='cross' pairs every row with every row."
         return plan
@@ -159,6 +186,8 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                     else (right_rows, left_rows))
     built = table_bytes(build, key_bytes)
     per_row = probe_bytes_per_row(key_bytes, fanout)
+    budget = plan.memory_budget = (int(memory_budget) if memory_budget is not None
+                                   else default_budget(device, built + probe * per_row))
     plan.estimates = {"table_bytes": built, "probe_bytes": probe * per_row,
                       "budget_bytes": budget}
     kind = "cuda" if device.type == "cuda" else "cpu"

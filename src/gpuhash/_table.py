@@ -111,9 +111,13 @@ class _Table:
                          num_buckets=1, max_load_factor=float(max_load_factor),
                          **({} if seed is None else {"seed": int(seed)})).sized_for(capacity)
         device = _resolve_device(device)
-        self._adopt(empty_state(spec, device), growable=growable, duplicates=duplicates)
+        self._adopt(empty_state(spec, device), growable=growable, duplicates=duplicates,
+                    used=0)
 
-    def _adopt(self, state: TableState, *, growable: bool, duplicates: str) -> None:
+    def _adopt(self, state: TableState, *, growable: bool, duplicates: str,
+               used: int | None = None) -> None:
+        """Take ``state`` as this table's; ``used``: its used slots when known (an empty
+        table), which saves reading them from the device (a synchronisation)."""
         state.multi = self._multi
         self._state = state
         self._device = state.device  # cached: small calls are dominated by host overhead
@@ -124,8 +128,7 @@ class _Table:
         self._default_cache: dict[Any, torch.Tensor] = {}
         # Host-side upper bound on used bucket slots: lets inserts skip a device sync until
         # the bound nears the limit.
-        used = int(state.counts[1])
-        self._used_bound = used
+        self._used_bound = int(state.counts[1]) if used is None else used
 
     # --- properties -------------------------------------------------------------------
     @property

@@ -1,9 +1,9 @@
 """Hash joins of key arrays: ``join``, ``JoinBuild`` and ``explain_join``.
 
 A join returns gather maps, int64 row numbers into each side, rather than joined columns
-(``gh.merge`` gathers columns from them). The build side becomes a gpuhash table on the keys'
-device (a HashMap of row ids when its keys are unique, else a MultiMap) and the probe side is
-looked up in it, so the same code runs on the CUDA and the CPU engines. The strategy (in
+(``gh.merge`` gathers columns from them). The build side becomes a MultiMap from key code to
+row number on the keys' device, filled and probed by the engines' join operations straight
+from the key columns, so the same code runs on the CUDA and the CPU engines. The strategy (in
 memory, probe streamed in chunks, both sides partitioned, tiny inputs on the CPU) comes from
 the cost model in ``_join_plan``; this module owns the semantics every strategy shares: which
 rows match, how nulls behave, and how each ``how`` is assembled from the matching pairs.
@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from . import _arrays, _join_plan
-from ._join_keys import KeyEncoder, check_sides, check_valid, key_columns
+from ._join_keys import KeyEncoder, build_encoder, check_sides, check_valid, key_columns
 from ._join_plan import HOWS, JoinPlan, plan_join
 from ._table import stream_context
 from .multimap import MultiMap
@@ -75,42 +75,60 @@ class _Side:
 class _RowTable:
     """The build side as a MultiMap from key code to build row number, filled and probed by
     the join kernels straight from the key columns (engines: multi_join_build and
-    multi_join_probe), at load at most LOAD so a probe reads one bucket."""
+    multi_join_probe), at load at most LOAD so a probe reads one bucket. A table whose
+    encoder may not hold every build key (``refit``: :class:`Direct32`) learns so from the
+    first probe's unplaced count, then refits a :class:`KeyEncoder` and builds again."""
 
     LOAD = 0.5
 
-    def __init__(self, encoder: KeyEncoder, columns: list[torch.Tensor],
-                 valid: torch.Tensor | None, rows: int, device: torch.device):
-        self.encoder, self.rows = encoder, rows
-        value_dtype = torch.int32 if rows < 2**31 else torch.int64
-        self.multi = MultiMap(key_dtype=encoder.key_dtype, value_dtype=value_dtype,
-                              capacity=max(rows, 1), max_load_factor=self.LOAD,
-                              growable=False, device=device)
-        engine, state = self.multi._engine, self.multi._state
-        engine.multi_join_build(state, *encoder.kernel_input(columns, valid))
+    def __init__(self, encoder, columns: list[torch.Tensor], valid: torch.Tensor | None,
+                 rows: int, device: torch.device):
+        self.rows, self.device = rows, device
+        self._build = (columns, valid)
+        self._fill(encoder)
         self._unique: bool | None = None
+
+    def _fill(self, encoder) -> None:
+        self.encoder = encoder
+        value_dtype = torch.int32 if self.rows < 2**31 else torch.int64
+        self.multi = MultiMap(key_dtype=encoder.key_dtype, value_dtype=value_dtype,
+                              capacity=max(self.rows, 1), max_load_factor=self.LOAD,
+                              growable=False, device=self.device)
+        self.multi._engine.multi_join_build(self.multi._state,
+                                            *encoder.kernel_input(*self._build))
+
+    def _probe(self, columns: list[torch.Tensor], valid: torch.Tensor | None, **options
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        build_hit = options.get("build_hit")
+        probe, build, unplaced = self.multi._engine.multi_join_probe(
+            self.multi._state, *self.encoder.kernel_input(columns, valid), **options)
+        if not unplaced:
+            return probe, build
+        if not self.encoder.refit:
+            raise RuntimeError(f"{unplaced} build rows were not placed in the join table")
+        self._fill(KeyEncoder(*self._build))
+        if build_hit is not None:
+            build_hit.zero_()  # marks of the partial table's matches are redone
+        return self._probe(columns, valid, **options)
 
     def pairs(self, columns: list[torch.Tensor], valid: torch.Tensor | None, *,
               keep_unmatched: bool = False, build_hit: torch.Tensor | None = None
               ) -> tuple[torch.Tensor, torch.Tensor]:
         """(probe row, build row) of every match, plus (row, -1) for each probe row without
         one when ``keep_unmatched``; marks ``build_hit``. Synchronises once."""
-        return self.multi._engine.multi_join_probe(
-            self.multi._state, *self.encoder.kernel_input(columns, valid),
-            keep_unmatched=keep_unmatched, build_hit=build_hit)
+        return self._probe(columns, valid, keep_unmatched=keep_unmatched, build_hit=build_hit)
 
     def matched(self, columns: list[torch.Tensor], valid: torch.Tensor | None) -> torch.Tensor:
         """Whether each probe row has a match (bool)."""
         hit = torch.empty(columns[0].shape[0], dtype=torch.bool, device=columns[0].device)
-        self.multi._engine.multi_join_probe(
-            self.multi._state, *self.encoder.kernel_input(columns, valid), probe_hit=hit)
+        self._probe(columns, valid, probe_hit=hit)
         return hit
 
-    def unique(self, columns: list[torch.Tensor], valid: torch.Tensor | None) -> bool:
+    def unique(self) -> bool:
         """True when no key code repeats: the build side probed by itself finds exactly one
         match per stored row."""
         if self._unique is None:
-            probe, _ = self.pairs(columns, valid)
+            probe, _ = self.pairs(*self._build)
             self._unique = probe.shape[0] == len(self.multi)
         return self._unique
 
@@ -206,9 +224,8 @@ class JoinBuild:
         self._side = side
         self._stream = stream
         with stream_context(stream, side.device):
-            self._encoder = KeyEncoder(side.columns, side.valid)
-            self._table = _RowTable(self._encoder, side.columns, side.valid, side.rows,
-                                    side.device)
+            self._table = _RowTable(build_encoder(side.columns, side.valid), side.columns,
+                                    side.valid, side.rows, side.device)
             self._nulls = side.null_rows()
 
     @property
@@ -221,7 +238,7 @@ class JoinBuild:
         """True when the build side's (non-null) keys are all distinct (worked out on first
         use: a probe of the build side by itself)."""
         with stream_context(self._stream, self.device):
-            return self._table.unique(self._side.columns, self._side.valid)
+            return self._table.unique()
 
     @property
     def device(self) -> torch.device:
@@ -245,7 +262,7 @@ class JoinBuild:
         how = _check_how(how)
         probe = _Side(left_keys, "left_keys", left_valid, "left_valid")
         check_sides(probe.columns, self._side.columns)
-        key_bytes = 4 if self._encoder.key_dtype == torch.int32 else 8
+        key_bytes = 4 if self._table.encoder.key_dtype == torch.int32 else 8
         plan = plan_join(probe.rows, self.rows, how=how, key_bytes=key_bytes,
                          device=self.device, memory_budget=memory_budget, build_fixed=True)
         if plan.strategy == "cpu-small":  # the table is built here already: keep it here
@@ -398,6 +415,8 @@ def _parts_of(codes: torch.Tensor, parts: int) -> torch.Tensor:
 
 class _Coded:
     """Stands in for a KeyEncoder when the rows are key codes already (one column)."""
+
+    refit = False
 
     def __init__(self, key_dtype: torch.dtype):
         self.key_dtype = key_dtype

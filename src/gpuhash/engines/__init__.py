@@ -66,16 +66,18 @@ class Engine(Protocol):
 
     def multi_join_build(self, state: TableState, keys: torch.Tensor,
                          valid: torch.Tensor | None, shape: int, low: int, high: int) -> None:
-        """A join's build side: every usable row of a key column as code -> row number."""
+        """A join's build side: every usable row of a key column as code -> row number; a
+        non-null row outside the code range is counted as unplaced (counts[2])."""
 
     def multi_join_probe(self, state: TableState, keys: torch.Tensor,
                          valid: torch.Tensor | None, shape: int, low: int, high: int, *,
                          keep_unmatched: bool = False, build_hit: torch.Tensor | None = None,
                          probe_hit: torch.Tensor | None = None
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
+                         ) -> tuple[torch.Tensor, torch.Tensor, int]:
         """(probe row, build row) of every match of a key column (and (row, -1) for rows
         without one when ``keep_unmatched``); marks ``build_hit``; with ``probe_hit`` only
-        that mask."""
+        that mask. Last, the build rows the table lacks: the result is complete only when
+        it is zero."""
 
     def stashed(self, state: TableState,
                 count: int) -> tuple[torch.Tensor, torch.Tensor] | None:

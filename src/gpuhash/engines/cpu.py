@@ -351,8 +351,12 @@ def join_codes(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None
 
 def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
                      shape: int, low: int, high: int) -> None:
-    """Insert every usable build row as key code -> row number."""
+    """Insert every usable build row as key code -> row number; a non-null row outside the
+    code range is counted as unplaced (counts[2]), as the kernel does."""
     codes, usable = join_codes(state, keys, valid, shape, low, high)
+    outside = int((~usable).sum()) if valid is None else int((valid & ~usable).sum())
+    if outside:
+        state.counts[2] += outside
     rows = usable.nonzero().squeeze(1)
     codes = codes.index_select(0, rows)
     tomb = _sentinels(state)[1]
@@ -368,13 +372,12 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
                      shape: int, low: int, high: int, *, keep_unmatched: bool = False,
                      build_hit: torch.Tensor | None = None,
                      probe_hit: torch.Tensor | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+                     ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(probe row, build row) of every match, plus (row, -1) for rows without one when
     ``keep_unmatched``; ``build_hit`` marked at matched build rows; with ``probe_hit`` only
-    that mask is written."""
+    that mask is written. Last, the build rows the table lacks (counts[2]), as the kernel
+    reports them."""
     unplaced = int(state.counts[2])
-    if unplaced:
-        raise RuntimeError(f"{unplaced} build rows were not placed in the join table")
     codes, usable = join_codes(state, keys, valid, shape, low, high)
     rows = usable.nonzero().squeeze(1)
     where, slots = _matches(state, codes.index_select(0, rows))
@@ -386,11 +389,11 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
         probe_hit.zero_()
         probe_hit[probe] = True
         empty = torch.zeros(0, dtype=torch.int64)
-        return empty, empty
+        return empty, empty, unplaced
     if keep_unmatched:
         seen = torch.zeros(keys.shape[0], dtype=torch.bool)
         seen[probe] = True
         missing = (~seen).nonzero().squeeze(1)
         probe = torch.cat([probe, missing])
         build = torch.cat([build, torch.full_like(missing, -1)])
-    return probe, build
+    return probe, build, unplaced

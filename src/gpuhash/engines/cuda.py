@@ -358,32 +358,31 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
                      shape: int, low: int, high: int, *, keep_unmatched: bool = False,
                      build_hit: torch.Tensor | None = None,
                      probe_hit: torch.Tensor | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+                     ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(probe row, build row) of every match of a probe key column, plus (row, -1) for rows
-    without one when ``keep_unmatched``; in no particular order. ``build_hit`` (a byte per
-    build row) gets 1 at every matched build row. With ``probe_hit`` (a bool per probe row)
-    only that mask is written and no pairs are made. Synchronises once (the pair count,
-    read together with the table's unplaced-row counter, which must be zero)."""
+    without one when ``keep_unmatched``; in no particular order; and the number of build rows
+    the table lacks (unplaced: out of the encoding's range, or no slot), which must be zero
+    for the pairs to be complete. ``build_hit`` (a byte per build row) gets 1 at every matched
+    build row. With ``probe_hit`` (a bool per probe row) only that mask is written and no
+    pairs are made. Synchronises once: the pair count and the unplaced count in one read."""
     kernels, table, device = _launch_info(state)
     kernel = kernels[f"gh_multi_join_probe_{keys.element_size()}"]
     rows = keys.shape[0]
     flags = ((JOIN_FLAGS["keep_unmatched"] if keep_unmatched else 0)
              | (0 if build_hit is None else JOIN_FLAGS["mark_build"])
              | (0 if probe_hit is None else JOIN_FLAGS["hits_only"]))
-    launch_rows = -(-rows // JOIN_ITEMS)
+    launch_rows = max(1, -(-rows // JOIN_ITEMS))  # one block even for no rows: total[1]
     capacity = 0 if probe_hit is not None else rows
     while True:
-        counters = keys.new_zeros(1, dtype=torch.int64)
+        counters = keys.new_zeros(2, dtype=torch.int64)  # pairs, unplaced build rows
         out_probe = keys.new_empty(capacity, dtype=torch.int64)
         out_build = keys.new_empty(capacity, dtype=torch.int64)
         launch(kernel, launch_rows, *table, keys.data_ptr(), _ptr(valid), rows, shape, low,
                high, flags, out_probe.data_ptr(), out_build.data_ptr(), capacity,
                counters.data_ptr(), _ptr(build_hit), _ptr(probe_hit), device=device)
-        total, unplaced = torch.cat([counters, state.counts[2:3]]).tolist()
-        if unplaced:
-            raise RuntimeError(f"{unplaced} build rows were not placed in the join table")
-        if total <= capacity:
-            return out_probe[:total], out_build[:total]
+        total, unplaced = counters.tolist()
+        if unplaced or total <= capacity:
+            return out_probe[:min(total, capacity)], out_build[:min(total, capacity)], unplaced
         capacity = total  # repeated build keys made more pairs than probe rows: run again
 
 

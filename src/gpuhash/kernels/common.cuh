@@ -11,6 +11,10 @@ typedef unsigned int gh_u32;
 typedef unsigned short gh_u16;
 typedef unsigned char gh_u8;
 
+// A type chosen at compile time (NVRTC has no <type_traits> without extra headers).
+template <bool C, class A, class B> struct GhIf { typedef A type; };
+template <class A, class B> struct GhIf<false, A, B> { typedef B type; };
+
 // --- hash bits -----------------------------------------------------------------------------
 // Every table decision derives from one 64-bit hash of (key ^ seed), MurmurHash3's finalizer
 // (every key bit reaches every hash bit). Its bits have one owner each:

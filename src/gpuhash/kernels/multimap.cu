@@ -88,8 +88,9 @@ __global__ void gh_multi_rehash(GH_TABLE_PARAMS, const gh_u64* source_slots,
 //   1  signed values: code = value - low for low <= value <= high; others match nothing
 //   2  the same for unsigned 32-bit values
 // `valid` (one byte per row, or null) marks null rows, which match nothing. Codes stay below
-// the two reserved key values (the Python encoder sizes the range so); one that does not is
-// reported as unplaced, never stored.
+// the two reserved key values or are reported: a non-null build row whose value lies outside
+// [low, high], or whose code is reserved, is counted as unplaced (counts[2]) and never stored,
+// so the host learns that the table lacks it (and refits its encoding) instead of losing it.
 template <class T, int IN_BYTES>
 __device__ __forceinline__ bool gh_join_code(const char* keys, const gh_u8* valid, gh_u64 row,
                                              gh_u64 shape, gh_i64 low, gh_i64 high,
@@ -129,9 +130,10 @@ __global__ void gh_multi_join_build(GH_TABLE_PARAMS, const char* keys, const gh_
     const T t = GH_REF(T);
     gh_i64 placed = 0;
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
+        if (valid != nullptr && !valid[row]) continue;  // nulls match nothing: not stored
         gh_u64 code;
-        if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code)) continue;
-        if (code >= T::TOMB) {  // a reserved value would read as an empty or erased slot
+        const bool in_range = gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code);
+        if (!in_range || code >= T::TOMB) {  // a reserved code would read as empty or erased
             gh_report_unplaced(t);
             continue;
         }
@@ -145,6 +147,7 @@ constexpr gh_u64 GH_JOIN_KEEP_UNMATCHED = 1;  // a (row, -1) pair for a probe ro
 constexpr gh_u64 GH_JOIN_MARK_BUILD = 2;      // build_hit[build row] = 1 for every match
 constexpr gh_u64 GH_JOIN_HITS_ONLY = 4;       // no pairs: probe_hit[row] = whether it matched
 constexpr int GH_JOIN_ITEMS = 8;              // probe rows per thread per tile
+#define GH_JOIN_BLOCKS 4  // resident blocks per SM: 64 registers (4-8 measured, bench/RESULTS.md)
 
 // Probes every row and appends its (probe row, build row) pairs to out_probe / out_build.
 // Output positions come from one atomic per block and tile (blockDim * GH_JOIN_ITEMS rows):
@@ -152,55 +155,56 @@ constexpr int GH_JOIN_ITEMS = 8;              // probe rows per thread per tile
 // a warp the pairs of item i of every lane are adjacent, so the stores coalesce. Pairs past
 // `capacity` are counted in *total but not written: the caller sizes the output from *total
 // and runs again when it was too small (only possible with repeated build keys). The order of
-// the pairs is unspecified.
+// the pairs is unspecified. total[1] gets the table's unplaced count (counts[2]), so one read
+// of `total` tells the host both the output size and whether the build side is whole.
+// The probe is bound by the latency of its bucket loads, so occupancy is what speeds it, and
+// instruction fetch next: each item's match count and first build row live in shared memory
+// (not registers), the item loops are not unrolled (eight inlined walks overflow the
+// instruction cache), and the item-major offsets are scanned again while writing.
 template <class T, int IN_BYTES>
-__global__ void gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid,
-                                    gh_u64 n, gh_u64 shape, gh_i64 low, gh_i64 high,
-                                    gh_u64 flags, gh_i64* out_probe, gh_i64* out_build,
-                                    gh_u64 capacity, gh_i64* total, gh_u8* build_hit,
-                                    gh_u8* probe_hit) {
+__global__ void __launch_bounds__(256, GH_JOIN_BLOCKS)
+gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u64 n,
+                    gh_u64 shape, gh_i64 low, gh_i64 high, gh_u64 flags, gh_i64* out_probe,
+                    gh_i64* out_build, gh_u64 capacity, gh_i64* total, gh_u8* build_hit,
+                    gh_u8* probe_hit) {
+    using Row = typename GhIf<T::VALUE_BYTES == 4, gh_u32, gh_i64>::type;
     const T t = GH_REF(T);
+    __shared__ Row first[GH_JOIN_ITEMS][256];     // blocks of 256 threads (_cuda/launch.py)
+    __shared__ gh_u32 count[GH_JOIN_ITEMS][256];  // a row's matches: < 2**32 (the build rows)
     __shared__ gh_i64 warp_base[32];
     __shared__ gh_i64 block_base;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, me = threadIdx.x;
     const bool keep = flags & GH_JOIN_KEEP_UNMATCHED, mark = flags & GH_JOIN_MARK_BUILD;
     const gh_u64 tile_rows = static_cast<gh_u64>(blockDim.x) * GH_JOIN_ITEMS;
+    if (blockIdx.x == 0 && threadIdx.x == 0) total[1] = t.counts[2];  // the build is done
     for (gh_u64 tile = blockIdx.x * tile_rows; tile < n; tile += gridDim.x * tile_rows) {
-        gh_i64 first[GH_JOIN_ITEMS], count[GH_JOIN_ITEMS];
-#pragma unroll
+        gh_u64 mine = 0;  // pairs this thread emits in the tile
+#pragma unroll 1
         for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
             const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
-            first[i] = -1;
-            count[i] = 0;
+            Row found = 0;
+            gh_u32 matches = 0;
             gh_u64 code;
             if (row < n && gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code)) {
                 gh_for_each_match<T, false>(t, code, [&](gh_u64 slot) {
-                    const gh_i64 build_row = gh_join_row(t, slot);
-                    if (count[i] == 0) first[i] = build_row;
-                    ++count[i];
+                    const Row build_row = static_cast<Row>(gh_join_row(t, slot));
+                    if (matches == 0) found = build_row;
+                    ++matches;
                     if (mark) build_hit[build_row] = 1;
                 });
             }
-            if ((flags & GH_JOIN_HITS_ONLY) && row < n) probe_hit[row] = count[i] > 0;
+            if ((flags & GH_JOIN_HITS_ONLY) && row < n) probe_hit[row] = matches > 0;
+            first[i][me] = found;
+            count[i][me] = matches;
+            mine += matches ? matches : (keep && row < n ? 1 : 0);
         }
         if (flags & GH_JOIN_HITS_ONLY) continue;  // uniform: no barrier is skipped unevenly
 
-        // offsets within the warp, item by item, then the warps' bases from one atomic
-        gh_i64 offset[GH_JOIN_ITEMS], warp_total = 0;
+        // the warps' totals, then their bases from one atomic per block
+        gh_u64 warp_total = mine;
 #pragma unroll
-        for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
-            const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
-            const gh_i64 emit = count[i] ? count[i] : (keep && row < n ? 1 : 0);
-            gh_i64 inclusive = emit;
-#pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                const gh_i64 up = __shfl_up_sync(0xffffffffu, inclusive, d);
-                if (lane >= d) inclusive += up;
-            }
-            offset[i] = warp_total + inclusive - emit;
-            warp_total += __shfl_sync(0xffffffffu, inclusive, 31);
-        }
-        if (lane == 0) warp_base[warp] = warp_total;
+        for (int d = 16; d > 0; d >>= 1) warp_total += __shfl_xor_sync(0xffffffffu, warp_total, d);
+        if (lane == 0) warp_base[warp] = static_cast<gh_i64>(warp_total);
         __syncthreads();
         if (threadIdx.x == 0) {
             gh_i64 sum = 0;
@@ -215,11 +219,20 @@ __global__ void gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_
                              : 0;
         }
         __syncthreads();
-        const gh_i64 base = block_base + warp_base[warp];
-#pragma unroll
+        gh_i64 base = block_base + warp_base[warp];  // where item i of lane 0 starts
+#pragma unroll 1
         for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
             const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
-            gh_i64 at = base + offset[i];
+            const gh_u32 matches = count[i][me];
+            const gh_u64 emit = matches ? matches : (keep && row < n ? 1 : 0);
+            gh_u64 inclusive = emit;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                const gh_u64 up = __shfl_up_sync(0xffffffffu, inclusive, d);
+                if (lane >= d) inclusive += up;
+            }
+            gh_i64 at = base + static_cast<gh_i64>(inclusive - emit);
+            base += static_cast<gh_i64>(__shfl_sync(0xffffffffu, inclusive, 31));
             const auto put = [&](gh_i64 build_row) {
                 if (static_cast<gh_u64>(at) < capacity) {
                     out_probe[at] = static_cast<gh_i64>(row);
@@ -227,9 +240,9 @@ __global__ void gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_
                 }
                 ++at;
             };
-            if (count[i] == 1) {
-                put(first[i]);
-            } else if (count[i] > 1) {  // walk again: a thread keeps one match per row
+            if (matches == 1) {
+                put(static_cast<gh_i64>(first[i][me]));
+            } else if (matches > 1) {  // walk again: a thread keeps one match per row
                 gh_u64 code;
                 gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code);
                 gh_for_each_match<T, false>(t, code, [&](gh_u64 slot) { put(gh_join_row(t, slot)); });
