@@ -76,6 +76,20 @@ def time_gpu(region: Callable[[], object], *, setup: Callable[[], object] | None
     return _summarise([once() for _ in range(runs)])
 
 
+# CPU peers' worker threads (DuckDB's, Arrow's) keep the host busy for a while after a query,
+# and a GPU call timed right after them pays for it in host time: on the H100 machine gh.join
+# J3 timed 1.75 ms right after DuckDB and pyarrow ran J2, and 0.47 ms two seconds later
+# (bench/RESULTS.md, 2026-11-25). So a peer's timing is followed by a pause.
+PEER_SETTLE_S = 2.0
+
+
+def time_peer(region: Callable[[], object], *, runs: int = 7) -> Timing:
+    """:func:`time_cpu` of a CPU peer, then PEER_SETTLE_S seconds for its threads to idle."""
+    timing = time_cpu(region, runs=runs)
+    time.sleep(PEER_SETTLE_S)
+    return timing
+
+
 def _l2_bytes(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).L2_cache_size
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .harness import Timing, time_cpu, time_gpu
+from .harness import Timing, time_cpu, time_gpu, time_peer
 
 FULL = {"J1": (100_000, 1_000_000), "J2": (1_000_000, 1_000_000),
         "J3": (1_000_000, 10_000_000), "J4": (10_000_000, 100_000_000),
@@ -137,7 +137,7 @@ def run_shape(shape: Shape, device: torch.device, *, runs: int) -> dict:
         except ImportError:
             continue
         assert _rows_of(call()) == matches, f"{name} disagrees with gpuhash"
-        peer = time_cpu(call, runs=runs)
+        peer = time_peer(call, runs=runs)
         result["peers"][name] = {"ms": peer.median_ms, "where": "cpu"}
     for peer in result["peers"].values():
         peer["ratio"] = round(peer["ms"] / ours.median_ms, 3)  # > 1: gpuhash is faster

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .harness import time_cpu
+from .harness import time_peer
 from .join_suite import FULL
 
 SQL = {"inner": "JOIN", "left": "LEFT JOIN", "full": "FULL JOIN", "semi": "SEMI JOIN",
@@ -124,7 +124,7 @@ def run_variant(variant: Variant, device: torch.device, timer, *, scale: int,
         return report
     got = len(next(iter(call().values())))
     assert got == rows, f"DuckDB gives {got} rows for {variant.name}, gpuhash {rows}"
-    peer = time_cpu(call, runs=runs)
+    peer = time_peer(call, runs=runs)
     report["peers"]["duckdb"] = {"ms": peer.median_ms, "where": "cpu",
                                  "ratio": round(peer.median_ms / timing.median_ms, 3)}
     return report
