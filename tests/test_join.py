@@ -196,6 +196,15 @@ def test_direct_32_bit_keys_refit_for_the_two_largest_values():
             assert got == expected, (dtype, how)
             if how != "cross":
                 assert type(build._table.encoder).__name__ == "KeyEncoder"  # refitted
+        # the refit reads the build keys at the first probe: a copy taken when the build was
+        # prepared, so a caller changing its array afterwards changes nothing
+        keys = make_keys(right_values, dtype)
+        build = gh.JoinBuild(keys)
+        expected = as_pairs(build.probe(left), "inner")
+        keys2 = make_keys(right_values, dtype)
+        build2 = gh.JoinBuild(keys2)
+        keys2.copy_(make_keys([left_values[1]] * len(right_values), dtype))
+        assert as_pairs(build2.probe(left), "inner") == expected, dtype
         plain = make_keys([1, 2, 3], dtype)  # no extreme value: no refit
         build = gh.JoinBuild(plain)
         assert as_pairs(build.probe(plain), "inner") == [(0, 0), (1, 1), (2, 2)]

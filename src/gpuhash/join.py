@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from . import _arrays, _join_plan
-from ._join_keys import KeyEncoder, build_encoder, check_sides, check_valid, key_columns
+from ._join_keys import Direct32, KeyEncoder, build_encoder, check_sides, check_valid, key_columns
 from ._join_plan import HOWS, JoinPlan, plan_join
 from ._table import stream_context
 from .multimap import MultiMap
@@ -59,6 +59,13 @@ class _Side:
         part.rows, part.device, part.kind = stop - start, self.device, self.kind
         return part
 
+    def clone(self) -> _Side:
+        copied = object.__new__(_Side)
+        copied.columns = [c.clone() for c in self.columns]
+        copied.valid = None if self.valid is None else self.valid.clone()
+        copied.rows, copied.device, copied.kind = self.rows, self.device, self.kind
+        return copied
+
     def to(self, device: torch.device) -> _Side:
         moved = object.__new__(_Side)
         moved.columns = [c.to(device) for c in self.columns]
@@ -89,22 +96,32 @@ class _RowTable:
         self._unique: bool | None = None
 
     def _fill(self, encoder) -> None:
-        self.encoder = encoder
         value_dtype = torch.int32 if self.rows < 2**31 else torch.int64
-        self.multi = MultiMap(key_dtype=encoder.key_dtype, value_dtype=value_dtype,
-                              capacity=max(self.rows, 1), max_load_factor=self.LOAD,
-                              growable=False, device=self.device)
-        self.multi._engine.multi_join_build(self.multi._state,
-                                            *encoder.kernel_input(*self._build))
+        multi = MultiMap(key_dtype=encoder.key_dtype, value_dtype=value_dtype,
+                         capacity=max(self.rows, 1), max_load_factor=self.LOAD,
+                         growable=False, device=self.device)
+        multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build))
+        self._built = (encoder, multi)  # one assignment: a probe never sees half a refit
+
+    @property
+    def encoder(self):
+        """The key encoding the table was built with."""
+        return self._built[0]
+
+    @property
+    def multi(self) -> MultiMap:
+        """The table: key code -> build row number."""
+        return self._built[1]
 
     def _probe(self, columns: list[torch.Tensor], valid: torch.Tensor | None, **options
                ) -> tuple[torch.Tensor, torch.Tensor]:
         build_hit = options.get("build_hit")
-        probe, build, unplaced = self.multi._engine.multi_join_probe(
-            self.multi._state, *self.encoder.kernel_input(columns, valid), **options)
+        encoder, multi = self._built
+        probe, build, unplaced = multi._engine.multi_join_probe(
+            multi._state, *encoder.kernel_input(columns, valid), **options)
         if not unplaced:
             return probe, build
-        if not self.encoder.refit:
+        if not encoder.refit:
             raise RuntimeError(f"{unplaced} build rows were not placed in the join table")
         self._fill(KeyEncoder(*self._build))
         if build_hit is not None:
@@ -212,7 +229,8 @@ class JoinBuild:
     """
 
     def __init__(self, right_keys: Any, *, right_valid: Any = None, stream: Any = None):
-        self._prepare(_Side(right_keys, "right_keys", right_valid, "right_valid"), stream)
+        self._prepare(_Side(right_keys, "right_keys", right_valid, "right_valid"), stream,
+                      snapshot=True)
 
     @classmethod
     def _of(cls, side: _Side, stream: Any = None) -> JoinBuild:
@@ -220,10 +238,14 @@ class JoinBuild:
         build._prepare(side, stream)
         return build
 
-    def _prepare(self, side: _Side, stream: Any) -> None:
-        self._side = side
-        self._stream = stream
+    def _prepare(self, side: _Side, stream: Any, *, snapshot: bool = False) -> None:
+        """Build the table on ``stream``. ``snapshot``: copy keys the table may be refitted
+        from at its first probe (Direct32), since the caller's arrays may change by then."""
         with stream_context(stream, side.device):
+            if snapshot and Direct32.suits(side.columns):
+                side = side.clone()  # on the build's stream, like everything it reads
+            self._side = side
+            self._stream = stream
             self._table = _RowTable(build_encoder(side.columns, side.valid), side.columns,
                                     side.valid, side.rows, side.device)
             self._nulls = side.null_rows()
