@@ -52,26 +52,24 @@ class _Side:
         self.device = self.columns[0].device
         self.valid = check_valid(valid, self.rows, valid_name, self.device)
 
+    def _mapped(self, change, rows: int | None = None) -> _Side:
+        """A side whose columns and mask are ``change(tensor)`` of this one's."""
+        other = object.__new__(_Side)
+        other.columns = [change(c) for c in self.columns]
+        other.valid = None if self.valid is None else change(self.valid)
+        other.rows = self.rows if rows is None else rows
+        other.device = other.columns[0].device
+        other.kind = self.kind
+        return other
+
     def slice(self, start: int, stop: int) -> _Side:
-        part = object.__new__(_Side)
-        part.columns = [c[start:stop] for c in self.columns]
-        part.valid = None if self.valid is None else self.valid[start:stop]
-        part.rows, part.device, part.kind = stop - start, self.device, self.kind
-        return part
+        return self._mapped(lambda t: t[start:stop], stop - start)
 
     def clone(self) -> _Side:
-        copied = object.__new__(_Side)
-        copied.columns = [c.clone() for c in self.columns]
-        copied.valid = None if self.valid is None else self.valid.clone()
-        copied.rows, copied.device, copied.kind = self.rows, self.device, self.kind
-        return copied
+        return self._mapped(torch.clone)
 
     def to(self, device: torch.device) -> _Side:
-        moved = object.__new__(_Side)
-        moved.columns = [c.to(device) for c in self.columns]
-        moved.valid = None if self.valid is None else self.valid.to(device)
-        moved.rows, moved.device, moved.kind = self.rows, device, self.kind
-        return moved
+        return self._mapped(lambda t: t.to(device))
 
     def null_rows(self) -> torch.Tensor:
         if self.valid is None:
