@@ -3,12 +3,9 @@ run it under compute-sanitizer (memcheck, racecheck). Exits non-zero on a wrong 
 
 from __future__ import annotations
 
-import importlib
-
 import torch
 
 import gpuhash as gh
-from gpuhash import _join_plan
 from gpuhash.bench import ceilings, peers
 
 torch.manual_seed(1)
@@ -98,14 +95,6 @@ for dtype, low in ((torch.int32, -50), (torch.int64, -3)):
 # one int32 column read directly, then refitted: its build holds the two largest values
 extreme = torch.tensor([2**31 - 1, 5, 2**31 - 2, -(2**31)] * 300, dtype=torch.int32).cuda()
 for how in ("inner", "full", "semi"):
-    gh.JoinBuild(extreme).probe(extreme[::3], how=how)
-# the radix-partitioned path (gpu-radix), forced at these sizes: the partition kernel, and the
-# build and probe kernels reading partitioned sides (nulls, repeated keys, a refit)
-join_module = importlib.import_module("gpuhash.join")
-_join_plan.RADIX_MIN_BUILD_ROWS = _join_plan.RADIX_MIN_PROBE_ROWS = 0
-_join_plan.radix_bits = join_module.radix_bits = lambda table, device: 4
-for how in ("inner", "left", "full", "semi", "anti"):
-    gh.join(left, right, how=how, left_valid=valid)
     gh.JoinBuild(extreme).probe(extreme[::3], how=how)
 
 device = torch.device("cuda")

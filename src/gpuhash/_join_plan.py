@@ -42,16 +42,6 @@ BUDGET_SHARE = 0.6  # of the free memory, when no memory_budget is given
 SMALL_SHARE = 1 / 16
 MIN_CHUNK_ROWS = 16
 MAX_PARTS = 1 << 10
-# gpu-radix: a join table past RADIX_TABLE_BYTES is built and probed through radix parts of
-# about RADIX_PART_BYTES of buckets each, so a part's walks stay in L2 (50 MB on the H100);
-# sides smaller than the minimums skip the scatter, whose two passes they would not repay.
-# Measured on the H100, bench/RESULTS.md.
-RADIX_TABLE_BYTES = 32 * 2**20
-RADIX_PART_BYTES = 8 * 2**20
-RADIX_MIN_BUILD_ROWS = 1 << 20
-RADIX_MIN_PROBE_ROWS = 1 << 20
-RADIX_MAX_BITS = 10   # kernels/multimap.cu: GH_MAX_PART_BITS
-RADIX_MAX_ROWS = 2**32 - 1  # partitioned row numbers are 32-bit
 
 
 @dataclass
@@ -82,8 +72,7 @@ register("hash-table", "build a gpuhash table on the build side, probe it with t
 register("hash-table-chunked", "the build side's table probed by chunks of the probe side")
 register("hash-partitioned", "both sides split by key hash into parts joined one at a time")
 register("cross-product", "every pair of rows (how='cross'); keys only give the lengths")
-register("gpu-radix", "both sides scattered by the hash bits that pick a key's first bucket, "
-         "so the table is built and probed one L2-sized run of buckets at a time")
+register("gpu-radix", "radix-partitioned join in shared memory (not implemented yet)")
 register("out-of-core-streams", "pinned host inputs streamed with overlapping copies "
          "(not implemented yet)")
 
@@ -107,14 +96,12 @@ class JoinPlan:
     memory_budget: int
     chunk_rows: int | None = None
     parts: int = 1
-    radix_bits: int = 0  # the build table's radix parts: 2**radix_bits (gpu-radix)
     estimates: dict = field(default_factory=dict)
     why: str = ""
 
     def __str__(self) -> str:
         extra = [f"chunks of {self.chunk_rows} probe rows"] if self.chunk_rows else []
         extra += [f"{self.parts} parts"] if self.parts > 1 else []
-        extra += [f"{1 << self.radix_bits} radix parts"] if self.radix_bits else []
         detail = f" ({', '.join(extra)})" if extra else ""
         return (f"join how={self.how!r}: {self.strategy}{detail} on {self.device}, build side "
                 f"{self.build_side} ({self.left_rows} x {self.right_rows} rows). {self.why}")
@@ -164,19 +151,6 @@ def table_bytes(rows: int, key_bytes: int) -> int:
     return int(rows * (key_bytes + (4 if rows < 2**31 else 8)) / LOAD) + 64
 
 
-def radix_bits(table: int, device: torch.device) -> int:
-    """Partition bits (0: none) for a join table of ``table`` bytes on ``device``: enough
-    parts of at most RADIX_PART_BYTES, once the table passes RADIX_TABLE_BYTES on a GPU.
-
-    Example:
-        >>> radix_bits(2**30, torch.device("cuda")), radix_bits(2**30, torch.device("cpu"))
-        (7, 0)
-    """
-    if device.type != "cuda" or table <= RADIX_TABLE_BYTES:
-        return 0
-    return min(RADIX_MAX_BITS, max(1, (-(-table // RADIX_PART_BYTES) - 1).bit_length()))
-
-
 def probe_bytes_per_row(key_bytes: int, fanout: float) -> int:
     """Bytes one probe row needs while it is joined: its code, masks and output pairs."""
     return key_bytes + 8 + int(16 * max(1.0, fanout)) + 8
@@ -211,8 +185,7 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
     build, probe = ((left_rows, right_rows) if plan.build_side == "left"
                     else (right_rows, left_rows))
     built = table_bytes(build, key_bytes)
-    bits = radix_bits(built, device) if max(build, probe) <= RADIX_MAX_ROWS else 0
-    per_row = probe_bytes_per_row(key_bytes, fanout) + (key_bytes + 4 if bits else 0)
+    per_row = probe_bytes_per_row(key_bytes, fanout)
     budget = plan.memory_budget = (int(memory_budget) if memory_budget is not None
                                    else default_budget(device, built + probe * per_row))
     plan.estimates = {"table_bytes": built, "probe_bytes": probe * per_row,
@@ -233,15 +206,9 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
     if built + probe * per_row <= budget or not _usable("hash-table-chunked"):
         reasons.append(f"the table (~{built} bytes) and the probe (~{probe * per_row} bytes) "
                        f"fit the budget of {budget} bytes")
-        if bits:
-            plan.strategy, plan.radix_bits = "gpu-radix", bits
-            reasons.append(f"the table passes {RADIX_TABLE_BYTES} bytes (L2), so both sides "
-                           f"are scattered into {1 << bits} parts by their keys' first "
-                           f"buckets (a side under {RADIX_MIN_PROBE_ROWS} rows is not)")
     elif built <= budget // 2 or build_fixed or not _usable("hash-partitioned"):
         plan.strategy = "hash-table-chunked"
         plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget - built) // per_row)
-        plan.radix_bits = bits
         reasons.append(f"the probe side (~{probe * per_row} bytes) passes the budget of "
                        f"{budget} bytes, so it is streamed through the table in chunks")
     else:

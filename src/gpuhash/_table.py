@@ -398,16 +398,6 @@ class _Table:
         save_state(self._state, path, kind=self._kind)
 
     @classmethod
-    def _empty(cls, spec: TableSpec, device: torch.device, *, growable: bool,
-               duplicates: str):
-        """An empty table of exactly ``spec`` (internal users that choose the bucket width,
-        like a join's build table), without the public constructor's checks."""
-        table = object.__new__(cls)
-        table._adopt(empty_state(spec, device), growable=growable, duplicates=duplicates,
-                     used=0)
-        return table
-
-    @classmethod
     def _load(cls, path: str | Path, device: Any, growable: bool, duplicates: str):
         table = object.__new__(cls)
         state = load_state(path, _resolve_device(device), kind=cls._kind)

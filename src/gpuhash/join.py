@@ -22,9 +22,8 @@ from typing import Any
 import torch
 
 from . import _arrays, _join_plan
-from ._format import TableSpec
 from ._join_keys import Direct32, KeyEncoder, build_encoder, check_sides, check_valid, key_columns
-from ._join_plan import HOWS, RADIX_MAX_ROWS, JoinPlan, plan_join, radix_bits, table_bytes
+from ._join_plan import HOWS, JoinPlan, plan_join
 from ._table import stream_context
 from .multimap import MultiMap
 
@@ -42,13 +41,6 @@ def _check_how(how: Any) -> str:
     if how not in HOWS:
         raise ValueError(f"how must be one of {', '.join(map(repr, HOWS))}; got {how!r}")
     return how
-
-
-def default_radix_bits(rows: int, key_dtype: torch.dtype, device: torch.device) -> int:
-    """The radix partition bits of a build table of ``rows`` entries (_join_plan.radix_bits)."""
-    if rows > RADIX_MAX_ROWS:
-        return 0
-    return radix_bits(table_bytes(rows, key_dtype.itemsize), device)
 
 
 class _Side:
@@ -90,38 +82,23 @@ class _RowTable:
     the join kernels straight from the key columns (engines: multi_join_build and
     multi_join_probe), at load at most LOAD so a probe reads one bucket. A table whose
     encoder may not hold every build key (``refit``: :class:`Direct32`) learns so from the
-    first probe's unplaced count, then refits a :class:`KeyEncoder` and builds again.
-
-    With ``part_bits`` (gpu-radix) each side of at least RADIX_MIN_*_ROWS rows is first
-    scattered into 2**part_bits parts by the hash bits that pick a key's first bucket
-    (multi_join_partition), so the build and the probe go through the table one run of
-    buckets at a time; such a table takes 4-slot (32-byte) buckets, one sector a probe."""
+    first probe's unplaced count, then refits a :class:`KeyEncoder` and builds again."""
 
     LOAD = 0.5
 
     def __init__(self, encoder, columns: list[torch.Tensor], valid: torch.Tensor | None,
-                 rows: int, device: torch.device, *, part_bits: int | None = None):
+                 rows: int, device: torch.device):
         self.rows, self.device = rows, device
-        if part_bits is None:
-            part_bits = default_radix_bits(rows, encoder.key_dtype, device)
-        self.part_bits = part_bits
         self._build = (columns, valid)
         self._fill(encoder)
         self._unique: bool | None = None
 
     def _fill(self, encoder) -> None:
-        spec = TableSpec(key_dtype=encoder.key_dtype,
-                         value_dtype=torch.int32 if self.rows < 2**31 else torch.int64,
-                         value_shape=(), num_buckets=1, max_load_factor=self.LOAD)
-        spec = spec.sized_for(max(self.rows, 1), bucket_slots=4 if self.part_bits else None)
-        multi = MultiMap._empty(spec, self.device, growable=False, duplicates="any")
-        kernel_input = encoder.kernel_input(*self._build)
-        rows = None
-        if self.part_bits and self.rows >= _join_plan.RADIX_MIN_BUILD_ROWS:
-            codes, rows = multi._engine.multi_join_partition(
-                multi._state, *kernel_input, part_bits=self.part_bits)
-            kernel_input = (codes, None, 0, 0, 0)
-        multi._engine.multi_join_build(multi._state, *kernel_input, rows=rows)
+        value_dtype = torch.int32 if self.rows < 2**31 else torch.int64
+        multi = MultiMap(key_dtype=encoder.key_dtype, value_dtype=value_dtype,
+                         capacity=max(self.rows, 1), max_load_factor=self.LOAD,
+                         growable=False, device=self.device)
+        multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build))
         self._built = (encoder, multi)  # one assignment: a probe never sees half a refit
 
     @property
@@ -138,14 +115,8 @@ class _RowTable:
                ) -> tuple[torch.Tensor, torch.Tensor]:
         build_hit = options.get("build_hit")
         encoder, multi = self._built
-        kernel_input = encoder.kernel_input(columns, valid)
-        rows = None
-        if self.part_bits and columns[0].shape[0] >= _join_plan.RADIX_MIN_PROBE_ROWS:
-            codes, rows = multi._engine.multi_join_partition(
-                multi._state, *kernel_input, part_bits=self.part_bits)
-            kernel_input = (codes, None, 0, 0, 0)
         probe, build, unplaced = multi._engine.multi_join_probe(
-            multi._state, *kernel_input, rows=rows, **options)
+            multi._state, *encoder.kernel_input(columns, valid), **options)
         if not unplaced:
             return probe, build
         if not encoder.refit:
@@ -260,14 +231,12 @@ class JoinBuild:
                       snapshot=True)
 
     @classmethod
-    def _of(cls, side: _Side, stream: Any = None, *, part_bits: int | None = None
-            ) -> JoinBuild:
+    def _of(cls, side: _Side, stream: Any = None) -> JoinBuild:
         build = object.__new__(cls)
-        build._prepare(side, stream, part_bits=part_bits)
+        build._prepare(side, stream)
         return build
 
-    def _prepare(self, side: _Side, stream: Any, *, snapshot: bool = False,
-                 part_bits: int | None = None) -> None:
+    def _prepare(self, side: _Side, stream: Any, *, snapshot: bool = False) -> None:
         """Build the table on ``stream``. ``snapshot``: copy keys the table may be refitted
         from at its first probe (Direct32), since the caller's arrays may change by then."""
         with stream_context(stream, side.device):
@@ -276,7 +245,7 @@ class JoinBuild:
             self._side = side
             self._stream = stream
             self._table = _RowTable(build_encoder(side.columns, side.valid), side.columns,
-                                    side.valid, side.rows, side.device, part_bits=part_bits)
+                                    side.valid, side.rows, side.device)
             self._nulls = side.null_rows()
 
     @property
@@ -445,8 +414,8 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
 
 def _run_hash_table(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
     build, probe = (left, right) if plan.build_side == "left" else (right, left)
-    matches = JoinBuild._of(build, part_bits=plan.radix_bits)._match(
-        probe, plan.how, nulls_equal, plan.chunk_rows, probe_is_left=plan.build_side != "left")
+    matches = JoinBuild._of(build)._match(probe, plan.how, nulls_equal, plan.chunk_rows,
+                                          probe_is_left=plan.build_side != "left")
     return matches.assemble()
 
 
@@ -529,8 +498,6 @@ def _run_cross(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
 
 
 _join_plan.register("hash-table", _join_plan.STRATEGIES["hash-table"].description,
-                    _run_hash_table)
-_join_plan.register("gpu-radix", _join_plan.STRATEGIES["gpu-radix"].description,
                     _run_hash_table)
 _join_plan.register("hash-table-chunked",
                     _join_plan.STRATEGIES["hash-table-chunked"].description, _run_hash_table)

@@ -350,71 +350,38 @@ def join_codes(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None
 
 
 def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
-                     shape: int, low: int, high: int, *, rows: torch.Tensor | None = None
-                     ) -> None:
+                     shape: int, low: int, high: int) -> None:
     """Insert every usable build row as key code -> row number; a non-null row outside the
-    code range is counted as unplaced (counts[2]), as the kernel does. With ``rows`` the
-    column is a partitioned side (multi_join_partition): TOMB codes are null rows, skipped."""
+    code range is counted as unplaced (counts[2]), as the kernel does."""
     codes, usable = join_codes(state, keys, valid, shape, low, high)
-    empty, tomb = _sentinels(state)
-    if rows is not None:  # nulls are TOMB, skipped; EMPTY rows are counted below
-        usable = codes != tomb
-    else:
-        outside = int((~usable).sum()) if valid is None else int((valid & ~usable).sum())
+    outside = int((~usable).sum()) if valid is None else int((valid & ~usable).sum())
+    if outside:
         state.counts[2] += outside
-    where = usable.nonzero().squeeze(1)
-    codes = codes.index_select(0, where)
-    reserved = (codes == tomb) | (codes == empty)
+    rows = usable.nonzero().squeeze(1)
+    codes = codes.index_select(0, rows)
+    tomb = _sentinels(state)[1]
+    reserved = (codes == tomb) | (codes == _sentinels(state)[0])
     if bool(reserved.any()):  # as the kernel does: reported as unplaced, never stored
         state.counts[2] += int(reserved.sum())
         keep = ~reserved
-        codes, where = codes[keep], where[keep]
-    build_rows = where if rows is None else _row_numbers(rows).index_select(0, where)
-    _place(state, codes, build_rows.to(state.spec.value_dtype), multi=True)
-
-
-def _row_numbers(rows: torch.Tensor) -> torch.Tensor:
-    """A partitioned side's row numbers (32 unsigned bits in int32) as int64."""
-    return rows.to(torch.int64) & _M32
-
-
-def multi_join_partition(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
-                         shape: int, low: int, high: int, *, part_bits: int
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(codes, rows)``: the rows grouped by the top ``part_bits`` bits of the low half of
-    their code's hash (the kernel's gh_join_partition; here in row order within a part), a
-    null row coded TOMB and a row the encoding cannot hold EMPTY (both in part 0)."""
-    codes, usable = join_codes(state, keys, valid, shape, low, high)
-    empty, tomb = _sentinels(state)
-    usable &= (codes != tomb) & (codes != empty)
-    codes = torch.where(usable, codes, empty)
-    if valid is not None:
-        codes = torch.where(valid, codes, tomb)
-    parts = _shift_right(_hash(state, codes) & _M32, 32 - part_bits)
-    order = torch.argsort(torch.where(usable, parts, 0), stable=True)
-    dtype = torch.int32 if state.spec.key_bytes == 4 else torch.int64
-    return codes.index_select(0, order).to(dtype), order.to(torch.int32)
+        codes, rows = codes[keep], rows[keep]
+    _place(state, codes, rows.to(state.spec.value_dtype), multi=True)
 
 
 def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
                      shape: int, low: int, high: int, *, keep_unmatched: bool = False,
                      build_hit: torch.Tensor | None = None,
-                     probe_hit: torch.Tensor | None = None, rows: torch.Tensor | None = None
+                     probe_hit: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(probe row, build row) of every match, plus (row, -1) for rows without one when
     ``keep_unmatched``; ``build_hit`` marked at matched build rows; with ``probe_hit`` only
     that mask is written. Last, the build rows the table lacks (counts[2]), as the kernel
-    reports them. With ``rows`` the column is a partitioned side (multi_join_partition)."""
+    reports them."""
     unplaced = int(state.counts[2])
     codes, usable = join_codes(state, keys, valid, shape, low, high)
-    usable &= codes != _sentinels(state)[0]  # a partitioned side's EMPTY / TOMB match nothing
-    usable &= codes != _sentinels(state)[1]
-    numbers = None if rows is None else _row_numbers(rows)
-    found = usable.nonzero().squeeze(1)
-    where, slots = _matches(state, codes.index_select(0, found))
-    probe = found.index_select(0, where)
-    if numbers is not None:
-        probe = numbers.index_select(0, probe)
+    rows = usable.nonzero().squeeze(1)
+    where, slots = _matches(state, codes.index_select(0, rows))
+    probe = rows.index_select(0, where)
     build = state.value_view().index_select(0, slots).to(torch.int64)
     if build_hit is not None:
         build_hit[build] = 1
@@ -426,7 +393,7 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     if keep_unmatched:
         seen = torch.zeros(keys.shape[0], dtype=torch.bool)
         seen[probe] = True
-        missing = (~seen).nonzero().squeeze(1)  # rows is a permutation: row numbers here
+        missing = (~seen).nonzero().squeeze(1)
         probe = torch.cat([probe, missing])
         build = torch.cat([build, torch.full_like(missing, -1)])
     return probe, build, unplaced

@@ -23,7 +23,7 @@ MAP_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_r
                "gh_rehash_deferred")
 MULTI_KERNELS = ("gh_multi_insert", "gh_multi_count", "gh_multi_retrieve", "gh_multi_erase",
                  "gh_multi_rehash")
-JOIN_KERNELS = ("gh_multi_join_build", "gh_multi_join_probe", "gh_join_partition")
+JOIN_KERNELS = ("gh_multi_join_build", "gh_multi_join_probe")
 JOIN_ROW_DTYPES = (torch.int32, torch.int64)  # a join build's values: its row numbers
 JOIN_FLAGS = {"keep_unmatched": 1, "mark_build": 2, "hits_only": 4}  # kernels/multimap.cu
 ELEMENT_TYPES = {torch.int32: "int", torch.int64: "long long", torch.float32: "float",
@@ -345,75 +345,45 @@ def multi_erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 
 # --- join (a multimap of build rows) -----------------------------------------------------
 def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
-                     shape: int, low: int, high: int, *, rows: torch.Tensor | None = None
-                     ) -> None:
+                     shape: int, low: int, high: int) -> None:
     """Insert every usable row of a build key column as key code -> row number. ``shape``,
     ``low`` and ``high`` say how a row's code derives from its key (kernels/multimap.cu:
-    gh_join_code; the CPU engine's join_codes is the same rule). With ``rows`` the column is
-    a partitioned side (multi_join_partition's codes and row numbers)."""
+    gh_join_code; the CPU engine's join_codes is the same rule)."""
     kernels, table, device = _launch_info(state)
     launch(kernels[f"gh_multi_join_build_{keys.element_size()}"], keys.shape[0], *table,
-           keys.data_ptr(), _ptr(valid), keys.shape[0], shape, low, high, _ptr(rows),
-           device=device)
+           keys.data_ptr(), _ptr(valid), keys.shape[0], shape, low, high, device=device)
 
 
 def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
                      shape: int, low: int, high: int, *, keep_unmatched: bool = False,
                      build_hit: torch.Tensor | None = None,
-                     probe_hit: torch.Tensor | None = None, rows: torch.Tensor | None = None
+                     probe_hit: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(probe row, build row) of every match of a probe key column, plus (row, -1) for rows
     without one when ``keep_unmatched``; in no particular order; and the number of build rows
     the table lacks (unplaced: out of the encoding's range, or no slot), which must be zero
     for the pairs to be complete. ``build_hit`` (a byte per build row) gets 1 at every matched
     build row. With ``probe_hit`` (a bool per probe row) only that mask is written and no
-    pairs are made. With ``rows`` the column is a partitioned side (multi_join_partition).
-    Synchronises once: the pair count and the unplaced count in one read."""
+    pairs are made. Synchronises once: the pair count and the unplaced count in one read."""
     kernels, table, device = _launch_info(state)
     kernel = kernels[f"gh_multi_join_probe_{keys.element_size()}"]
-    n = keys.shape[0]
+    rows = keys.shape[0]
     flags = ((JOIN_FLAGS["keep_unmatched"] if keep_unmatched else 0)
              | (0 if build_hit is None else JOIN_FLAGS["mark_build"])
              | (0 if probe_hit is None else JOIN_FLAGS["hits_only"]))
-    launch_rows = max(1, -(-n // JOIN_ITEMS))  # one block even for no rows: total[1]
-    capacity = 0 if probe_hit is not None else n
+    launch_rows = max(1, -(-rows // JOIN_ITEMS))  # one block even for no rows: total[1]
+    capacity = 0 if probe_hit is not None else rows
     while True:
         counters = keys.new_zeros(2, dtype=torch.int64)  # pairs, unplaced build rows
         out_probe = keys.new_empty(capacity, dtype=torch.int64)
         out_build = keys.new_empty(capacity, dtype=torch.int64)
-        launch(kernel, launch_rows, *table, keys.data_ptr(), _ptr(valid), n, shape, low,
+        launch(kernel, launch_rows, *table, keys.data_ptr(), _ptr(valid), rows, shape, low,
                high, flags, out_probe.data_ptr(), out_build.data_ptr(), capacity,
-               counters.data_ptr(), _ptr(build_hit), _ptr(probe_hit), _ptr(rows),
-               device=device)
+               counters.data_ptr(), _ptr(build_hit), _ptr(probe_hit), device=device)
         total, unplaced = counters.tolist()
         if unplaced or total <= capacity:
             return out_probe[:min(total, capacity)], out_build[:min(total, capacity)], unplaced
         capacity = total  # repeated build keys made more pairs than probe rows: run again
 
 
-def multi_join_partition(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
-                         shape: int, low: int, high: int, *, part_bits: int
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A key column scattered into 2**part_bits parts by the table's hash (the bits that pick
-    a key's first bucket, so each part's walks start in one run of buckets): ``(codes,
-    rows)``, each row's key code as the table's key bits (TOMB for a null row, EMPTY for one
-    the encoding cannot hold) and its row number (int32 holding 32 unsigned bits), part by
-    part, in no order within a part. Every row is kept; no synchronisation."""
-    kernels, table, device = _launch_info(state)
-    kernel = kernels[f"gh_join_partition_{keys.element_size()}"]
-    n = keys.shape[0]
-    parts = 1 << part_bits
-    counts = keys.new_zeros(2 * parts, dtype=torch.int64)  # sizes, then fill cursors
-    codes = keys.new_empty(n, dtype=torch.int32 if state.spec.key_bytes == 4 else torch.int64)
-    rows = keys.new_empty(n, dtype=torch.int32)
-    launch_rows = -(-n // PART_ITEMS)
-    common = (keys.data_ptr(), _ptr(valid), n, shape, low, high, part_bits, counts.data_ptr())
-    launch(kernel, launch_rows, *table, *common, 0, 0, 0, 0, device=device)
-    starts = torch.cumsum(counts[:parts], 0).sub_(counts[:parts])
-    launch(kernel, launch_rows, *table, *common, starts.data_ptr(), counts[parts:].data_ptr(),
-           codes.data_ptr(), rows.data_ptr(), device=device)
-    return codes, rows
-
-
 JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)
-PART_ITEMS = 8  # rows per thread of a partition launch (kernels/multimap.cu: GH_PART_ITEMS)

@@ -123,26 +123,22 @@ __device__ __forceinline__ gh_i64 gh_join_row(const T& t, gh_u64 slot) {
     return *reinterpret_cast<const gh_i64*>(t.value(slot));
 }
 
-// Every usable build row becomes an entry: its key code -> its row number. With `rows` (a
-// partitioned side, gh_join_partition) item i is row rows[i], its code already made: TOMB
-// marks a null row (skipped), EMPTY a row that cannot be stored (counted as unplaced).
+// Every usable build row becomes an entry: its key code -> its row number.
 template <class T, int IN_BYTES>
 __global__ void gh_multi_join_build(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid,
-                                    gh_u64 n, gh_u64 shape, gh_i64 low, gh_i64 high,
-                                    const gh_u32* rows) {
+                                    gh_u64 n, gh_u64 shape, gh_i64 low, gh_i64 high) {
     const T t = GH_REF(T);
     gh_i64 placed = 0;
-    for (gh_u64 i = gh_row(); i < n; i += gh_stride()) {
-        if (valid != nullptr && !valid[i]) continue;  // nulls match nothing: not stored
+    for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
+        if (valid != nullptr && !valid[row]) continue;  // nulls match nothing: not stored
         gh_u64 code;
-        const bool in_range = gh_join_code<T, IN_BYTES>(keys, valid, i, shape, low, high, &code);
-        if (rows != nullptr && code == T::TOMB) continue;
+        const bool in_range = gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code);
         if (!in_range || code >= T::TOMB) {  // a reserved code would read as empty or erased
             gh_report_unplaced(t);
             continue;
         }
-        const gh_u64 build_row = rows != nullptr ? rows[i] : i;  // little-endian: its first
-        placed += gh_add_copy(t, code, reinterpret_cast<const char*>(&build_row));  // bytes
+        const gh_u64 build_row = row;  // little-endian: its first VALUE_BYTES are the row
+        placed += gh_add_copy(t, code, reinterpret_cast<const char*>(&build_row));
     }
     gh_block_count(&t.counts[0], placed, &t.counts[1], placed);
 }
@@ -154,8 +150,6 @@ constexpr int GH_JOIN_ITEMS = 8;              // probe rows per thread per tile
 #define GH_JOIN_BLOCKS 4  // resident blocks per SM: 64 registers (4-8 measured, bench/RESULTS.md)
 
 // Probes every row and appends its (probe row, build row) pairs to out_probe / out_build.
-// With `rows` (a partitioned side) item i is probe row rows[i] and its code is made already
-// (TOMB and EMPTY codes match nothing: gh_for_each_match ignores them).
 // Output positions come from one atomic per block and tile (blockDim * GH_JOIN_ITEMS rows):
 // per-warp atomics on the single counter would serialise (common.cuh: gh_block_count). Within
 // a warp the pairs of item i of every lane are adjacent, so the stores coalesce. Pairs past
@@ -172,7 +166,7 @@ __global__ void __launch_bounds__(256, GH_JOIN_BLOCKS)
 gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u64 n,
                     gh_u64 shape, gh_i64 low, gh_i64 high, gh_u64 flags, gh_i64* out_probe,
                     gh_i64* out_build, gh_u64 capacity, gh_i64* total, gh_u8* build_hit,
-                    gh_u8* probe_hit, const gh_u32* rows) {
+                    gh_u8* probe_hit) {
     using Row = typename GhIf<T::VALUE_BYTES == 4, gh_u32, gh_i64>::type;
     const T t = GH_REF(T);
     __shared__ Row first[GH_JOIN_ITEMS][256];     // blocks of 256 threads (_cuda/launch.py)
@@ -199,9 +193,7 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
                     if (mark) build_hit[build_row] = 1;
                 });
             }
-            if ((flags & GH_JOIN_HITS_ONLY) && row < n) {
-                probe_hit[rows != nullptr ? rows[row] : row] = matches > 0;
-            }
+            if ((flags & GH_JOIN_HITS_ONLY) && row < n) probe_hit[row] = matches > 0;
             first[i][me] = found;
             count[i][me] = matches;
             mine += matches ? matches : (keep && row < n ? 1 : 0);
@@ -241,11 +233,9 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
             }
             gh_i64 at = base + static_cast<gh_i64>(inclusive - emit);
             base += static_cast<gh_i64>(__shfl_sync(0xffffffffu, inclusive, 31));
-            const gh_i64 probe_row = static_cast<gh_i64>(
-                rows != nullptr && row < n ? rows[row] : row);
             const auto put = [&](gh_i64 build_row) {
                 if (static_cast<gh_u64>(at) < capacity) {
-                    out_probe[at] = probe_row;
+                    out_probe[at] = static_cast<gh_i64>(row);
                     out_build[at] = build_row;
                 }
                 ++at;
@@ -261,94 +251,5 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
             }
         }
         __syncthreads();  // warp_base and block_base are rewritten by the next tile
-    }
-}
-
-// --- radix partitions ------------------------------------------------------------------------
-// A table larger than L2 is built and probed one region at a time: each side is first
-// scattered by the top `part_bits` bits of the low hash half, which is what picks a key's first
-// bucket (gh_home; gh_range is monotone), so part p's keys start their walks in one contiguous
-// run of num_buckets / 2**part_bits buckets, and a launch going through the parts in order keeps
-// a few such runs in L2 at a time. Each row becomes (code, row number) in its part. Every row is
-// kept, so the host needs no count: a null row gets the code TOMB (skipped by the build, matches
-// nothing) and a non-null row the encoding cannot hold gets EMPTY (counted as unplaced by the
-// build, matches nothing). Row numbers are 32-bit (the planner partitions sides of fewer than
-// 2**32 rows). Two launches: with part_starts null each block adds its parts' sizes to
-// part_counts; then, given their exclusive scan in part_starts, each block reserves a range per
-// part (part_fill, zeroed) and writes its rows there. Order within a part is unspecified.
-constexpr int GH_PART_ITEMS = 8;    // rows per thread per tile
-constexpr int GH_MAX_PART_BITS = 10;
-
-template <class T, int IN_BYTES>
-__global__ void __launch_bounds__(256)
-gh_join_partition(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u64 n,
-                  gh_u64 shape, gh_i64 low, gh_i64 high, gh_u64 part_bits, gh_i64* part_counts,
-                  const gh_i64* part_starts, gh_i64* part_fill, char* out_codes,
-                  gh_u32* out_rows) {
-    const T t = GH_REF(T);
-    __shared__ gh_u32 local[1 << GH_MAX_PART_BITS];  // rows of each part in this tile
-    __shared__ gh_i64 base[1 << GH_MAX_PART_BITS];   // where they go
-    const int parts = 1 << part_bits;
-    const int lane = threadIdx.x & 31;
-    const gh_u64 tile_rows = static_cast<gh_u64>(blockDim.x) * GH_PART_ITEMS;
-    for (gh_u64 tile = blockIdx.x * tile_rows; tile < n; tile += gridDim.x * tile_rows) {
-        for (int p = threadIdx.x; p < parts; p += blockDim.x) local[p] = 0;
-        __syncthreads();
-        gh_u64 code[GH_PART_ITEMS];
-        gh_u32 part[GH_PART_ITEMS], rank[GH_PART_ITEMS];
-#pragma unroll
-        for (int i = 0; i < GH_PART_ITEMS; ++i) {
-            const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
-            part[i] = 0;
-            if (row < n) {
-                if (valid != nullptr && !valid[row]) {
-                    code[i] = T::TOMB;
-                } else if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high,
-                                                      &code[i]) || code[i] >= T::TOMB) {
-                    code[i] = T::EMPTY;
-                } else {
-                    const GhHome home = gh_home(t, code[i]);
-                    part[i] = static_cast<gh_u32>((home.hash & 0xffffffffULL) >> (32 - part_bits));
-                }
-            }
-            // warp-aggregated: one shared atomic per part present in the warp, not per row
-            const gh_u32 active = __ballot_sync(0xffffffffu, row < n);
-            if (row < n) {
-                const gh_u32 peers = __match_any_sync(active, part[i]);
-                const int leader = __ffs(peers) - 1;
-                gh_u32 first = 0;
-                if (lane == leader) first = atomicAdd(&local[part[i]], __popc(peers));
-                first = __shfl_sync(peers, first, leader);
-                rank[i] = first + __popc(peers & ((1u << lane) - 1));
-            }
-        }
-        __syncthreads();
-        if (part_starts == nullptr) {
-            for (int p = threadIdx.x; p < parts; p += blockDim.x) {
-                if (local[p]) atomicAdd(reinterpret_cast<unsigned long long*>(part_counts + p),
-                                        static_cast<unsigned long long>(local[p]));
-            }
-        } else {
-            for (int p = threadIdx.x; p < parts; p += blockDim.x) {
-                base[p] = local[p] ? part_starts[p] + static_cast<gh_i64>(atomicAdd(
-                              reinterpret_cast<unsigned long long*>(part_fill + p),
-                              static_cast<unsigned long long>(local[p])))
-                                   : 0;
-            }
-            __syncthreads();
-#pragma unroll
-            for (int i = 0; i < GH_PART_ITEMS; ++i) {
-                const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
-                if (row >= n) continue;
-                const gh_i64 at = base[part[i]] + rank[i];
-                if (T::KEY_BYTES == 4) {
-                    reinterpret_cast<gh_u32*>(out_codes)[at] = static_cast<gh_u32>(code[i]);
-                } else {
-                    reinterpret_cast<gh_u64*>(out_codes)[at] = code[i];
-                }
-                out_rows[at] = static_cast<gh_u32>(row);
-            }
-        }
-        __syncthreads();  // local and base are reset by the next tile
     }
 }
