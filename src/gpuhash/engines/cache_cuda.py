@@ -16,6 +16,7 @@ from .._cuda.launch import launch
 from .cuda import ARCH_ENV, last_rows_scratch_type, last_rows_with
 
 WRITE_MODES = 4  # UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE (engines/_cpu_cache_loops.py)
+ASSIGN = 2       # the mode that inserts nothing, so never evicts
 
 
 def cache_type(spec: CacheSpec) -> str:
@@ -27,6 +28,7 @@ def kernel_names(spec: CacheSpec) -> dict[str, str]:
     """Operation -> name expression of every kernel a cache of this spec uses."""
     cache = cache_type(spec)
     names = {f"write_{mode}": f"gh_cache_write<{cache}, {mode}>" for mode in range(WRITE_MODES)}
+    names["evict"] = f"gh_cache_evict<{cache}>"
     names["lookup"] = f"gh_cache_lookup<{cache}, true>"
     names["lookup_slots"] = f"gh_cache_lookup<{cache}, false>"  # no value copied
     names["erase"] = f"gh_cache_erase<{cache}>"
@@ -76,9 +78,10 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
           accumulate: torch.Tensor | None, step: int, epoch: int, evict_capacity: int,
           out: torch.Tensor | None = None
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple | None]:
-    """One write per acting row (gh_cache_write): status, slot and found per row, the
-    evicted entries (keys, values, scores, count) with ``evict_capacity``, and with ``out``
-    each acting row's value as the call leaves it."""
+    """One write per acting row: gh_cache_write places the rows that find their key or a free
+    slot, then (every mode but ASSIGN) gh_cache_evict evicts for the rest. Status, slot and
+    found per row, the evicted entries (keys, values, scores, count) with ``evict_capacity``,
+    and with ``out`` each acting row's value as the call leaves it."""
     kernels, table, device = _launch_info(state)
     spec = state.spec
     rows = keys.shape[0]
@@ -93,11 +96,16 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
                    keys.new_empty(evict_capacity, dtype=torch.int64),
                    keys.new_zeros(1, dtype=torch.int64))
         ev = tuple(t.data_ptr() for t in evicted)
+    has_values = int(values is not None)
+    policy = POLICIES.index(spec.policy)
     launch(kernels[f"write_{mode}"], rows, *table, keys.data_ptr(), acting.data_ptr(),
-           _ptr(accumulate), _ptr(scores), _ptr(values), value_stride, int(values is not None),
-           rows, POLICIES.index(spec.policy), step, epoch, status.data_ptr(), index.data_ptr(),
-           found.data_ptr(), _ptr(out), ev[0], ev[1], ev[2], ev[3], evict_capacity,
-           device=device)
+           _ptr(accumulate), _ptr(scores), _ptr(values), value_stride, has_values, rows,
+           policy, step, epoch, status.data_ptr(), index.data_ptr(), found.data_ptr(),
+           _ptr(out), device=device)
+    if mode != ASSIGN:
+        launch(kernels["evict"], rows, *table, keys.data_ptr(), _ptr(scores), _ptr(values),
+               value_stride, has_values, rows, policy, step, epoch, status.data_ptr(),
+               index.data_ptr(), *ev, evict_capacity, device=device)
     return status, index, found, evicted
 
 

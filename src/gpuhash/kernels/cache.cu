@@ -12,91 +12,117 @@ enum GhWriteMode { GH_UPSERT = 0, GH_FIND_OR_INSERT = 1, GH_ASSIGN = 2, GH_ACCUM
 // accumulate set, only locate a present key (ACCUMULATE: the host adds to its value; the other
 // rows upsert). status / index / found for every row (non-acting rows: SUPERSEDED, -1, 0).
 // Row r's value is in_values + r * value_stride * VALUE_BYTES (stride 0: one row for all).
+// A write is two launches. This one places every row that finds its key or a free slot and
+// marks the others GH_TO_EVICT; gh_cache_evict then evicts for those. No entry is evicted in
+// this launch, and its rows hold distinct keys (the host keeps one acting row per key), so a
+// row's slot is its own from the moment it finds its key or wins a free slot by CAS: it
+// writes value, score and digest with plain stores, no lock, no fence (the launch boundary
+// publishes them). (Locking each slot and publishing it with a release store, as evictors
+// must, cost the whole write path: bench/RESULTS.md.) A free slot is one whose digest is 0:
+// a claimer that sees 0 after another row took the slot fails its CAS and looks further.
 // New entries are counted by gh_tally (no barrier: one per block ended each block waiting for
 // its slowest row, a tenth of the kernel's stalls by ncu).
-// At most 64 registers (4 blocks of 256 threads, _cuda/launch.py's THREADS, per SM): the
-// warp-wide victim search took it to 71 and occupancy to 3 blocks.
-// An evicted entry goes to ev_* at a slot counted by *evicted, while they have room. With
-// `out` (FIND_OR_INSERT), each acting row's value as the call leaves it (refused: its own).
+// With `out` (FIND_OR_INSERT), each acting row's value as the call leaves it (refused: its own).
 template <class C, int MODE>
 __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8* acting,
                                const gh_u8* accumulate, const gh_u64* given,
                                const char* in_values, gh_u64 value_stride, gh_u64 has_values,
                                gh_u64 n, gh_u64 policy, gh_u64 step, gh_u64 epoch,
-                               signed char* status, gh_i64* index, gh_u8* found, char* out,
-                               gh_u64* ev_keys, char* ev_values, gh_u64* ev_scores,
-                               gh_u64* evicted, gh_u64 ev_capacity) {
+                               signed char* status, gh_i64* index, gh_u8* found, char* out) {
     const C t = GH_CACHE_REF(C);
     __shared__ GhTally tally;
     gh_tally_begin(tally);
     gh_i64 added = 0;
+    for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
+        if (!acting[r]) {
+            status[r] = GH_SUPERSEDED;
+            index[r] = -1;
+            found[r] = 0;
+            continue;
+        }
+        const gh_u64 key = rows[r];
+        const char* row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
+        char* mine_out = out == nullptr ? nullptr : out + r * C::VALUE_BYTES;
+        if (key >= GH_LOCKED) {  // the two reserved keys: no entry may hold them
+            if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, row);
+            status[r] = GH_REFUSED;
+            index[r] = -1;
+            found[r] = 0;
+            continue;
+        }
+        const GhHome home = gh_home(t, key);
+        const gh_u32 digest = gh_digest(home.hash);
+        const bool adds = MODE == GH_ACCUMULATE && accumulate[r];
+        const gh_u64 mine = given == nullptr ? 0 : given[r];
+        const int rule = static_cast<int>(policy);
+        GhMasks<C> m1, m2;
+        gh_i64 slot = gh_cache_locate<C, true>(t, home, key, digest, m1, m2);
+        found[r] = slot >= 0;
+        if (slot >= 0) {
+            if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, t.value(slot));
+            const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
+            t.scores[slot] = gh_new_score(rule, old, true, mine, step, epoch);
+            if (MODE != GH_FIND_OR_INSERT && !adds && row != nullptr) {
+                gh_copy_value<C::VALUE_BYTES>(t.value(slot), row);
+            }
+            status[r] = GH_ASSIGNED;
+            index[r] = slot;
+            continue;
+        }
+        if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, row);
+        index[r] = -1;
+        if (MODE == GH_ASSIGN || adds) {
+            status[r] = GH_SKIPPED;
+            continue;
+        }
+        slot = gh_cache_claim_free(t, home, key, m1, m2);
+        if (slot < 0) {
+            status[r] = GH_TO_EVICT;
+            continue;
+        }
+        if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(slot), row);
+        t.scores[slot] = gh_new_score(rule, 0, false, mine, step, epoch);
+        t.digests[slot] = static_cast<gh_u8>(digest);
+        status[r] = GH_INSERTED;
+        index[r] = slot;
+        ++added;
+    }
+    gh_tally_end(tally, &t.counts[0], added);
+}
+
+// The second launch of a write: the rows gh_cache_write marked GH_TO_EVICT (both buckets
+// full) take the lowest-scored entry of their two buckets, or are REFUSED when they score
+// below it (HKV's rule). Evictors race for entries, so here a slot is locked (its key word
+// GH_LOCKED, taken by a CAS with acquire order) and published with a release store, and an
+// entry is re-checked after it is locked (gh_cache_try_evict). A warp's lanes take
+// consecutive rows and leave the loop together, so the warp finds the lowest score of each
+// waiting row's pair of buckets in turn (gh_cache_lowest). An evicted entry goes to ev_* at
+// a slot counted by *evicted, while they have room. At most 64 registers (4 blocks of 256).
+template <class C>
+__global__ void __launch_bounds__(256, 4) gh_cache_evict(GH_CACHE_PARAMS, const gh_u64* rows,
+                               const gh_u64* given, const char* in_values, gh_u64 value_stride,
+                               gh_u64 has_values, gh_u64 n, gh_u64 policy, gh_u64 step,
+                               gh_u64 epoch, signed char* status, gh_i64* index,
+                               gh_u64* ev_keys, char* ev_values, gh_u64* ev_scores,
+                               gh_u64* evicted, gh_u64 ev_capacity) {
+    const C t = GH_CACHE_REF(C);  // an eviction replaces an entry: the count stays
     const int lane = threadIdx.x & 31;
-    // A warp's lanes take consecutive rows and leave the loop together, so the warp can find
-    // the lowest score of a full pair of buckets for each of its rows in turn (gh_cache_lowest).
     for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
         const gh_u64 r = base + lane;
-        bool evicts = false;  // this row waits for the warp to find it a victim
+        const bool evicts = r < n && status[r] == GH_TO_EVICT;
+        gh_u32 waiting = __ballot_sync(0xffffffffu, evicts);
+        if (waiting == 0) continue;
         gh_u64 key = 0, score = 0;
         GhHome home = {0, 0, 0, 0, 0};
-        gh_u32 digest = 0;
         const char* row = nullptr;
-        // one row's work; false where the row is done, true where it needs an eviction
-        const auto one_row = [&]() -> bool {
-            if (!acting[r]) {
-                status[r] = GH_SUPERSEDED;
-                index[r] = -1;
-                found[r] = 0;
-                return false;
-            }
+        if (evicts) {
             key = rows[r];
-            row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
-            char* mine_out = out == nullptr ? nullptr : out + r * C::VALUE_BYTES;
-            if (key >= GH_LOCKED) {  // the two reserved keys: no entry may hold them
-                if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, row);
-                status[r] = GH_REFUSED;
-                index[r] = -1;
-                found[r] = 0;
-                return false;
-            }
             home = gh_home(t, key);
-            digest = gh_digest(home.hash);
-            const bool adds = MODE == GH_ACCUMULATE && accumulate[r];
-            const gh_u64 mine = given == nullptr ? 0 : given[r];
-            const int rule = static_cast<int>(policy);
-            GhMasks<C> m1, m2;
-            gh_i64 slot = gh_cache_lock(t, home, key, digest, m1, m2);
-            found[r] = slot >= 0;
-            if (slot >= 0) {
-                if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, t.value(slot));
-                // the old score only where the policy counts: loaded right after the lock,
-                // it made the release below wait (find_or_insert 2.7x slower)
-                const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
-                const bool writes = MODE != GH_FIND_OR_INSERT && !adds;
-                gh_cache_publish(t, slot, key, 0, gh_new_score(rule, old, true, mine, step, epoch),
-                                 writes ? row : nullptr);
-                status[r] = GH_ASSIGNED;
-                index[r] = slot;
-                return false;
-            }
-            if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, row);
-            if (MODE == GH_ASSIGN || adds) {
-                status[r] = GH_SKIPPED;
-                index[r] = -1;
-                return false;
-            }
-            score = gh_new_score(rule, 0, false, mine, step, epoch);
-            slot = gh_cache_claim_free(t, home, m1, m2);
-            if (slot < 0) return true;
-            gh_cache_publish(t, slot, key, digest, score, row);
-            status[r] = GH_INSERTED;
-            index[r] = slot;
-            ++added;
-            return false;
-        };
-        if (r < n) evicts = one_row();
-        // the rows whose buckets were full, one at a time: the warp finds the lowest score,
-        // the row's lane tries to take that entry, and all learn whether it is done
-        for (gh_u32 waiting = __ballot_sync(0xffffffffu, evicts); waiting != 0;) {
+            score = gh_new_score(static_cast<int>(policy), 0, false,
+                                 given == nullptr ? 0 : given[r], step, epoch);
+            row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
+        }
+        while (waiting != 0) {
             const int leader = __ffs(waiting) - 1;
             gh_i64 victim;
             gh_u64 lowest;
@@ -108,7 +134,6 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
                 outcome = gh_cache_try_evict(t, victim, lowest, score, &old_key, &old_score);
                 if (outcome == GH_REFUSED) {
                     status[r] = GH_REFUSED;
-                    index[r] = -1;
                 } else if (outcome == GH_INSERTED_EVICTING) {
                     if (ev_keys != nullptr) {
                         const gh_u64 at =
@@ -120,7 +145,7 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
                                                           t.value(victim));
                         }
                     }
-                    gh_cache_publish(t, victim, key, digest, score, row);
+                    gh_cache_publish(t, victim, key, gh_digest(home.hash), score, row);
                     status[r] = GH_INSERTED_EVICTING;
                     index[r] = victim;
                 }
@@ -128,7 +153,6 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
             if (__shfl_sync(0xffffffffu, outcome, leader) >= 0) waiting &= waiting - 1;
         }
     }
-    gh_tally_end(tally, &t.counts[0], added);
 }
 
 // Slot of each row's key (-1 where absent) and found; with `out`, its value (where absent,

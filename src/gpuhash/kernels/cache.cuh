@@ -4,15 +4,17 @@
 // the rules; engines/_cpu_cache_loops.py is the CPU twin, row by row.
 //
 // Concurrency within a launch (rows hold distinct keys: the host keeps one row per key).
-// A writer owns a slot while its key word holds GH_LOCKED: it takes a free slot by CAS from
-// EMPTY, an entry it assigns or evicts by a CAS with acquire order from that entry's key. It
-// then writes the value, score and digest, and publishes the key with a release store, so the
-// next owner sees them. Searches of a write launch compare digests, then keys (relaxed): a
-// match is a candidate its row then locks; a LOCKED slot with the key's digest is waited for
-// (its owner publishes without waiting on anything). Read-only launches
-// (finds) run when no write does (the host orders them), so they read through the read-only
-// path. A free slot is one whose digest is 0: a claimer that sees 0 while another row already
-// holds the slot fails its CAS and looks further.
+// A write is two launches (kernels/cache.cu). The first evicts nothing, so a row owns the slot
+// of its key, or the free slot whose key word its CAS took from EMPTY, and fills it with plain
+// stores. The second evicts for the rows whose buckets were full; evictors race for entries,
+// so there a writer owns a slot while its key word holds GH_LOCKED, taken by a CAS with
+// acquire order from the entry's key; it writes value, score and digest and publishes the key
+// with a release store, so the next owner sees them. Erase locks the same way. Searches of a
+// write launch compare digests, then keys (relaxed): a match is a candidate its row then uses
+// or locks; a LOCKED slot with the key's digest is waited for (its owner publishes without
+// waiting on anything). Read-only launches (finds) run when no write does (the host orders
+// them), so they read through the read-only path. A free slot is one whose digest is 0: a
+// claimer that sees 0 while another row already holds the slot fails its CAS and looks further.
 #pragma once
 #include "open_addressing.cuh"
 
@@ -20,7 +22,8 @@ constexpr gh_u64 GH_LOCKED = ~0ULL - 1;  // _cache_format.LOCKED_KEY
 enum GhPolicy { GH_LRU = 0, GH_LFU = 1, GH_EPOCH_LRU = 2, GH_EPOCH_LFU = 3, GH_CUSTOM = 4 };
 enum GhCacheStatus {
     GH_INSERTED = 0, GH_ASSIGNED = 1, GH_INSERTED_EVICTING = 2, GH_REFUSED = 3, GH_SKIPPED = 4,
-    GH_SUPERSEDED = 5
+    GH_SUPERSEDED = 5,
+    GH_TO_EVICT = 6  // within a write only: gh_cache_write leaves it for gh_cache_evict
 };
 
 template <int VALUE_BYTES_, int BUCKET_SLOTS_>
@@ -227,13 +230,14 @@ __device__ __forceinline__ gh_u64 gh_new_score(int policy, gh_u64 old, bool pres
     }
 }
 
-// Takes a free slot for an absent key: the first of the emptier of b1 / b2 that a CAS from
-// EMPTY gets (the slot comes back LOCKED), or -1 when neither bucket has a free slot. m1 / m2
-// hold the buckets' masks as the caller last made them (made again here when they prove
-// stale: every free slot went to other rows meanwhile).
+// Takes a free slot for an absent key: the first of the emptier of b1 / b2 whose key word a
+// CAS takes from EMPTY to `desired`, or -1 when neither bucket has a free slot. m1 / m2 hold
+// the buckets' masks as the caller last made them (made again here when they prove stale:
+// every free slot went to other rows meanwhile).
 template <class C>
 __device__ __forceinline__ gh_i64 gh_cache_claim_free(const C& t, const GhHome& home,
-                                                     GhMasks<C>& m1, GhMasks<C>& m2) {
+                                                     gh_u64 desired, GhMasks<C>& m1,
+                                                     GhMasks<C>& m2) {
     const bool one = home.b2 == home.b1;
     for (bool fresh = true;; fresh = false) {
         if (!fresh) {
@@ -245,7 +249,7 @@ __device__ __forceinline__ gh_i64 gh_cache_claim_free(const C& t, const GhHome& 
         if (free1 == 0 && free2 == 0) return -1;
         gh_i64 got = -1;
         const auto take = [&](gh_u64 slot) {
-            if (atomicCAS(t.keys + slot, ~0ULL, GH_LOCKED) != ~0ULL) return false;
+            if (atomicCAS(t.keys + slot, ~0ULL, desired) != ~0ULL) return false;
             got = static_cast<gh_i64>(slot);
             return true;
         };
