@@ -203,9 +203,8 @@ __global__ void gh_cache_erase(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n, gh
     for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
         const gh_u64 key = rows[r];
         const GhHome home = gh_home(t, key);
-        GhMasks<C> m1, m2;
         const gh_i64 slot =
-            key >= GH_LOCKED ? -1 : gh_cache_lock(t, home, key, gh_digest(home.hash), m1, m2);
+            key >= GH_LOCKED ? -1 : gh_cache_lock(t, home, key, gh_digest(home.hash));
         erased[r] = slot >= 0;
         if (slot < 0) continue;
         t.scores[slot] = 0;

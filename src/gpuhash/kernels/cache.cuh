@@ -111,6 +111,34 @@ __device__ __forceinline__ void gh_bucket_masks(const C& t, gh_u64 bucket, gh_u3
     }
 }
 
+// Calls f(slot) for every slot of the bucket whose digest is the key's, in slot order, until
+// f returns true; returns whether one did. The digests come in one go (BUCKET / 16 loads); a
+// 16-slot piece with no match costs four byte compares and a branch, so the rare matches
+// alone pay for bit extraction (making a whole match mask first cost most of a write's
+// instructions at 128 slots a bucket).
+template <class C, bool COHERENT, class F>
+__device__ __forceinline__ bool gh_bucket_each_match(const C& t, gh_u64 bucket, gh_u32 pattern,
+                                                     F&& f) {
+    const uint4* p = reinterpret_cast<const uint4*>(t.digests + bucket * C::BUCKET);
+    uint4 q[C::BUCKET / 16];
+#pragma unroll
+    for (int i = 0; i < C::BUCKET / 16; ++i) q[i] = COHERENT ? __ldcg(p + i) : __ldg(p + i);
+#pragma unroll
+    for (int i = 0; i < C::BUCKET / 16; ++i) {
+        const gh_u32 e[4] = {__vcmpeq4(q[i].x, pattern), __vcmpeq4(q[i].y, pattern),
+                             __vcmpeq4(q[i].z, pattern), __vcmpeq4(q[i].w, pattern)};
+        if ((e[0] | e[1] | e[2] | e[3]) == 0) continue;
+        gh_u32 bits = gh_pack4(e[0]) | gh_pack4(e[1]) << 4 | gh_pack4(e[2]) << 8 |
+                      gh_pack4(e[3]) << 12;
+        while (bits) {
+            const int bit = __ffs(bits) - 1;
+            bits &= bits - 1;
+            if (f(bucket * C::BUCKET + i * 16 + bit)) return true;
+        }
+    }
+    return false;
+}
+
 // Calls f(slot) for every slot of the bucket whose bit is set, in slot order, until f returns
 // true; returns whether one did.
 template <class C, class F>
@@ -136,6 +164,16 @@ __device__ __forceinline__ int gh_count_bits(const gh_u32 (&bits)[GhMasks<C>::WO
     return n;
 }
 
+// Whether a slot whose digest matched holds key. In a write launch (COHERENT) a LOCKED slot
+// may hold the key (an evictor that will put it back): wait for its owner, who publishes
+// without waiting on anything, rather than take the key for absent and insert it twice.
+template <class C, bool COHERENT>
+__device__ __forceinline__ bool gh_cache_holds(const C& t, gh_u64 slot, gh_u64 key) {
+    gh_u64 k = COHERENT ? gh_load_relaxed(t.keys + slot) : __ldg(t.keys + slot);
+    while (COHERENT && k == GH_LOCKED) k = gh_load_relaxed(t.keys + slot);
+    return k == key;
+}
+
 // The slot holding key among its two buckets, -1 if none. The masks it made stay in m1 (and
 // m2, made unless the key was found in b1) for a claim that follows.
 template <class C, bool COHERENT>
@@ -144,12 +182,7 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
                                                  GhMasks<C>& m2) {
     gh_i64 found = -1;
     const auto match = [&](gh_u64 slot) {
-        gh_u64 k = COHERENT ? gh_load_relaxed(t.keys + slot) : __ldg(t.keys + slot);
-        // a write launch: a LOCKED slot with the key's digest may hold the key (an evictor
-        // that will put it back): wait for its owner, who publishes without waiting on
-        // anything, rather than take the key for absent and insert it twice
-        while (COHERENT && k == GH_LOCKED) k = gh_load_relaxed(t.keys + slot);
-        if (k != key) return false;
+        if (!gh_cache_holds<C, COHERENT>(t, slot, key)) return false;
         found = static_cast<gh_i64>(slot);
         return true;
     };
@@ -165,11 +198,21 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
     return found;
 }
 
+// The same without the masks (no claim follows: finds, erase): only the rare digest matches
+// pay for bit extraction (gh_bucket_each_match).
 template <class C, bool COHERENT>
 __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home, gh_u64 key,
                                                  gh_u32 digest) {
-    GhMasks<C> m1, m2;
-    return gh_cache_locate<C, COHERENT>(t, home, key, digest, m1, m2);
+    gh_i64 found = -1;
+    const auto match = [&](gh_u64 slot) {
+        if (!gh_cache_holds<C, COHERENT>(t, slot, key)) return false;
+        found = static_cast<gh_i64>(slot);
+        return true;
+    };
+    const gh_u32 pattern = digest * 0x01010101u;
+    if (gh_bucket_each_match<C, COHERENT>(t, home.b1, pattern, match)) return found;
+    if (home.b2 != home.b1) gh_bucket_each_match<C, COHERENT>(t, home.b2, pattern, match);
+    return found;
 }
 
 // Copies one value per lane, src to dst (a lane with a null src copies nothing), with the
@@ -332,14 +375,12 @@ __device__ __forceinline__ void gh_cache_publish(const C& t, gh_u64 slot, gh_u64
     gh_store_release(t.keys + slot, key);
 }
 
-// Locks the slot of a present key: its slot, or -1 if the key is not (or no longer) there,
-// with the masks of its buckets as last made in m1 / m2.
+// Locks the slot of a present key: its slot, or -1 if the key is not (or no longer) there.
 template <class C>
 __device__ __forceinline__ gh_i64 gh_cache_lock(const C& t, const GhHome& home, gh_u64 key,
-                                               gh_u32 digest, GhMasks<C>& m1,
-                                               GhMasks<C>& m2) {
+                                               gh_u32 digest) {
     while (true) {
-        const gh_i64 slot = gh_cache_locate<C, true>(t, home, key, digest, m1, m2);
+        const gh_i64 slot = gh_cache_locate<C, true>(t, home, key, digest);
         if (slot < 0) return -1;
         if (gh_cas_acquire(t.keys + slot, key, GH_LOCKED) == key) return slot;
     }
