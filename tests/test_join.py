@@ -337,3 +337,20 @@ def test_cuda_edge_cases_match_cpu_engine():
         got = gh.JoinBuild(keys.cuda(), right_valid=nulls.cuda()).probe(
             keys.cuda(), how="full", left_valid=nulls.cuda(), nulls_equal=equal)
         assert as_pairs(_cpu(got), "full") == expected
+
+
+@pytest.mark.gpu
+def test_cpu_small_strategy_joins_on_the_cpu_and_returns_cuda_tensors(monkeypatch):
+    """The cpu-small path (no row limit is set by default: measured slower on the H100 host),
+    forced: every how against the CPU engine's own join, results back on the GPU."""
+    monkeypatch.setitem(_join_plan.CPU_SMALL_MAX_ROWS, "gpuhash-cpu", 10_000)
+    generator = torch.Generator().manual_seed(5)
+    left = torch.randint(0, 300, (2000,), generator=generator, dtype=torch.int32)
+    right = torch.randint(0, 300, (700,), generator=generator, dtype=torch.int32)
+    assert gh.explain_join(left.cuda(), right.cuda()).strategy == "cpu-small"
+    for how in HOWS:
+        expected = as_pairs(gh.join(left, right, how=how), how)
+        got = gh.join(left.cuda(), right.cuda(), how=how)
+        pieces = got if isinstance(got, tuple) else (got,)
+        assert all(piece.is_cuda for piece in pieces), how
+        assert as_pairs(_cpu(got), how) == expected, how

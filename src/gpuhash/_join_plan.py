@@ -6,8 +6,8 @@ are named here so plans and docs can refer to them, and are never chosen until t
 implemented). The model is deliberately small: estimated bytes decide what fits the memory
 budget, estimated costs in nanoseconds per row decide among what fits, and every decision is
 written into the plan's ``why``. The per-row constants are guesses to be replaced by
-measurements (``CPU_SMALL_MAX_ROWS`` is the crossover the issue asks to measure on the H100
-host).
+measurements; ``CPU_SMALL_MAX_ROWS``, the crossover below which CUDA inputs are joined on the
+CPU, is measured (none on the H100 host).
 
 Example:
     >>> plan = plan_join(1000, 100, how="inner", key_bytes=4, device=torch.device("cpu"))
@@ -28,8 +28,10 @@ HOWS = ("inner", "left", "right", "full", "semi", "anti", "cross")
 SYMMETRIC = ("inner", "left", "right", "full")  # either side may be the build side
 
 # Below this many rows in all, a join of CUDA tensors runs on the CPU (copies included).
-# None for a backend means "not measured": it is never preferred. Plug measured values in.
-CPU_SMALL_MAX_ROWS: dict[str, int | None] = {"gpuhash-cpu": 1 << 12, "pyarrow": None,
+# None: never. Measured on the H100 machine (bench/experiments/cpu_small_crossover.py,
+# bench/RESULTS.md): from 64 to 256K int32 rows the GPU join took 0.33-0.54 ms, the CPU
+# engine 0.79-66 ms and pyarrow 1.3-11 ms, so no CPU backend is preferred at any size there.
+CPU_SMALL_MAX_ROWS: dict[str, int | None] = {"gpuhash-cpu": None, "pyarrow": None,
                                              "polars": None}
 # nanoseconds per row, guesses: building a table entry, probing a row, writing an output pair
 COST_NS = {"cuda": {"build": 0.5, "probe": 0.3, "pair": 0.1, "call": 20_000},
