@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpuhash as gh
+from gpuhash import _join_plan
 from gpuhash._join_keys import BITS, SIGNED, UNSIGNED
 
 duckdb = pytest.importorskip("duckdb")
@@ -146,8 +147,6 @@ def test_plan_explains_itself(capsys):
     assert plan.build_side == "right" and "fit the budget" in plan.why
     gh.join(torch.arange(5), torch.arange(50), how="semi", explain=True)
     assert "hash-table" in capsys.readouterr().out
-    from gpuhash import _join_plan
-
     assert all(_join_plan.STRATEGIES[name].run is None
                for name in ("gpu-radix", "out-of-core-streams"))
 
