@@ -4,7 +4,9 @@ one row at a time as one CUDA thread runs it, over the bytes _cache_format.py de
 Arrays arrive as NumPy views: keys and scores as uint64, digests as uint8, value rows as uint8
 ``(slots, value_bytes)``. Rows run in row order on one thread, so the outcome is the sequential
 one the CUDA engine's racing rows approximate (which slot a new key takes, which of two equal
-lowest scores goes, may differ there; what each row reports may not).
+lowest scores goes, may differ there; what each row reports may not). The CUDA engine places
+every row that finds its key or a free slot before any row evicts (two launches), so there an
+evicting row may take an entry a later row of the same batch inserted; here it cannot.
 """
 
 from __future__ import annotations

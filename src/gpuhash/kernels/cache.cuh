@@ -164,9 +164,10 @@ __device__ __forceinline__ int gh_count_bits(const gh_u32 (&bits)[GhMasks<C>::WO
     return n;
 }
 
-// Whether a slot whose digest matched holds key. In a write launch (COHERENT) a LOCKED slot
-// may hold the key (an evictor that will put it back): wait for its owner, who publishes
-// without waiting on anything, rather than take the key for absent and insert it twice.
+// Whether a slot whose digest matched holds key. Where slots can be LOCKED (COHERENT: the
+// evict and erase launches), a LOCKED slot may hold the key (an evictor that will put it
+// back): wait for its owner, who publishes without waiting on anything, rather than take the
+// key for absent. (gh_cache_write's launch locks nothing, so it never waits here.)
 template <class C, bool COHERENT>
 __device__ __forceinline__ bool gh_cache_holds(const C& t, gh_u64 slot, gh_u64 key) {
     gh_u64 k = COHERENT ? gh_load_relaxed(t.keys + slot) : __ldg(t.keys + slot);
@@ -221,9 +222,9 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
 // own 256-byte row left finds of 64-float rows at 0.35x HierarchicalKV's speed). One step's
 // loads are in flight at a time: issuing 8 steps' loads before their stores made finds of rows
 // in host memory 1.2x faster but finds in GPU memory 0.8-0.85x (registers, so occupancy; A/B
-// in one H100 call, bench/RESULTS.md). Every lane of the warp must call it. (Writes cannot use
-// it as they stand: a lane would hold its slot LOCKED at the warp's barrier while another lane
-// of the warp waits for that slot.)
+// in one H100 call, bench/RESULTS.md). Every lane of the warp must call it. (The evict launch
+// cannot use it: a lane would hold its slot LOCKED at the warp's barrier while another lane
+// of the warp waits for that slot. gh_cache_write, which locks nothing, could; not measured.)
 template <int BYTES>
 __device__ __forceinline__ void gh_warp_copy(const char* src, char* dst) {
     constexpr int W = (BYTES % 16 == 0) ? 16 : (BYTES % 8 == 0) ? 8
