@@ -126,7 +126,8 @@ def _bench_cache(args, on_gpu: bool) -> dict:
 
 CACHE_METHOD = ("HierarchicalKV's: a fresh batch per call (60% present keys), host wall clock "
                 "from the call to the end of a device sync, CUDA events around the call "
-                "beside it; 1 warm-up call + N timed, median; B-KV/s = 2^30 keys/s")
+                "beside it; the GPU kept busy 15 s before the first timing, then 1 warm-up "
+                "call + N timed, median; B-KV/s = 2^30 keys/s")
 
 BENCH_CACHE = """\
 cache: CacheMap on HierarchicalKV's benchmark workload (u64 keys, f32 x dim values, dim 8, 32

@@ -20,7 +20,7 @@ import torch
 from .._cuda.compile import load_module
 from .._cuda.launch import launch
 from ..cache import CacheMap
-from .harness import time_gpu
+from .harness import time_gpu, warm_up_gpu
 
 BATCH = 1 << 20
 HIT_RATE = 0.6
@@ -203,6 +203,7 @@ def run(device: torch.device, *, quick: bool, runs: int) -> dict:
     if quick or device.type != "cuda":
         dims = dims[:1]
     report = {"hkv_h100_dim8": HKV_H100_DIM8, "workloads": [], "bucket_shapes": []}
+    warm_up_gpu(device, seconds=2.0 if quick else 15.0)
     for dim, capacity in dims:
         report["workloads"].append(workload(dim, capacity // scale, device, batch=batch,
                                             runs=runs, bucket_slots=128))

@@ -113,6 +113,21 @@ def write_back_l2(device: torch.device, *, table_bytes: int) -> None:
         _scrub_buffer(index).sum()
 
 
+def warm_up_gpu(device: torch.device, *, seconds: float = 15.0) -> None:
+    """Keep the GPU busy with random gathers for ``seconds`` before a suite's first timing.
+    After the machine sat idle, the first ~15 s of work ran up to 20% slower on the H100
+    (the same cache workload, same code, first and fourth in one call: bench/RESULTS.md)."""
+    if device.type != "cuda":
+        return
+    table = torch.empty(1 << 27, dtype=torch.int64, device=device)  # 1 GiB
+    index = torch.randint(0, table.numel(), (1 << 24,), device=device)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(20):
+            table.index_select(0, index)
+        torch.cuda.synchronize(device)
+
+
 def time_cpu(region: Callable[[], object], *, setup: Callable[[], object] | None = None,
              warmup: int = 1, runs: int = 5) -> Timing:
     """Wall-clock time of ``region`` on the host."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .harness import Timing, time_cpu, time_gpu, time_peer
+from .harness import Timing, time_cpu, time_gpu, time_peer, warm_up_gpu
 
 FULL = {"J1": (100_000, 1_000_000), "J2": (1_000_000, 1_000_000),
         "J3": (1_000_000, 10_000_000), "J4": (10_000_000, 100_000_000),
@@ -150,9 +150,10 @@ def run_shape(shape: Shape, device: torch.device, *, runs: int) -> dict:
     return result
 
 
-METHOD_GPU = ("CUDA events around gh.join (gather maps), warm-up + N runs, IQR outliers "
-              "dropped, median; host peers by wall clock; copy ceiling: a device-to-device "
-              "copy of 4 bytes per key of both sides + 16 per output pair")
+METHOD_GPU = ("CUDA events around gh.join (gather maps), the GPU kept busy 15 s before the "
+              "first timing, warm-up + N runs, IQR outliers dropped, median; host peers by "
+              "wall clock; copy ceiling: a device-to-device copy of 4 bytes per key of both "
+              "sides + 16 per output pair")
 METHOD_CPU = ("wall clock around gh.join on the CPU engine and around each peer, shapes at "
               "1/100 of the issue's rows, 1 warm-up + N runs, median; copy ceiling: a host "
               "copy of 4 bytes per key of both sides + 16 per output pair")
@@ -170,6 +171,7 @@ def run(*, quick: bool, runs: int | None, on_gpu: bool, header) -> dict:
     report = header(name, quick, runs, METHOD_GPU if on_gpu else METHOD_CPU, suite="join")
     report["scale"] = 1 if on_gpu else 1 / CPU_SCALE
     report["results"] = []
+    warm_up_gpu(device, seconds=2.0 if quick else 15.0)
     for shape in shapes(quick=quick, on_gpu=on_gpu):
         report["results"].append(run_shape(shape, device, runs=runs))
         if on_gpu:
