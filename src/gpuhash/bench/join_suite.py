@@ -182,6 +182,11 @@ def run(*, quick: bool, runs: int | None, on_gpu: bool, header) -> dict:
         scale = 1 if on_gpu else CPU_SCALE
         report["variants"] = [run_variant(v, device, _timer(device, runs), scale=scale,
                                           runs=runs) for v in VARIANTS]
+        from .join_merge import NAMES, run_merge
+
+        names = NAMES if on_gpu else NAMES[:3]
+        report["merge"] = [run_merge(n, device, _timer(device, runs), scale=scale, runs=runs)
+                           for n in names]
     return report
 
 
@@ -209,4 +214,15 @@ def print_report(report: dict) -> None:
             table.add_row(v["name"], v["how"], f"{v['output_rows']:,}",
                           f"{v['gpuhash_ms']:.3f}",
                           f"{duck['ms']:.2f} ({duck['ratio']:.2f}x)" if duck else "-")
+        Console().print(table)
+    if report.get("merge"):
+        table = Table(title="materialized merge, two payload columns a side (ratio > 1: "
+                            "gpuhash faster)")
+        peers = sorted({p for m in report["merge"] for p in m["peers"]})
+        for column in ["join", "output rows", "gpuhash ms", *peers]:
+            table.add_column(column, justify="right")
+        for m in report["merge"]:
+            cells = [f"{m['peers'][p]['ms']:.2f} ({m['peers'][p]['ratio']:.2f}x)"
+                     if p in m["peers"] else "-" for p in peers]
+            table.add_row(m["name"], f"{m['output_rows']:,}", f"{m['gpuhash_ms']:.3f}", *cells)
         Console().print(table)
