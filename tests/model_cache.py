@@ -315,3 +315,17 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
                 assert self.cache._state.keys.view(torch.uint64).cpu().tolist() == slot_keys
 
     return CacheMachine
+
+
+def check_placement(cache) -> None:
+    """Every key once, each in one of its two buckets, the count right."""
+    state = cache._state
+    keys = state.keys.cpu()
+    live = keys != -1
+    assert int(live.sum()) == len(cache)
+    assert torch.unique(keys[live]).numel() == int(live.sum())
+    model = CacheModel(num_buckets=state.spec.num_buckets, width=state.spec.bucket_slots,
+                       policy=state.spec.policy, seed=state.spec.seed)
+    slots = torch.nonzero(live).flatten().tolist()
+    for slot, key in zip(slots, keys[live].tolist()):
+        assert slot // model.width in model.buckets(key % 2**64)

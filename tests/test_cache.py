@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from hypothesis import HealthCheck, settings
-from model_cache import make_cache_machine
+from model_cache import check_placement, make_cache_machine
 
 import gpuhash as gh
 from gpuhash._cache_format import POLICIES
@@ -138,3 +138,51 @@ def test_a_damaged_cache_file_is_refused_with_its_path(tmp_path):
         gh.CacheMap.load(tmp_path / "map.pt")
     with pytest.raises(ValueError, match="holds a CacheMap, not a HashMap"):
         gh.HashMap.load(tmp_path / "c.pt")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize(("width", "policy", "hbm_buckets"),
+                         [(16, "lru", None), (128, "lfu", None), (16, "custom", 4)])
+def test_every_write_mode_at_full_load_keeps_the_table_whole(width, policy, hbm_buckets,
+                                                             device):
+    """At full load (on the GPU: rows placed without locks, evictions in a second launch), with
+    repeated keys, through insert_or_assign, find_or_insert and accum_or_assign, every status is
+    a public one, every live slot holds one key in its buckets with a digest (free slots
+    have none), every live key is found and holds what its writers wrote ([k, 3k]; accumulating
+    rows add zeros), and find_or_insert gives absent rows their init."""
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.int64, value_shape=(2,),
+                        capacity=8 * width, device=device, policy=policy, bucket_slots=width,
+                        max_hbm_bytes=None if hbm_buckets is None else hbm_buckets * width * 16)
+    generator = torch.Generator().manual_seed(width)
+    public = {gh.INSERTED, gh.ASSIGNED, gh.INSERTED_EVICTING, gh.REFUSED, gh.SKIPPED,
+              gh.SUPERSEDED}
+    for step in range(18):
+        rows = int(torch.randint(1, 6 * cache.capacity, (1,), generator=generator))
+        keys = torch.randint(0, 10 * cache.capacity, (rows,), generator=generator)
+        values = torch.stack([keys, 3 * keys], 1)
+        scores = (torch.randint(0, 2**40, (rows,), generator=generator).to(device)
+                  if policy == "custom" else None)
+        if step % 3 == 0:
+            status = cache.insert_or_assign(keys.to(device), values.to(device),
+                                            scores=scores).cpu()
+        elif step % 3 == 1:
+            got, found = cache.find_or_insert(keys.to(device), init=values.to(device),
+                                              scores=scores)
+            got, found = got.cpu(), found.cpu()
+            assert torch.equal(got[~found], values[~found])
+            status = None
+        else:
+            adds = torch.rand(rows, generator=generator) < 0.5
+            values[adds] = 0  # present keys keep [k, 3k]; absent ones are SKIPPED
+            status = cache.accum_or_assign(keys.to(device), values.to(device), adds.to(device),
+                                           scores=scores).cpu()
+        if status is not None:
+            assert set(status.unique().tolist()) <= public, status.unique()
+        check_placement(cache)
+        state = cache._state
+        live = (state.keys != -1).cpu()
+        digests = state.digests.cpu()
+        assert bool((digests[live] != 0).all()) and bool((digests[~live] == 0).all())
+        stored, rows_held, _ = cache.export()
+        assert bool(cache.contains(stored).all())
+        assert torch.equal(rows_held.cpu(), torch.stack([stored.cpu(), 3 * stored.cpu()], 1))

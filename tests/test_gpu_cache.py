@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import HealthCheck, settings
-from model_cache import CacheModel, make_cache_machine
+from model_cache import check_placement, make_cache_machine
 
 import gpuhash as gh
 from gpuhash._cache_format import POLICIES
@@ -84,20 +84,6 @@ def test_cuda_cache_matches_cpu_engine_below_capacity(value_dtype, shape, width,
     assert contents(moved.to("cuda")) == contents(cpu)
 
 
-def _check_placement(cache) -> None:
-    """Every key once, each in one of its two buckets, the count right."""
-    state = cache._state
-    keys = state.keys.cpu()
-    live = keys != -1
-    assert int(live.sum()) == len(cache)
-    assert torch.unique(keys[live]).numel() == int(live.sum())
-    model = CacheModel(num_buckets=state.spec.num_buckets, width=state.spec.bucket_slots,
-                       policy=state.spec.policy, seed=state.spec.seed)
-    slots = torch.nonzero(live).flatten().tolist()
-    for slot, key in zip(slots, keys[live].tolist()):
-        assert slot // model.width in model.buckets(key % 2**64)
-
-
 @pytest.mark.parametrize(("width", "hbm_buckets"), [(16, None), (128, None), (16, 40)])
 def test_eviction_at_full_load_loses_nothing_without_a_status(width, hbm_buckets):
     # hbm_buckets: the value rows of the first buckets in GPU memory, the rest in host memory
@@ -122,52 +108,8 @@ def test_eviction_at_full_load_loses_nothing_without_a_status(width, hbm_buckets
         for key, score, row in zip(gone.cpu().tolist(), gone_scores.view(torch.int64).cpu(
                 ).tolist(), gone_values.cpu().tolist()):
             assert stored.pop(key) == score and row == [key, score]
-        _check_placement(cache)
+        check_placement(cache)
         assert contents(cache) == {k: (s, (k, s)) for k, s in stored.items()}
-
-
-@pytest.mark.parametrize(("width", "policy", "hbm_buckets"),
-                         [(16, "lru", None), (128, "lfu", None), (16, "custom", 4)])
-def test_every_write_mode_at_full_load_keeps_the_table_whole(width, policy, hbm_buckets):
-    """Writes place rows without locks and evict in a second launch: at full load, with
-    repeated keys, through insert_or_assign, find_or_insert and accum_or_assign, every status is
-    a public one, every live slot holds one key in its buckets with a digest (free slots
-    none), every live key is found and holds what its writers wrote ([k, 3k]; accumulating
-    rows add zeros), and find_or_insert gives absent rows their init."""
-    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.int64, value_shape=(2,),
-                        capacity=8 * width, device="cuda", policy=policy, bucket_slots=width,
-                        max_hbm_bytes=None if hbm_buckets is None else hbm_buckets * width * 16)
-    generator = torch.Generator().manual_seed(width)
-    public = {gh.INSERTED, gh.ASSIGNED, gh.INSERTED_EVICTING, gh.REFUSED, gh.SKIPPED,
-              gh.SUPERSEDED}
-    for step in range(18):
-        rows = int(torch.randint(1, 6 * cache.capacity, (1,), generator=generator))
-        keys = torch.randint(0, 10 * cache.capacity, (rows,), generator=generator)
-        values = torch.stack([keys, 3 * keys], 1)
-        scores = (torch.randint(0, 2**40, (rows,), generator=generator).cuda()
-                  if policy == "custom" else None)
-        if step % 3 == 0:
-            status = cache.insert_or_assign(keys.cuda(), values.cuda(), scores=scores).cpu()
-        elif step % 3 == 1:
-            got, found = cache.find_or_insert(keys.cuda(), init=values.cuda(), scores=scores)
-            got, found = got.cpu(), found.cpu()
-            assert torch.equal(got[~found], values[~found])
-            status = None
-        else:
-            adds = torch.rand(rows, generator=generator) < 0.5
-            values[adds] = 0  # present keys keep [k, 3k]; absent ones are SKIPPED
-            status = cache.accum_or_assign(keys.cuda(), values.cuda(), adds.cuda(),
-                                           scores=scores).cpu()
-        if status is not None:
-            assert set(status.unique().tolist()) <= public, status.unique()
-        _check_placement(cache)
-        state = cache._state
-        live = (state.keys != -1).cpu()
-        digests = state.digests.cpu()
-        assert bool((digests[live] != 0).all()) and bool((digests[~live] == 0).all())
-        stored, rows_held, _ = cache.export()
-        assert bool(cache.contains(stored).all())
-        assert torch.equal(rows_held.cpu(), torch.stack([stored.cpu(), 3 * stored.cpu()], 1))
 
 
 def test_eviction_keeps_the_top_scores_and_starts_late():
