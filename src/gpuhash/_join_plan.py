@@ -29,7 +29,7 @@ SYMMETRIC = ("inner", "left", "right", "full")  # either side may be the build s
 
 # Below this many rows in all, a join of CUDA tensors runs on the CPU (copies included).
 # None: never. Measured on the H100 machine (bench/experiments/cpu_small_crossover.py,
-# bench/RESULTS.md): from 64 to 256K int32 rows the GPU join took 0.33-0.54 ms, the CPU
+# bench/RESULTS.md): from 64 to 256K int32 rows the GPU join took 0.32-0.54 ms, the CPU
 # engine 0.79-66 ms and pyarrow 1.3-11 ms, so no CPU backend is preferred at any size there.
 CPU_SMALL_MAX_ROWS: dict[str, int | None] = {"gpuhash-cpu": None, "pyarrow": None,
                                              "polars": None}
