@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from .harness import time_peer
-from .join_suite import FULL, Shape, make_inputs
+from .join_suite import FULL, Shape, make_inputs, rows_of, time_host_peers
 
 NAMES = ("J1", "J2", "J3", "J4")
 
@@ -47,29 +46,19 @@ def _pyarrow(left_np: dict, right_np: dict):
     return lambda: left.join(right, "k", join_type="inner")
 
 
-def _rows(result) -> int:
-    return result.num_rows if hasattr(result, "num_rows") else len(next(iter(result.values())))
-
-
 def run_merge(name: str, device: torch.device, timer, *, scale: int, runs: int) -> dict:
     """One shape's materialized merge: gpuhash's time and each peer's that imports (ms)."""
     import gpuhash as gh
 
     build_rows, probe_rows = (n // scale for n in FULL[name])
     left, right = tables(build_rows, probe_rows, device)
-    rows = _rows(gh.merge(left, right, on="k"))
+    rows = rows_of(gh.merge(left, right, on="k"))
     ours = timer(lambda: gh.merge(left, right, on="k"))
     result = {"name": name, "build": build_rows, "probe": probe_rows, "output_rows": rows,
               "gpuhash_ms": ours.median_ms, "peers": {}}
     left_np = {k: v.cpu().numpy() for k, v in left.items()}
     right_np = {k: v.cpu().numpy() for k, v in right.items()}
-    for peer, maker in (("duckdb", _duckdb), ("pyarrow", _pyarrow)):
-        try:
-            call = maker(left_np, right_np)
-        except ImportError:
-            continue
-        assert _rows(call()) == rows, f"{peer} disagrees with gpuhash"
-        timing = time_peer(call, runs=runs)
-        result["peers"][peer] = {"ms": timing.median_ms,
-                                 "ratio": round(timing.median_ms / ours.median_ms, 3)}
+    makers = (("duckdb", _duckdb), ("pyarrow", _pyarrow))
+    for peer, ms in time_host_peers(makers, (left_np, right_np), rows, runs=runs).items():
+        result["peers"][peer] = {"ms": ms, "ratio": round(ms / ours.median_ms, 3)}
     return result

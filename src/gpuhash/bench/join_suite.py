@@ -104,10 +104,28 @@ def _polars(build_np, probe_np):
     return lambda: p.join(b, on="k", how="inner").select(["rp", "rb"])
 
 
-def _rows_of(result) -> int:
+def rows_of(result) -> int:
+    """Output rows of a peer's or gpuhash's result: gather maps, an Arrow table, a polars
+    frame, or a dict of columns."""
     if isinstance(result, (tuple, list)):
         return len(result[0])
+    if isinstance(result, dict):
+        return len(next(iter(result.values())))
     return result.num_rows if hasattr(result, "num_rows") else result.height
+
+
+def time_host_peers(makers, inputs: tuple, rows: int, *, runs: int) -> dict:
+    """ms of each CPU peer that imports, ``maker(*inputs)`` giving its call; each call's
+    output rows are checked against ``rows`` before its time counts."""
+    times = {}
+    for name, maker in makers:
+        try:
+            call = maker(*inputs)
+        except ImportError:
+            continue
+        assert rows_of(call()) == rows, f"{name} disagrees with gpuhash"
+        times[name] = time_peer(call, runs=runs).median_ms
+    return times
 
 
 def _copy_ceiling(nbytes: int, device: torch.device, timer) -> Timing:
@@ -131,14 +149,9 @@ def run_shape(shape: Shape, device: torch.device, *, runs: int) -> dict:
     peer = timer(lambda: _sort_search(build, probe))
     result["peers"]["torch sort + searchsorted"] = {"ms": peer.median_ms, "where": str(device)}
     build_np, probe_np = build.cpu().numpy(), probe.cpu().numpy()
-    for name, maker in (("duckdb", _duckdb), ("pyarrow", _pyarrow), ("polars", _polars)):
-        try:
-            call = maker(build_np, probe_np)
-        except ImportError:
-            continue
-        assert _rows_of(call()) == matches, f"{name} disagrees with gpuhash"
-        peer = time_peer(call, runs=runs)
-        result["peers"][name] = {"ms": peer.median_ms, "where": "cpu"}
+    makers = (("duckdb", _duckdb), ("pyarrow", _pyarrow), ("polars", _polars))
+    for name, ms in time_host_peers(makers, (build_np, probe_np), matches, runs=runs).items():
+        result["peers"][name] = {"ms": ms, "where": "cpu"}
     for peer in result["peers"].values():
         peer["ratio"] = round(peer["ms"] / ours.median_ms, 3)  # > 1: gpuhash is faster
     nbytes = 4 * (shape.build + shape.probe) + 16 * matches
