@@ -1,10 +1,11 @@
 """A Python model of CacheMap and a Hypothesis state machine that drives both side by side.
 
 The model keeps each bucket as a list of slots and applies a batch's acting rows one after
-another by the rules of _cache_format.py (emptier bucket, first free slot, lowest score of both
-buckets evicted, earliest slot on a tie). On the CPU engine, whose rows run in that order, the
-machine compares the cache's bytes slot by slot; on the GPU, whose rows race for slots, it
-compares statuses and contents as a dict, on a cache too large to evict.
+another by the rules of _cache_format.py (emptier bucket, first free slot; when both are full,
+an entry moved to its other bucket while the cache is below its relocation limit, else the
+lowest score of both buckets evicted, earliest slot on a tie). On the CPU engine, whose rows
+run in that order, the machine compares the cache's bytes slot by slot; on the GPU, whose rows
+race for slots, it compares statuses and contents as a dict, on a cache too large to evict.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import gpuhash as gh
+from gpuhash._cache_format import relocation_limit
 from gpuhash._format import DEFAULT_SEED
 
 M64, M32 = 2**64 - 1, 2**32 - 1
@@ -39,10 +41,14 @@ class CacheModel:
         self.nb, self.width, self.policy, self.seed = num_buckets, width, policy, seed
         self.slots: list[list | None] = [None] * (num_buckets * width)
         self.step, self.epoch = 0, 0
+        self.moves = 0  # entries moved to their other bucket to make room
 
     def buckets(self, key: int) -> tuple[int, int]:
         h = _mix(key ^ self.seed)
         return ((h & M32) * self.nb) >> 32, ((h >> 32) * self.nb) >> 32
+
+    def digest(self, key: int) -> int:
+        return _mix(_mix(key ^ self.seed)) >> 56 or 1
 
     def candidates(self, key: int) -> list[int]:
         b1, b2 = self.buckets(key)
@@ -78,6 +84,24 @@ class CacheModel:
             slot = (f2 if len(f2) > len(f1) else f1)[0]
             self.slots[slot] = [key, score, value]
             return slot, INSERTED, None
+        if sum(e is not None for e in self.slots) < relocation_limit(len(self.slots)):
+            # an entry of b1 or b2 moves to its other bucket: the candidate whose other bucket
+            # has the most free slots, the earliest on a tie
+            step = self.width // 16
+            best, most = None, 0
+            for b in ([b1] if b1 == b2 else [b1, b2]):
+                for i in range(16):
+                    slot = b * self.width + i * step + self.digest(key) % step
+                    c1, c2 = self.buckets(self.slots[slot][0])
+                    room = free(c2 if b == c1 else c1) if c1 != c2 else []
+                    if len(room) > most:
+                        best, most = (slot, room[0]), len(room)
+            if best is not None:
+                slot, target = best
+                self.moves += 1
+                self.slots[target] = self.slots[slot]
+                self.slots[slot] = [key, score, value]
+                return slot, INSERTED, None
         victim = min(self.candidates(key), key=lambda s: self.slots[s][1])  # earliest on ties
         if score < self.slots[victim][1]:
             return -1, REFUSED, None

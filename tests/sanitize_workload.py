@@ -101,10 +101,10 @@ device = torch.device("cuda")
 ceilings._gather_rate(2**20, 2**16, device)
 peers.seed_layouts(2**12, device, 1.0, runs=1)
 torch.cuda.synchronize()
-print("sanitize workload done")
 
-# CacheMap: every write mode, lookups, erase, and eviction at full load with racing rows;
-# the third: value rows of half the buckets in host memory, and growth from one bucket
+# CacheMap: every write mode, lookups, erase, and at full load with racing rows, entries moved
+# to their other bucket (the first call starts empty) and evictions; the third: value rows
+# of half the buckets in host memory, and growth from one bucket
 for width, shape, hbm in ((16, (3,), None), (128, (8,), None), (16, (4,), 4 * 16 * 16)):
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=shape,
                         capacity=8 * width, device="cuda", policy="custom", bucket_slots=width,
@@ -126,3 +126,4 @@ for width, shape, hbm in ((16, (3,), None), (128, (8,), None), (16, (4,), 4 * 16
     cache.export()
     cache.erase(keys[::3].contiguous())
     torch.cuda.synchronize()
+print("sanitize workload done")

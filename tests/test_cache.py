@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from hypothesis import HealthCheck, settings
-from model_cache import check_placement, make_cache_machine
+from model_cache import CacheModel, check_placement, make_cache_machine
 
 import gpuhash as gh
 from gpuhash._cache_format import POLICIES
@@ -186,3 +186,44 @@ def test_every_write_mode_at_full_load_keeps_the_table_whole(width, policy, hbm_
         stored, rows_held, _ = cache.export()
         assert bool(cache.contains(stored).all())
         assert torch.equal(rows_held.cpu(), torch.stack([stored.cpu(), 3 * stored.cpu()], 1))
+
+
+@pytest.mark.parametrize("width", [16, 32, 128])
+def test_two_full_buckets_move_an_entry_before_they_evict(width):
+    """Slot by slot against the model, filled well past capacity in small batches: while the
+    cache is below its relocation limit, a key whose two buckets are full moves an entry of
+    them to its other bucket (the candidate with the roomiest other bucket); then it evicts."""
+    model = CacheModel(num_buckets=8, width=width, policy="custom")
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.int64, value_shape=(2,),
+                        capacity=8 * width, device="cpu", policy="custom", bucket_slots=width)
+    generator = torch.Generator().manual_seed(width)
+    for _ in range(3 * 8 * width // 16):
+        keys = torch.randint(0, 2**62, (16,), generator=generator)
+        scores = torch.randint(0, 2**40, (16,), generator=generator)
+        values = torch.stack([keys, scores], 1)
+        want, *_ = model.write("upsert", keys.tolist(), values.tolist(), scores.tolist())
+        got = cache.insert_or_assign(keys, values, scores=scores)
+        assert got.tolist() == want
+        slot_keys = [e[0] if e is not None else -1 for e in model.slots]
+        assert cache._state.keys.tolist() == slot_keys
+    assert model.moves > 0
+
+
+@pytest.mark.parametrize("width", [32, 128])
+def test_the_first_eviction_comes_past_load_098(width):
+    """Keys with random scores one batch at a time: the first row that could not take a free
+    slot or a moved entry's slot comes past load 0.98 (issue 11). Without the move, these
+    seeds evict first at load 0.945 (32-slot buckets) and 0.992 (128-slot ones)."""
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=1 << 16,
+                        device="cpu", policy="custom", bucket_slots=width)
+    generator = torch.Generator().manual_seed(width)
+    while True:
+        keys = torch.randint(0, 2**62, (512,), generator=generator)
+        before = len(cache)
+        status = cache.insert_or_assign(keys, torch.zeros(512),
+                                        scores=torch.randint(0, 2**40, (512,),
+                                                             generator=generator))
+        if bool((status != gh.INSERTED).any()):
+            break
+    first = (before + int((status == gh.INSERTED).sum())) / cache.capacity
+    assert first >= 0.98, first

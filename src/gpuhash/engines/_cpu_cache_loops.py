@@ -108,15 +108,44 @@ def new_score(policy, old, present, given, step, epoch):
 
 
 @numba.njit(inline="always", **_JIT)
-def _place(keys, digests, scores, values, counts, width, b1, b2, key, digest, score, row,
-           ev_keys, ev_values, ev_scores, evicted):
-    """Put an absent key in a free slot of b1 or b2, or in place of their lowest score.
-    Returns (slot or -1, status); the evicted entry goes to ev_* when they have room."""
+def _movable(keys, digests, width, num_buckets, seed, b1, b2, digest):
+    """(slot of an entry of b1 or b2 that can move to its other bucket, the free slot it would
+    take there), or (-1, -1): of 16 candidates a bucket, the one whose other bucket has the
+    most free slots, the earliest on a tie (_cache_format.py)."""
+    step = width // 16
+    offset = np.int64(digest) % step
+    best, target, most = -1, -1, 0
+    for which in range(2 if b2 != b1 else 1):
+        bucket = b2 if which else b1
+        for i in range(16):
+            slot = bucket * width + i * step + offset
+            c1, c2, _ = cache_home(keys[slot], seed, num_buckets)
+            if c1 == c2:
+                continue
+            first, free = _first_free(digests, width, c2 if bucket == c1 else c1)
+            if free > most:
+                best, target, most = slot, first, free
+    return best, target
+
+
+@numba.njit(inline="always", **_JIT)
+def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limit, b1, b2,
+           key, digest, score, row, ev_keys, ev_values, ev_scores, evicted):
+    """Put an absent key in a free slot of b1 or b2, in a slot an entry left for its other
+    bucket (below ``limit`` entries), or in place of their lowest score. Returns (slot or -1,
+    status); the evicted entry goes to ev_* when they have room."""
     free1, count1 = _first_free(digests, width, b1)
     free2, count2 = _first_free(digests, width, b2)
     slot, status = free1, INSERTED
     if count2 > count1:
         slot = free2
+    if slot < 0 and counts[0] < limit:
+        slot, target = _movable(keys, digests, width, num_buckets, seed, b1, b2, digest)
+        if slot >= 0:
+            keys[target] = keys[slot]
+            digests[target] = digests[slot]
+            scores[target] = scores[slot]
+            values[target, :] = values[slot, :]
     if slot < 0:
         slot, lowest = _lowest(scores, width, b1, -1, np.uint64(0))
         if b2 != b1:
@@ -140,9 +169,10 @@ def _place(keys, digests, scores, values, counts, width, b1, b2, key, digest, sc
 
 
 @numba.njit(**_JIT)
-def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed, policy, step,
-                epoch, mode, rows, acting, accumulate, given, in_values, value_stride, has_values,
-                status, index, found, out, copy_out, ev_keys, ev_values, ev_scores, evicted):
+def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed, limit, policy,
+                step, epoch, mode, rows, acting, accumulate, given, in_values, value_stride,
+                has_values, status, index, found, out, copy_out, ev_keys, ev_values, ev_scores,
+                evicted):
     """Apply each acting row of a write (mode UPSERT, FIND_OR_INSERT, ASSIGN or ACCUMULATE) in
     row order; status / index / found per acting row, and with ``copy_out`` its value as the
     call leaves it in ``out`` (refused: its own). in_values row r is read at r *
@@ -183,8 +213,8 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
             index[r] = -1
             continue
         score = new_score(policy, np.uint64(0), False, given[r], step, epoch)
-        slot, status[r] = _place(keys, digests, scores, values, counts, width, b1, b2, key,
-                                 digest, score, mine, ev_keys,
+        slot, status[r] = _place(keys, digests, scores, values, counts, width, num_buckets,
+                                 seed, limit, b1, b2, key, digest, score, mine, ev_keys,
                                  ev_values, ev_scores, evicted)
         index[r] = slot
 

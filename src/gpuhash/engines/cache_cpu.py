@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .._batch import last_occurrence
-from .._cache_format import POLICIES, CacheState
+from .._cache_format import POLICIES, CacheState, relocation_limit
 from .._format import as_value_bytes
 from ._cpu_runtime import run
 
@@ -66,7 +66,8 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
     evicted = torch.zeros(1, dtype=torch.int64)
     in_rows = (np.zeros((1, spec.value_bytes), np.uint8) if values is None
                else as_value_bytes(values).numpy())
-    run("cache_write", *_table(state), np.uint64(POLICIES.index(spec.policy)), np.uint64(step),
+    run("cache_write", *_table(state), relocation_limit(spec.capacity),
+        np.uint64(POLICIES.index(spec.policy)), np.uint64(step),
         np.uint64(epoch), mode, _u64(keys), _bytes(acting),
         _NONE_U8 if accumulate is None else _bytes(accumulate),
         np.zeros(rows, np.uint64) if scores is None else _u64(scores),

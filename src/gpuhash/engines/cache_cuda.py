@@ -10,7 +10,7 @@ import os
 
 import torch
 
-from .._cache_format import POLICIES, CacheSpec, CacheState
+from .._cache_format import POLICIES, CacheSpec, CacheState, relocation_limit
 from .._cuda.compile import load_module
 from .._cuda.launch import launch
 from .cuda import ARCH_ENV, last_rows_scratch_type, last_rows_with
@@ -79,9 +79,9 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
           out: torch.Tensor | None = None
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple | None]:
     """One write per acting row: gh_cache_write places the rows that find their key or a free
-    slot, then (every mode but ASSIGN) gh_cache_evict evicts for the rest. Status, slot and
-    found per row, the evicted entries (keys, values, scores, count) with ``evict_capacity``,
-    and with ``out`` each acting row's value as the call leaves it."""
+    slot, then (every mode but ASSIGN) gh_cache_evict moves an entry or evicts for the rest.
+    Status, slot and found per row, the evicted entries (keys, values, scores, count) with
+    ``evict_capacity``, and with ``out`` each acting row's value as the call leaves it."""
     kernels, table, device = _launch_info(state)
     spec = state.spec
     rows = keys.shape[0]
@@ -104,8 +104,9 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
            _ptr(out), device=device)
     if mode != ASSIGN:
         launch(kernels["evict"], rows, *table, keys.data_ptr(), _ptr(scores), _ptr(values),
-               value_stride, has_values, rows, policy, step, epoch, status.data_ptr(),
-               index.data_ptr(), *ev, evict_capacity, device=device)
+               value_stride, has_values, rows, policy, step, epoch,
+               relocation_limit(spec.capacity), status.data_ptr(), index.data_ptr(), *ev,
+               evict_capacity, device=device)
     return status, index, found, evicted
 
 

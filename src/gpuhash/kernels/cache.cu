@@ -91,63 +91,86 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
 }
 
 // The second launch of a write: the rows gh_cache_write marked GH_TO_EVICT (both buckets
-// full) take the lowest-scored entry of their two buckets, or are REFUSED when they score
-// below it (HKV's rule). Evictors race for entries, so here a slot is locked (its key word
-// GH_LOCKED, taken by a CAS with acquire order) and published with a release store, and an
-// entry is re-checked after it is locked (gh_cache_try_evict). A warp's lanes take
-// consecutive rows and leave the loop together, so the warp finds the lowest score of each
-// waiting row's pair of buckets in turn (gh_cache_lowest). An evicted entry goes to ev_* at
-// a slot counted by *evicted, while they have room. At most 64 registers (4 blocks of 256).
+// full). While the cache holds fewer than `move_below` entries as the launch starts, a row
+// first moves an entry of its buckets to that entry's other bucket and takes the slot it left
+// (gh_cache_movable, gh_cache_move: INSERTED); otherwise, or when no entry can move, it takes
+// the lowest-scored entry of its two buckets, or is REFUSED when it scores below it (HKV's
+// rule). Rows race for entries, so here a slot is locked (its key word GH_LOCKED, taken by a
+// CAS with acquire order) and published with a release store, and an entry is re-checked
+// after it is locked (gh_cache_try_evict). A warp's lanes take consecutive rows and leave the
+// loop together, so the warp serves each waiting row in turn (gh_cache_movable,
+// gh_cache_lowest) and its leader lane locks and writes. An evicted entry goes to ev_* at a
+// slot counted by *evicted, while they have room. At most 64 registers (4 blocks of 256).
 template <class C>
 __global__ void __launch_bounds__(256, 4) gh_cache_evict(GH_CACHE_PARAMS, const gh_u64* rows,
                                const gh_u64* given, const char* in_values, gh_u64 value_stride,
                                gh_u64 has_values, gh_u64 n, gh_u64 policy, gh_u64 step,
-                               gh_u64 epoch, signed char* status, gh_i64* index,
-                               gh_u64* ev_keys, char* ev_values, gh_u64* ev_scores,
-                               gh_u64* evicted, gh_u64 ev_capacity) {
-    const C t = GH_CACHE_REF(C);  // an eviction replaces an entry: the count stays
+                               gh_u64 epoch, gh_u64 move_below, signed char* status,
+                               gh_i64* index, gh_u64* ev_keys, char* ev_values,
+                               gh_u64* ev_scores, gh_u64* evicted, gh_u64 ev_capacity) {
+    const C t = GH_CACHE_REF(C);
     const int lane = threadIdx.x & 31;
+    // one answer a warp: its lanes call gh_cache_movable together
+    const bool moves = __shfl_sync(
+        0xffffffffu, lane == 0 && static_cast<gh_u64>(__ldcg(t.counts)) < move_below, 0);
     for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
         const gh_u64 r = base + lane;
         const bool evicts = r < n && status[r] == GH_TO_EVICT;
         gh_u32 waiting = __ballot_sync(0xffffffffu, evicts);
         if (waiting == 0) continue;
         gh_u64 key = 0, score = 0;
+        gh_u32 digest = 0;
         GhHome home = {0, 0, 0, 0, 0};
         const char* row = nullptr;
         if (evicts) {
             key = rows[r];
             home = gh_home(t, key);
+            digest = gh_digest(home.hash);
             score = gh_new_score(static_cast<int>(policy), 0, false,
                                  given == nullptr ? 0 : given[r], step, epoch);
             row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
         }
         while (waiting != 0) {
             const int leader = __ffs(waiting) - 1;
-            gh_i64 victim;
-            gh_u64 lowest;
-            gh_cache_lowest(t, __shfl_sync(0xffffffffu, home.b1, leader),
-                            __shfl_sync(0xffffffffu, home.b2, leader), &victim, &lowest);
+            const gh_u64 b1 = __shfl_sync(0xffffffffu, home.b1, leader);
+            const gh_u64 b2 = __shfl_sync(0xffffffffu, home.b2, leader);
             int outcome = -1;
-            if (lane == leader) {
-                gh_u64 old_key = 0, old_score = 0;
-                outcome = gh_cache_try_evict(t, victim, lowest, score, &old_key, &old_score);
-                if (outcome == GH_REFUSED) {
-                    status[r] = GH_REFUSED;
-                } else if (outcome == GH_INSERTED_EVICTING) {
-                    if (ev_keys != nullptr) {
-                        const gh_u64 at =
-                            atomicAdd(reinterpret_cast<unsigned long long*>(evicted), 1ULL);
-                        if (at < ev_capacity) {
-                            ev_keys[at] = old_key;
-                            ev_scores[at] = old_score;
-                            gh_copy_value<C::VALUE_BYTES>(ev_values + at * C::VALUE_BYTES,
-                                                          t.value(victim));
+            gh_u64 moving = 0, to = 0;
+            const gh_i64 from = moves ? gh_cache_movable(
+                t, b1, b2, __shfl_sync(0xffffffffu, digest, leader), &moving, &to) : -1;
+            if (from >= 0) {
+                if (lane == leader && gh_cache_move(t, from, moving, to)) {
+                    gh_cache_publish(t, from, key, digest, score, row);
+                    atomicAdd(reinterpret_cast<unsigned long long*>(t.counts), 1ULL);
+                    status[r] = GH_INSERTED;
+                    index[r] = from;
+                    outcome = GH_INSERTED;
+                }
+            } else {
+                gh_i64 victim;
+                gh_u64 lowest;
+                gh_cache_lowest(t, b1, b2, &victim, &lowest);
+                if (lane == leader) {
+                    gh_u64 old_key = 0, old_score = 0;
+                    outcome = gh_cache_try_evict(t, victim, lowest, score, &old_key,
+                                                 &old_score);
+                    if (outcome == GH_REFUSED) {
+                        status[r] = GH_REFUSED;
+                    } else if (outcome == GH_INSERTED_EVICTING) {
+                        if (ev_keys != nullptr) {
+                            const gh_u64 at =
+                                atomicAdd(reinterpret_cast<unsigned long long*>(evicted), 1ULL);
+                            if (at < ev_capacity) {
+                                ev_keys[at] = old_key;
+                                ev_scores[at] = old_score;
+                                gh_copy_value<C::VALUE_BYTES>(ev_values + at * C::VALUE_BYTES,
+                                                              t.value(victim));
+                            }
                         }
+                        gh_cache_publish(t, victim, key, digest, score, row);
+                        status[r] = GH_INSERTED_EVICTING;
+                        index[r] = victim;
                     }
-                    gh_cache_publish(t, victim, key, gh_digest(home.hash), score, row);
-                    status[r] = GH_INSERTED_EVICTING;
-                    index[r] = victim;
                 }
             }
             if (__shfl_sync(0xffffffffu, outcome, leader) >= 0) waiting &= waiting - 1;

@@ -342,6 +342,69 @@ __device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2
     *lowest = best;
 }
 
+// The entry of b1 or b2 that can move to its own other bucket to make room for a key whose
+// two buckets are full (_cache_format.py), found by the whole warp (every lane calls it with
+// the same buckets and digest): lane i < 16 reads b1's candidate i, lane 16 + i b2's (none
+// when b2 is b1), and counts the free slots of that entry's other bucket. The lane with the
+// most (the lowest lane on a tie) wins: its slot, with the entry's key in *key and the bucket
+// it may move to in *to; -1 when no candidate's other bucket has room. LOCKED slots are no
+// candidates (their entries are being rewritten).
+template <class C>
+__device__ __forceinline__ gh_i64 gh_cache_movable(const C& t, gh_u64 b1, gh_u64 b2,
+                                                  gh_u32 digest, gh_u64* key, gh_u64* to) {
+    constexpr int STEP = C::BUCKET / 16;
+    const int lane = threadIdx.x & 31;
+    const gh_u64 bucket = lane < 16 ? b1 : b2;
+    const gh_u64 slot = bucket * C::BUCKET + (lane % 16) * STEP + digest % STEP;
+    gh_u32 room = 0;
+    gh_u64 k = 0, other = 0;
+    if (lane < 16 || b2 != b1) {
+        k = gh_load_relaxed(t.keys + slot);
+        if (k < GH_LOCKED) {
+            const GhHome home = gh_home(t, k);
+            other = bucket == home.b1 ? home.b2 : home.b1;
+            if (other != bucket) {
+                GhMasks<C> m;
+                gh_bucket_masks<C, true>(t, other, 0u, m);
+                room = gh_count_bits<C>(m.free);
+            }
+        }
+    }
+    const gh_u32 best = __reduce_max_sync(0xffffffffu, room << 5 | (31 - lane));
+    if ((best >> 5) == 0) return -1;
+    const int winner = 31 - static_cast<int>(best & 31);
+    *key = __shfl_sync(0xffffffffu, k, winner);
+    *to = __shfl_sync(0xffffffffu, other, winner);
+    return __shfl_sync(0xffffffffu, static_cast<gh_i64>(slot), winner);
+}
+
+// Moves the entry of slot `from` (key `key`) to the first free slot of bucket `to` that a CAS
+// takes, and leaves `from` LOCKED for the caller to fill (gh_cache_publish): true; false when
+// the slot no longer holds `key`, or other rows took every free slot of `to` since the warp
+// counted them (then `from` is as it was). The entry is in neither slot while it moves; no
+// search runs in the evict launch (its rows' keys are absent), so none can miss it.
+template <class C>
+__device__ __forceinline__ bool gh_cache_move(const C& t, gh_u64 from, gh_u64 key, gh_u64 to) {
+    if (gh_cas_acquire(t.keys + from, key, GH_LOCKED) != key) return false;
+    GhMasks<C> m;
+    gh_bucket_masks<C, true>(t, to, 0u, m);
+    gh_i64 got = -1;
+    gh_each_bit<C>(m.free, to, [&](gh_u64 slot) {
+        if (atomicCAS(t.keys + slot, ~0ULL, GH_LOCKED) != ~0ULL) return false;
+        got = static_cast<gh_i64>(slot);
+        return true;
+    });
+    if (got < 0) {
+        gh_store_release(t.keys + from, key);
+        return false;
+    }
+    gh_copy_value<C::VALUE_BYTES>(t.value(got), t.value(from));
+    t.scores[got] = t.scores[from];
+    t.digests[got] = t.digests[from];
+    gh_store_release(t.keys + got, key);
+    return true;
+}
+
 // Tries to lock the entry the warp found lowest, for a key of `score`: GH_INSERTED_EVICTING
 // (locked; *old_key / *old_score what it held, its value still in place), GH_REFUSED (the key
 // scores below it) or -1 (try again: another row holds the slot, or rewrote it since the scan,
