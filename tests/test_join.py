@@ -147,8 +147,8 @@ def test_plan_explains_itself(capsys):
     assert plan.build_side == "right" and "fit the budget" in plan.why
     gh.join(torch.arange(5), torch.arange(50), how="semi", explain=True)
     assert "hash-table" in capsys.readouterr().out
-    assert all(_join_plan.STRATEGIES[name].run is None
-               for name in ("gpu-radix", "out-of-core-streams"))
+    assert _join_plan.STRATEGIES["gpu-radix"].run is None
+    assert _join_plan.STRATEGIES["out-of-core-streams"].run is not None
 
 
 def test_many_to_many_is_sized_exactly():

@@ -8,6 +8,7 @@ Example:
     [1.5]
 """
 
+from . import _join_stream  # noqa: F401  (registers the out-of-core strategy)
 from ._join_plan import JoinPlan
 from ._table import TableFullError
 from .cache import (

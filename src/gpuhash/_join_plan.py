@@ -75,8 +75,9 @@ register("hash-table-chunked", "the build side's table probed by chunks of the p
 register("hash-partitioned", "both sides split by key hash into parts joined one at a time")
 register("cross-product", "every pair of rows (how='cross'); keys only give the lengths")
 register("gpu-radix", "radix-partitioned join in shared memory (not implemented yet)")
-register("out-of-core-streams", "pinned host inputs streamed with overlapping copies "
-         "(not implemented yet)")
+register("out-of-core-streams", "host inputs joined on a GPU: the probe side copied in "
+         "chunks that overlap the joins, results copied back (both sides split by key hash "
+         "on the host when the build side passes the budget)")
 
 
 @dataclass
@@ -162,13 +163,28 @@ def _usable(name: str) -> bool:
     return STRATEGIES.get(name) is not None and STRATEGIES[name].run is not None
 
 
+def _partition(plan: JoinPlan, build: int, probe: int, key_bytes: int, per_row: int) -> int:
+    """Parts for a build table past half the budget (each part's table fits half of it), and
+    chunk rows when a part's probe rows still pass the budget; returns the parts."""
+    budget, built = plan.memory_budget, table_bytes(build, key_bytes)
+    parts = 2
+    while parts < MAX_PARTS and built / parts > budget // 2:
+        parts *= 2
+    plan.parts = parts
+    if table_bytes(build // parts + 1, key_bytes) + (probe // parts + 1) * per_row > budget:
+        plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget // 2) // per_row)
+    return parts
+
+
 def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
               device: torch.device, memory_budget: int | None = None, fanout: float = 1.0,
-              build_fixed: bool = False) -> JoinPlan:
+              build_fixed: bool = False, data_device: torch.device | None = None) -> JoinPlan:
     """Choose a strategy for joining ``left_rows`` with ``right_rows`` on ``device``.
 
     ``key_bytes`` is the table key's width (4 or 8), ``fanout`` the expected matches per
-    probe row, ``build_fixed`` True when the build side is already chosen (a JoinBuild).
+    probe row, ``build_fixed`` True when the build side is already chosen (a JoinBuild),
+    ``data_device`` where the keys are when that is not ``device`` (host keys joined on a GPU:
+    the budget is the GPU's, the keys come over in chunks).
 
     Example:
         >>> p = plan_join(100, 5000, how="inner", key_bytes=4, device=torch.device("cpu"),
@@ -205,6 +221,25 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                        f"({small}): a GPU launch costs more than the CPU's whole join")
         plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
         return plan
+    if (kind == "cuda" and data_device is not None and data_device.type != "cuda"
+            and _usable("out-of-core-streams")):
+        plan.strategy = "out-of-core-streams"
+        if built + probe * per_row <= budget:
+            reasons.append(f"the keys are in host memory; the table (~{built} bytes) and the "
+                           f"probe (~{probe * per_row} bytes) fit the budget of {budget} "
+                           f"bytes, so both sides are copied over at once")
+        elif built <= budget // 2:
+            plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget - built) // per_row)
+            reasons.append(f"the keys are in host memory and the probe side (~{probe * per_row}"
+                           f" bytes) passes the budget of {budget} bytes, so it is copied "
+                           f"over in chunks while the previous chunk is joined")
+        else:
+            parts = _partition(plan, build, probe, key_bytes, per_row)
+            reasons.append(f"the keys are in host memory and the table (~{built} bytes) passes"
+                           f" half the budget of {budget} bytes, so both sides are split by "
+                           f"key hash on the host into {parts} parts, each streamed")
+        plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
+        return plan
     if built + probe * per_row <= budget or not _usable("hash-table-chunked"):
         reasons.append(f"the table (~{built} bytes) and the probe (~{probe * per_row} bytes) "
                        f"fit the budget of {budget} bytes")
@@ -215,13 +250,7 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                        f"{budget} bytes, so it is streamed through the table in chunks")
     else:
         plan.strategy = "hash-partitioned"
-        parts = 2
-        while parts < MAX_PARTS and built / parts > budget // 2:
-            parts *= 2
-        plan.parts = parts
-        part_probe = probe // parts + 1
-        if table_bytes(build // parts + 1, key_bytes) + part_probe * per_row > budget:
-            plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget // 2) // per_row)
+        parts = _partition(plan, build, probe, key_bytes, per_row)
         reasons.append(f"the table (~{built} bytes) passes half the budget of {budget} "
                        f"bytes, so both sides are split by key hash into {parts} parts")
     plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)

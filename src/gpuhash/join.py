@@ -156,8 +156,11 @@ class _Matches:
     cheap)."""
 
     def __init__(self, how: str, probe_is_left: bool, probe_rows: int, build_rows: int,
-                 device: torch.device):
+                 device: torch.device, *, store=None):
+        # ``store`` takes each piece as it is found (the streamed join copies it to the host,
+        # which then holds the result: self.device); the build rows' marks stay on ``device``
         self.how, self.device = how, device
+        self.store = store or (lambda piece: piece)
         self.pairs = how not in ("semi", "anti")
         outer_left, outer_right = how in ("left", "full"), how in ("right", "full")
         self.keep_probe = outer_left if probe_is_left else outer_right
@@ -170,18 +173,29 @@ class _Matches:
         self.probe: list[torch.Tensor] = []
         self.build: list[torch.Tensor] = []
         self.hit: list[tuple[torch.Tensor | None, torch.Tensor]] = []  # (probe rows, matched)
+        # semi / anti pieces stored elsewhere: the rows they return, picked on the device
+        # (pieces come in row order), so no mask of every probe row is made there
+        self.picked: list[torch.Tensor] | None = [] if store is not None else None
+        self.allocate = None  # (rows, dtype) -> a 1-D tensor for a concatenation, if given
 
     def add_pairs(self, probe: torch.Tensor, build: torch.Tensor) -> None:
-        self.probe.append(probe)
-        self.build.append(build)
+        self.probe.append(self.store(probe))
+        self.build.append(self.store(build))
 
     def add_hits(self, rows: torch.Tensor | None, matched: torch.Tensor) -> None:
         """``matched`` for the probe rows ``rows`` (None: all of them, in order)."""
+        if self.picked is not None:
+            picked = (matched if self.how == "semi" else ~matched).nonzero().squeeze(1)
+            self.picked.append(self.store(picked if rows is None else _take(rows, picked)))
+            return
         self.hit.append((rows, matched))
 
-    def assemble(self):
-        """The gather maps, (left rows, right rows), or the left rows of semi / anti."""
-        empty = torch.zeros(0, dtype=torch.int64, device=self.device)
+    def assemble(self, device: torch.device | None = None):
+        """The gather maps, (left rows, right rows), or the left rows of semi / anti, on
+        ``device`` (default: the matches' device)."""
+        self.device = device or self.device
+        if self.picked is not None and not self.pairs:
+            return self._joined(self.picked)
         if not self.pairs:
             if len(self.hit) == 1 and self.hit[0][0] is None:
                 matched = self.hit[0][1]
@@ -193,8 +207,7 @@ class _Matches:
                     else:
                         matched[rows] = hit
             return (matched if self.how == "semi" else ~matched).nonzero().squeeze(1)
-        probe = torch.cat([empty, *self.probe]) if len(self.probe) != 1 else self.probe[0]
-        build = torch.cat([empty, *self.build]) if len(self.build) != 1 else self.build[0]
+        probe, build = self._joined(self.probe), self._joined(self.build)
         if self.keep_probe and self.keep_probe_here:
             seen = torch.zeros(self.probe_rows, dtype=torch.bool, device=self.device)
             seen[probe] = True
@@ -202,10 +215,19 @@ class _Matches:
             probe = torch.cat([probe, missing])
             build = torch.cat([build, torch.full_like(missing, -1)])
         if self.build_hit is not None:
-            missing = (self.build_hit == 0).nonzero().squeeze(1)
+            missing = (self.build_hit == 0).nonzero().squeeze(1).to(self.device)
             probe = torch.cat([probe, torch.full_like(missing, -1)])
             build = torch.cat([build, missing])
         return (probe, build) if self.probe_is_left else (build, probe)
+
+    def _joined(self, pieces: list[torch.Tensor]) -> torch.Tensor:
+        """The row pieces as one int64 tensor on the matches' device."""
+        if len(pieces) == 1:
+            return pieces[0]
+        if self.allocate is None or not pieces:
+            return torch.cat([torch.zeros(0, dtype=torch.int64, device=self.device), *pieces])
+        out = self.allocate(sum(p.shape[0] for p in pieces), pieces[0].dtype)
+        return torch.cat(pieces, out=out)
 
 
 class JoinBuild:
@@ -300,18 +322,22 @@ class JoinBuild:
         return _arrays.to_kind(result, probe.kind)
 
     def _match(self, probe: _Side, how: str, nulls_equal: bool, chunk_rows: int | None,
-               probe_is_left: bool = True) -> _Matches:
+               probe_is_left: bool = True, *, chunks=None, store=None) -> _Matches:
         """Every match of ``probe`` as a :class:`_Matches`, the probe side taken
-        ``chunk_rows`` at a time when given."""
-        matches = _Matches(how, probe_is_left, probe.rows, self.rows, self.device)
+        ``chunk_rows`` at a time when given. ``chunks`` yields (first row, part on the
+        table's device) in row order (default: slices of ``probe``); ``store`` takes every
+        piece found (see _Matches)."""
+        matches = _Matches(how, probe_is_left, probe.rows, self.rows, self.device, store=store)
         null_pairs = nulls_equal and self._nulls.shape[0] > 0 and probe.valid is not None
         matches.keep_probe_here = null_pairs
-        step = chunk_rows or max(probe.rows, 1)
-        for start in range(0, probe.rows, step):
-            part = probe.slice(start, min(start + step, probe.rows)) if chunk_rows else probe
+        if chunks is None:
+            chunks = _slices(probe, chunk_rows)
+        for start, part in chunks:
             if not matches.pairs:
                 hit = self._table.matched(part.columns, part.valid)
-                rows = None if not chunk_rows else torch.arange(
+                if null_pairs:  # a null probe row meets the build's null rows
+                    hit = hit | ~part.valid
+                rows = None if part.rows == probe.rows else torch.arange(
                     start, start + part.rows, device=self.device)
                 matches.add_hits(rows, hit)
                 continue
@@ -319,16 +345,22 @@ class JoinBuild:
                 part.columns, part.valid, build_hit=matches.build_hit,
                 keep_unmatched=matches.keep_probe and not null_pairs)
             matches.add_pairs(found_probe + start if start else found_probe, found_build)
-        if null_pairs:  # every null probe row meets every null build row
-            nulls = probe.null_rows()
-            if matches.pairs:
-                matches.add_pairs(nulls.repeat_interleave(self._nulls.shape[0]),
-                                  self._nulls.repeat(nulls.shape[0]))
-                if matches.build_hit is not None and nulls.shape[0]:
-                    matches.build_hit[self._nulls] = 1
-            else:
-                matches.add_hits(nulls, torch.ones_like(nulls, dtype=torch.bool))
+        if null_pairs and matches.pairs:  # every null probe row meets every null build row
+            nulls = probe.null_rows().to(self.device)
+            matches.add_pairs(nulls.repeat_interleave(self._nulls.shape[0]),
+                              self._nulls.repeat(nulls.shape[0]))
+            if matches.build_hit is not None and nulls.shape[0]:
+                matches.build_hit[self._nulls] = 1
         return matches
+
+
+def _slices(probe: _Side, chunk_rows: int | None):
+    """(first row, part) of ``probe`` ``chunk_rows`` at a time (all at once when None)."""
+    if not chunk_rows:
+        yield 0, probe
+        return
+    for start in range(0, probe.rows, chunk_rows):
+        yield start, probe.slice(start, min(start + chunk_rows, probe.rows))
 
 
 def _cross(left_rows: int, right_rows: int, device: torch.device):
@@ -353,7 +385,7 @@ def _key_bytes(left: _Side, right: _Side) -> int:
 
 def explain_join(left_keys: Any, right_keys: Any, *, how: str = "inner",
                  left_valid: Any = None, right_valid: Any = None,
-                 memory_budget: int | None = None) -> JoinPlan:
+                 memory_budget: int | None = None, device: Any = None) -> JoinPlan:
     """The plan :func:`join` would follow for these arguments, without joining.
 
     Example:
@@ -364,13 +396,32 @@ def explain_join(left_keys: Any, right_keys: Any, *, how: str = "inner",
     """
     how = _check_how(how)
     left, right = _sides(left_keys, right_keys, left_valid, right_valid)
+    return _plan(left, right, how, memory_budget, _target(device, left))
+
+
+def _target(device: Any, left: _Side) -> torch.device:
+    """The device a join runs on: ``device``, or the keys' device."""
+    if device is None:
+        return left.device
+    target = torch.device(device)
+    if target.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device is {device!r} but CUDA is not available")
+        if target.index is None:
+            target = torch.device("cuda", torch.cuda.current_device())
+    return target
+
+
+def _plan(left: _Side, right: _Side, how: str, memory_budget: int | None,
+          target: torch.device) -> JoinPlan:
     return plan_join(left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
-                     device=left.device, memory_budget=memory_budget)
+                     device=target, memory_budget=memory_budget,
+                     data_device=None if target == left.device else left.device)
 
 
 def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any = None,
          right_valid: Any = None, nulls_equal: bool = False, memory_budget: int | None = None,
-         explain: bool = False, stream: Any = None) -> Any:
+         device: Any = None, explain: bool = False, stream: Any = None) -> Any:
     """Join two sides on integer keys; returns gather maps (int64 row numbers).
 
     Keys: a 1-D integer array or a tuple of them (multi-column keys), torch / NumPy / CuPy /
@@ -387,8 +438,12 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
 
     ``memory_budget`` (bytes; default a share of the device's free memory) bounds the
     working set: past it the probe side is streamed in chunks, or both sides are partitioned
-    by key hash and joined part by part, with identical results. ``explain=True`` prints the
-    plan (:func:`explain_join` returns it). Synchronises with the device (output sizes).
+    by key hash and joined part by part, with identical results. ``device``: where the join
+    runs (default: the keys' device). Keys in host memory joined on a GPU
+    (``device="cuda"``) may be larger than its memory: they come over in chunks while the
+    previous chunk is joined, and the results come back to host memory (pinned keys skip a
+    staging copy). ``explain=True`` prints the plan (:func:`explain_join` returns it).
+    Synchronises with the device (output sizes; once per chunk when streamed).
 
     Example:
         >>> import torch, gpuhash as gh
@@ -400,16 +455,19 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
     """
     how = _check_how(how)
     left, right = _sides(left_keys, right_keys, left_valid, right_valid)
-    plan = plan_join(left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
-                     device=left.device, memory_budget=memory_budget)
+    target = _target(device, left)
+    plan = _plan(left, right, how, memory_budget, target)
     if explain:
         print(plan)
-    with stream_context(stream, left.device):
+    home = left.device
+    if plan.strategy != "out-of-core-streams" and target != home:
+        left, right = left.to(target), right.to(target)  # copies there, results back
+    with stream_context(stream, target):
         run = _join_plan.STRATEGIES[plan.strategy].run
         result = run(left, right, plan, nulls_equal)
     if isinstance(result, tuple):
-        return tuple(_arrays.to_kind(r, left.kind) for r in result)
-    return _arrays.to_kind(result, left.kind)
+        return tuple(_arrays.to_kind(r.to(home), left.kind) for r in result)
+    return _arrays.to_kind(result.to(home), left.kind)
 
 
 def _run_hash_table(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):

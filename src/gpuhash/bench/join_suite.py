@@ -200,6 +200,11 @@ def run(*, quick: bool, runs: int | None, on_gpu: bool, header) -> dict:
         names = NAMES if on_gpu else NAMES[:3]
         report["merge"] = [run_merge(n, device, _timer(device, runs), scale=scale, runs=runs)
                            for n in names]
+        if on_gpu:  # host keys 1.5x a 4 GiB budget, streamed: beside the host link
+            from .join_stream import run_streamed
+
+            torch.cuda.empty_cache()
+            report["streamed"] = run_streamed(device, budget_bytes=4 << 30)
     return report
 
 
@@ -227,6 +232,17 @@ def print_report(report: dict) -> None:
             table.add_row(v["name"], v["how"], f"{v['output_rows']:,}",
                           f"{v['gpuhash_ms']:.3f}",
                           f"{duck['ms']:.2f} ({duck['ratio']:.2f}x)" if duck else "-")
+        Console().print(table)
+    if report.get("streamed"):
+        streamed = report["streamed"]
+        table = Table(title=f"host keys streamed through a {streamed['budget_bytes'] >> 30} "
+                            f"GiB budget ({streamed['probe_rows']:,} x "
+                            f"{streamed['build_rows']:,} rows)")
+        for column in ["run", "seconds", "first call", "GB/s", "of link ceiling"]:
+            table.add_column(column, justify="right")
+        for name, r in streamed["runs"].items():
+            table.add_row(name, f"{r['seconds']:.3f}", f"{r['first_call_seconds']:.3f}",
+                          f"{r['gb_per_s']:.1f}", f"{r['of_link_ceiling']:.2f}")
         Console().print(table)
     if report.get("merge"):
         table = Table(title="materialized merge, two payload columns a side (ratio > 1: "

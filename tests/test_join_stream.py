@@ -1,0 +1,87 @@
+"""The out-of-core join (gh.join(host keys, device="cuda")): its steps on the CPU against
+DuckDB (the parts split by key hash, the probe side in chunks), the planner's choice, and on a
+GPU the streamed path itself against the in-memory join."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_join import as_pairs, duckdb_join, join_inputs, tensors
+
+import gpuhash as gh
+from gpuhash import _join_stream
+from gpuhash._join_plan import JoinPlan, plan_join
+from gpuhash.join import _sides
+
+HOWS = ["inner", "left", "right", "full", "semi", "anti"]
+
+
+@pytest.mark.parametrize("how", HOWS)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=join_inputs(), nulls_equal=st.booleans(), parts=st.sampled_from([1, 2, 8]),
+       chunk_rows=st.sampled_from([None, 1, 5]), build_left=st.booleans())
+def test_streamed_steps_match_duckdb(how, data, nulls_equal, parts, chunk_rows, build_left):
+    """The strategy's own steps on the CPU (nothing to copy): both sides split into parts by
+    key hash, nulls together, int widths mixed, the probe side in chunks, either build side."""
+    signed, dtypes, ((lcols, lvalid), (rcols, rvalid)) = data
+    left, left_valid = tensors(lcols, dtypes[0], lvalid)
+    right, right_valid = tensors(rcols, dtypes[1], rvalid)
+    sides = _sides(left, right, left_valid, right_valid)
+    build_side = "left" if build_left and how in ("inner", "left", "right", "full") else "right"
+    plan = JoinPlan("out-of-core-streams", how, build_side, "cpu", sides[0].rows,
+                    sides[1].rows, 1 << 20, chunk_rows=chunk_rows, parts=parts)
+    got = _join_stream._run_streamed(*sides, plan, nulls_equal)
+    assert as_pairs(got, how) == duckdb_join(lcols, rcols, lvalid, rvalid, how, nulls_equal,
+                                             signed)
+
+
+def test_the_planner_streams_host_keys_on_a_gpu():
+    cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
+    plan = plan_join(10_000, 2_000, how="inner", key_bytes=4, device=gpu, data_device=cpu,
+                     memory_budget=1 << 30)
+    assert plan.strategy == "out-of-core-streams" and plan.chunk_rows is None
+    assert "copied over at once" in plan.why
+    chunked = plan_join(10_000_000, 2_000, how="left", key_bytes=4, device=gpu,
+                        data_device=cpu, memory_budget=1 << 20)
+    assert chunked.chunk_rows is not None and chunked.parts == 1
+    assert "in chunks while the previous chunk is joined" in chunked.why
+    parted = plan_join(10_000_000, 10_000_000, how="semi", key_bytes=8, device=gpu,
+                       data_device=cpu, memory_budget=1 << 24)
+    assert parted.parts > 1 and "split by key hash on the host" in parted.why
+    # keys already on the GPU are not streamed
+    assert plan_join(100, 100, how="inner", key_bytes=4, device=gpu,
+                     memory_budget=1 << 20).strategy == "hash-table"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without CUDA")
+def test_device_cuda_without_cuda_names_the_device():
+    with pytest.raises(ValueError, match="device is 'cuda' but CUDA is not available"):
+        gh.join(torch.arange(3), torch.arange(3), device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", HOWS)
+def test_host_keys_joined_on_the_gpu_match_the_in_memory_join(how):
+    """Host keys (NumPy, pinned torch, two columns with nulls) joined with device="cuda" in
+    memory, in chunks and in parts: results in host memory, as the in-memory CPU join."""
+    generator = torch.Generator().manual_seed(7)
+    left = torch.randint(0, 3000, (20_000,), generator=generator)
+    right = torch.randint(0, 3000, (5_000,), generator=generator).to(torch.int32)
+    valid = torch.rand(20_000, generator=generator) > 0.1
+    expected = as_pairs(gh.join(left, right, how=how), how)
+    for budget in (None, 400_000, 60_000):
+        plan = gh.explain_join(left, right, how=how, device="cuda", memory_budget=budget)
+        assert plan.strategy == "out-of-core-streams", plan
+        got = gh.join(left.numpy(), right.numpy(), how=how, device="cuda",
+                      memory_budget=budget)
+        assert isinstance(got if how in ("semi", "anti") else got[0], np.ndarray)
+        assert as_pairs(got, how) == expected, budget
+        pinned = gh.join(left.pin_memory(), right, how=how, device="cuda", memory_budget=budget)
+        assert as_pairs(pinned, how) == expected, budget
+        two = (left, left % 7), (right.to(torch.int64), right.to(torch.int64) % 7)
+        want = as_pairs(gh.join(*two, how=how, left_valid=valid, nulls_equal=True), how)
+        assert as_pairs(gh.join(*two, how=how, left_valid=valid, nulls_equal=True,
+                                device="cuda", memory_budget=budget), how) == want, budget
