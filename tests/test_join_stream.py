@@ -14,7 +14,7 @@ from test_join import as_pairs, duckdb_join, join_inputs, tensors
 import gpuhash as gh
 from gpuhash import _join_stream
 from gpuhash._join_plan import JoinPlan, plan_join
-from gpuhash.join import _sides
+from gpuhash.join import _Matches, _sides
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
 
@@ -56,6 +56,20 @@ def test_the_planner_streams_host_keys_on_a_gpu():
                      memory_budget=1 << 20).strategy == "hash-table"
 
 
+def test_consecutive_pieces_join_without_a_copy():
+    """The streamed join's pieces lie one after another in one arena: the result is a view of
+    them; pieces from separate tensors (or out of order) are copied."""
+    arena = torch.arange(10)
+    matches = _Matches("inner", True, 10, 10, torch.device("cpu"))
+    joined = matches._joined([arena[0:3], arena[3:3], arena[3:7]])
+    assert joined.tolist() == list(range(7))
+    assert joined.untyped_storage().data_ptr() == arena.untyped_storage().data_ptr()
+    apart = matches._joined([arena[4:6], arena[0:2]])
+    assert apart.tolist() == [4, 5, 0, 1]
+    assert apart.untyped_storage().data_ptr() != arena.untyped_storage().data_ptr()
+    assert matches._joined([torch.tensor([1]), torch.tensor([2])]).tolist() == [1, 2]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without CUDA")
 def test_device_cuda_without_cuda_names_the_device():
     with pytest.raises(ValueError, match="device is 'cuda' but CUDA is not available"):
@@ -65,14 +79,20 @@ def test_device_cuda_without_cuda_names_the_device():
 @pytest.mark.gpu
 @pytest.mark.parametrize("how", HOWS)
 def test_host_keys_joined_on_the_gpu_match_the_in_memory_join(how):
-    """Host keys (NumPy, pinned torch, two columns with nulls) joined with device="cuda" in
+    """Host keys (NumPy, pinned torch, two columns with nulls; distinct build keys, whose
+    results fill one arena, and repeated ones, which pass it) joined with device="cuda" in
     memory, in chunks and in parts: results in host memory, as the in-memory CPU join."""
     generator = torch.Generator().manual_seed(7)
     left = torch.randint(0, 3000, (20_000,), generator=generator)
     right = torch.randint(0, 3000, (5_000,), generator=generator).to(torch.int32)
     valid = torch.rand(20_000, generator=generator) > 0.1
     expected = as_pairs(gh.join(left, right, how=how), how)
+    unique = torch.randperm(5_000, generator=generator)  # results that fill the arenas
+    want_unique = as_pairs(gh.join(left, unique, how=how), how)
     for budget in (None, 400_000, 60_000):
+        got = gh.join(left.numpy(), unique.numpy(), how=how, device="cuda",
+                      memory_budget=budget)
+        assert as_pairs(got, how) == want_unique, budget
         plan = gh.explain_join(left, right, how=how, device="cuda", memory_budget=budget)
         assert plan.strategy == "out-of-core-streams", plan
         got = gh.join(left.numpy(), right.numpy(), how=how, device="cuda",

@@ -5,11 +5,12 @@ device="cuda")`` on host keys).
 The build side is copied to the GPU and becomes the usual table; the probe side comes over in
 chunks. A copier thread stages chunk i + 1 (into pinned memory unless it is pinned already) and
 issues its copy on a side stream while the GPU joins chunk i, and every piece of the result
-goes back to pinned host memory on another side stream, so the link carries data both ways
-while kernels run; the pieces are joined at the end into one tensor in huge pages
-(host_empty). A chunk's output size must reach Python before its pairs can be copied, so the
-streamed join synchronises once per chunk. On the H100 host the link is not what bounds it:
-writing a result of many GB into new host memory is (bench/RESULTS.md).
+goes back through a small pinned ring on another side stream into its place in the result
+(new host memory, in huge pages: host_empty), so the link carries data both ways while
+kernels run and the host writes the result as it comes. A chunk's output size must reach
+Python before its pairs can be copied, so the streamed join synchronises once per chunk. On
+the H100 host the link is not what bounds it: writing a result of many GB into new host
+memory is (bench/RESULTS.md).
 
 When the build side's table passes half the budget, both sides are first split on the host
 by a hash of their key values (equal keys, whatever their integer width, in the same part;
@@ -31,7 +32,9 @@ import contextlib
 import mmap
 import queue
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 
+import numpy as np
 import torch
 
 from . import _join_plan
@@ -41,6 +44,7 @@ from .join import _MIX, _PART_SHIFT, JoinBuild, _Side, _take
 
 _SIGNED_VIEW = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
 _AHEAD = 2  # chunks staged ahead of the one being joined (bounds the pinned memory in flight)
+_STAGES, _STAGE_BYTES, _WORKERS = 8, 32 << 20, 8  # the result's staging ring and its copiers
 _HUGE_FROM = 64 << 20  # results from this size go to huge pages
 
 
@@ -73,28 +77,68 @@ def host_empty(rows: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 class _ToHost:
-    """Copies result pieces from the GPU to pinned host memory on a side stream after the
-    kernels that made them, so the copies overlap the next chunk's work; ``wait()`` before
-    reading what it returned. (A ring of pinned staging buffers emptied into unpinned memory
-    by worker threads avoided pinning the result, but ran 1.4-1.7x slower: bench/RESULTS.md.)
-    """
+    """Moves result pieces from the GPU into host memory without pinning the result (pinning
+    costs about 0.5 s a GB, more than the copies: bench/RESULTS.md). Each lane's pieces go one
+    after another into an arena of new host memory (host_empty; room for ``rows`` rows, the
+    probe side's, which bounds a lane unless build keys repeat; a piece past it starts a new
+    arena), so the result needs no concatenation (_Matches._joined makes a view). A piece
+    travels _STAGE_BYTES at a time through a ring of pinned staging buffers: a copy on a side
+    stream after the kernels that made it, then a worker thread copies it into place while
+    the GPU goes on (NumPy's copy: one core each, no nested thread pools). ``wait()`` before
+    reading what it returned."""
 
-    def __init__(self, device: torch.device):
-        self.device = device
+    def __init__(self, device: torch.device, rows: int):
+        self.device, self.rows = device, rows
         self.stream = torch.cuda.Stream(device)
+        self.staging = [torch.empty(_STAGE_BYTES, dtype=torch.uint8, pin_memory=True)
+                        for _ in range(_STAGES)]
+        self.landing: list[Future | None] = [None] * _STAGES
+        self.turn = 0
+        self.arenas: dict[str, list] = {}  # lane -> [host tensor, rows used]
+        self.workers = ThreadPoolExecutor(max_workers=_WORKERS,
+                                          thread_name_prefix="gpuhash-to-host")
 
-    def __call__(self, piece: torch.Tensor) -> torch.Tensor:
+    def _place(self, lane: str, rows: int, dtype: torch.dtype) -> torch.Tensor:
+        arena = self.arenas.get(lane)
+        if arena is None or arena[0].dtype != dtype or arena[1] + rows > arena[0].shape[0]:
+            arena = self.arenas[lane] = [host_empty(max(rows, self.rows), dtype), 0]
+        start = arena[1]
+        arena[1] += rows
+        return arena[0][start:start + rows]
+
+    def __call__(self, piece: torch.Tensor, lane: str) -> torch.Tensor:
         if piece.device.type != "cuda":
             return piece
-        host = torch.empty(piece.shape, dtype=piece.dtype, pin_memory=True)
+        host = self._place(lane, piece.numel(), piece.dtype)
+        flat = piece.reshape(-1)
+        step = max(1, _STAGE_BYTES // piece.element_size())
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(self.stream):
-            host.copy_(piece, non_blocking=True)
-        piece.record_stream(self.stream)  # its memory is not reused before the copy ends
-        return host
+        for first in range(0, flat.numel(), step):
+            part = flat[first:first + step]
+            slot = self.turn % _STAGES
+            self.turn += 1
+            if self.landing[slot] is not None:
+                self.landing[slot].result()  # the slot's last part is in place
+            staged = self.staging[slot][:part.numel() * part.element_size()].view(part.dtype)
+            with torch.cuda.stream(self.stream):
+                staged.copy_(part, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record(self.stream)
+            self.landing[slot] = self.workers.submit(
+                _land, copied, staged, host[first:first + part.numel()])
+        piece.record_stream(self.stream)  # its memory is not reused before the copies end
+        return host.view(piece.shape)
 
     def wait(self) -> None:
-        self.stream.synchronize()
+        for landing in self.landing:
+            if landing is not None:
+                landing.result()
+        self.workers.shutdown()
+
+
+def _land(copied: torch.cuda.Event, staged: torch.Tensor, target: torch.Tensor) -> None:
+    copied.synchronize()
+    np.copyto(target.numpy(), staged.numpy())
 
 
 def _chunks(probe: _Side, chunk_rows: int, device: torch.device):
@@ -151,7 +195,7 @@ def _run_streamed(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
         matches = table._match(probe, plan.how, nulls_equal, plan.chunk_rows,
                                probe_is_left=plan.build_side != "left")
         return matches.assemble(host)
-    to_host = _ToHost(device)
+    to_host = _ToHost(device, max(probe.rows, 1))
     try:
         matches = table._match(probe, plan.how, nulls_equal, plan.chunk_rows,
                                probe_is_left=plan.build_side != "left",

@@ -157,10 +157,11 @@ class _Matches:
 
     def __init__(self, how: str, probe_is_left: bool, probe_rows: int, build_rows: int,
                  device: torch.device, *, store=None):
-        # ``store`` takes each piece as it is found (the streamed join copies it to the host,
+        # ``store(piece, lane)`` takes each piece as it is found, lane "probe", "build" or
+        # "picked" naming the result it belongs to (the streamed join copies it to the host,
         # which then holds the result: self.device); the build rows' marks stay on ``device``
         self.how, self.device = how, device
-        self.store = store or (lambda piece: piece)
+        self.store = store or (lambda piece, lane: piece)
         self.pairs = how not in ("semi", "anti")
         outer_left, outer_right = how in ("left", "full"), how in ("right", "full")
         self.keep_probe = outer_left if probe_is_left else outer_right
@@ -179,14 +180,15 @@ class _Matches:
         self.allocate = None  # (rows, dtype) -> a 1-D tensor for a concatenation, if given
 
     def add_pairs(self, probe: torch.Tensor, build: torch.Tensor) -> None:
-        self.probe.append(self.store(probe))
-        self.build.append(self.store(build))
+        self.probe.append(self.store(probe, "probe"))
+        self.build.append(self.store(build, "build"))
 
     def add_hits(self, rows: torch.Tensor | None, matched: torch.Tensor) -> None:
         """``matched`` for the probe rows ``rows`` (None: all of them, in order)."""
         if self.picked is not None:
             picked = (matched if self.how == "semi" else ~matched).nonzero().squeeze(1)
-            self.picked.append(self.store(picked if rows is None else _take(rows, picked)))
+            self.picked.append(self.store(picked if rows is None else _take(rows, picked),
+                                          "picked"))
             return
         self.hit.append((rows, matched))
 
@@ -221,9 +223,13 @@ class _Matches:
         return (probe, build) if self.probe_is_left else (build, probe)
 
     def _joined(self, pieces: list[torch.Tensor]) -> torch.Tensor:
-        """The row pieces as one int64 tensor on the matches' device."""
+        """The row pieces as one int64 tensor on the matches' device: a view spanning them
+        when they lie one after another in one storage (the streamed join's), else a copy."""
         if len(pieces) == 1:
             return pieces[0]
+        if pieces and _consecutive(pieces):
+            total = sum(p.shape[0] for p in pieces)
+            return pieces[0].as_strided((total,), (1,), pieces[0].storage_offset())
         if self.allocate is None or not pieces:
             return torch.cat([torch.zeros(0, dtype=torch.int64, device=self.device), *pieces])
         out = self.allocate(sum(p.shape[0] for p in pieces), pieces[0].dtype)
@@ -352,6 +358,18 @@ class JoinBuild:
             if matches.build_hit is not None and nulls.shape[0]:
                 matches.build_hit[self._nulls] = 1
         return matches
+
+
+def _consecutive(pieces: list[torch.Tensor]) -> bool:
+    """Whether 1-D contiguous pieces lie one after another in one storage."""
+    storage = pieces[0].untyped_storage().data_ptr()
+    at = pieces[0].storage_offset()
+    for piece in pieces:
+        if (piece.dim() != 1 or not piece.is_contiguous() or piece.storage_offset() != at
+                or piece.untyped_storage().data_ptr() != storage):
+            return False
+        at += piece.shape[0]
+    return True
 
 
 def _slices(probe: _Side, chunk_rows: int | None):
