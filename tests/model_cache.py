@@ -163,6 +163,9 @@ class CacheModel:
                 if not acting[r]:
                     s = -1 if key in RESERVED else self.slot_of(key)
                     slots[r], found[r] = s, s >= 0
+                elif slots[r] >= 0 and (self.slots[slots[r]] is None
+                                        or self.slots[slots[r]][0] != key):
+                    slots[r] = self.slot_of(key)  # moved or evicted by a later row
         return status, slots, found, evicted
 
     def lookup(self, keys, *, update: bool):

@@ -209,11 +209,12 @@ def test_two_full_buckets_move_an_entry_before_they_evict(width):
     assert model.moves > 0
 
 
-@pytest.mark.parametrize("width", [32, 128])
+@pytest.mark.parametrize("width", [32, 64])
 def test_the_first_eviction_comes_past_load_098(width):
     """Keys with random scores one batch at a time: the first row that could not take a free
     slot or a moved entry's slot comes past load 0.98 (issue 11). Without the move, these
-    seeds evict first at load 0.945 (32-slot buckets) and 0.992 (128-slot ones)."""
+    seeds evict first at load 0.945 (32-slot buckets) and 0.977 (64-slot ones); 128-slot
+    buckets reach 0.992 without it here, so they could not show it."""
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=1 << 16,
                         device="cpu", policy="custom", bucket_slots=width)
     generator = torch.Generator().manual_seed(width)
@@ -225,5 +226,28 @@ def test_the_first_eviction_comes_past_load_098(width):
                                                              generator=generator))
         if bool((status != gh.INSERTED).any()):
             break
-    first = (before + int((status == gh.INSERTED).sum())) / cache.capacity
+    at = int((status != gh.INSERTED).nonzero()[0])  # rows run in order on the CPU engine
+    first = (before + int((status[:at] == gh.INSERTED).sum())) / cache.capacity
     assert first >= 0.98, first
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("width", [16, 32, 128])
+def test_find_or_insert_index_gives_each_key_its_slot_as_the_call_leaves_it(width, device):
+    """Near full load later rows of a call move entries to their other bucket and evict
+    others, some of them written by earlier rows of the same call: every index returned
+    still holds its row's key, and -1 means the key is not in the cache."""
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=8 * width,
+                        device=device, policy="custom", bucket_slots=width)
+    generator = torch.Generator().manual_seed(width)
+    for _ in range(40):
+        keys = torch.randint(0, 20 * cache.capacity, (cache.capacity // 4,),
+                             generator=generator)
+        scores = torch.randint(0, 2**40, keys.shape, generator=generator)
+        index, found = cache.find_or_insert_index(keys.to(device), init=1.0,
+                                                  scores=scores.to(device))
+        index = index.cpu()
+        held = cache._state.keys.cpu()
+        placed = index >= 0
+        assert torch.equal(held[index[placed]], keys[placed])
+        assert not bool(cache.contains(keys[~placed].to(device)).any())

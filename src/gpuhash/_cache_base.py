@@ -16,7 +16,8 @@ from ._cache_values import SplitValues
 from ._table import stream_context
 
 # What happened to a row (int8 status of every write).
-INSERTED = 0           # the key was added in a free slot
+INSERTED = 0           # the key was added in a free slot (or one an entry left for its other
+                       # bucket)
 ASSIGNED = 1           # the key was present; its value / score updated
 INSERTED_EVICTING = 2  # the key was added in place of the lowest-scored entry of its buckets
 REFUSED = 3            # not added: its score is below every entry it could replace (or the key

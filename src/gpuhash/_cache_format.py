@@ -19,16 +19,17 @@ HashMap's first and second bucket), and nowhere else: that pair is its bounded c
 - A search scans b1's digests, then b2's.
 - A new key takes the first free slot of whichever of b1, b2 has more free slots (b1 on a tie).
 - When both are full and the cache holds fewer than ``relocation_limit(capacity)`` entries
-  (a GPU write reads the count as its eviction launch starts), an entry of b1 or b2 first
-  moves to its own other bucket to make room: of 16 candidates a bucket (slots ``i * step +
-  digest % step``, ``step = bucket_slots // 16``, b1's then b2's, i ascending), the one whose
-  other bucket has the most free slots (the earliest on a tie; none if no other bucket has
-  one) moves to that bucket's first free slot, and the new key takes the slot it left
-  (INSERTED). Two choices alone evict first near load 0.97; with the move near 0.99
-  (bench/RESULTS.md).
-- Otherwise, when both are full, it replaces the lowest score among their slots (the earliest
-  slot of b1, then of b2, on a tie), unless its own score is lower than that: then it is
-  refused.
+  (the CPU engine counts before each row; a GPU write reads the count once per warp of its
+  eviction launch, so one call may carry the cache a little past the limit), an entry of b1
+  or b2 first moves to its own other bucket to make room: of 16 candidates a bucket (slots
+  ``i * step + digest % step``, ``step = bucket_slots // 16``, b1's then b2's, i ascending),
+  the one whose other bucket has the most free slots (the earliest on a tie; none if no
+  other bucket has one) moves to that bucket's first free slot, and the new key takes the
+  slot it left (INSERTED). Two choices alone evict first near load 0.97; with the move near
+  0.99 (bench/RESULTS.md).
+- Otherwise (past the limit, or no candidate's other bucket has room) it replaces the lowest
+  score among their slots (the earliest slot of b1, then of b2, on a tie), unless its own
+  score is lower than that: then it is refused.
 - A slot being rewritten holds ``LOCKED_KEY`` (the GPU engine's writers; searches skip it).
 So the two largest uint64 keys (int64 -1 and -2) are reserved, as in HierarchicalKV.
 """

@@ -1,7 +1,8 @@
 """CacheMap: an evicting key-value store with HierarchicalKV's operations, on either engine.
 
-A fixed number of slots; a full pair of candidate buckets evicts its lowest score instead of
-refusing the insert (_cache_format.py states the rules). What happens to each row comes back
+A fixed number of slots; a full pair of candidate buckets first moves one of its entries to
+that entry's other bucket, and near full load evicts its lowest score instead of refusing the
+insert (_cache_format.py states the rules). What happens to each row comes back
 as a status. Operations on CUDA tensors are ordered on the device: a write waits for every
 earlier operation on any stream, a read for the last write; reads may overlap one another
 (_cache_base.py).
@@ -47,7 +48,8 @@ from ._table import _resolve_device, stream_context
 
 class CacheMap(CacheCore):
     """A fixed-capacity key-value cache that evicts the lowest-scored entry when a key's two
-    candidate buckets are full, with HierarchicalKV's operations.
+    candidate buckets are full (and none of their entries can move to its other bucket), with
+    HierarchicalKV's operations.
 
     Keys are int64 or uint64; the two largest uint64 values (int64 -1 and -2) are reserved and
     refused. Values are rows of ``value_shape``. Scores are uint64, larger is more important:
@@ -170,8 +172,9 @@ class CacheMap(CacheCore):
     def insert_or_assign(self, keys: Any, values: Any, *, scores: Any = None,
                          stream: Any = None) -> Any:
         """Insert each key with its value, or assign the value of a present key; a full pair
-        of buckets evicts its lowest score. Returns each row's status (int8: ``INSERTED``,
-        ``ASSIGNED``, ``INSERTED_EVICTING``, ``REFUSED``, ``SUPERSEDED``).
+        of buckets makes room by moving an entry, or evicts its lowest score. Returns each
+        row's status (int8: ``INSERTED``, ``ASSIGNED``, ``INSERTED_EVICTING``, ``REFUSED``,
+        ``SUPERSEDED``).
 
         Example:
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.int32, capacity=64)
@@ -288,9 +291,18 @@ class CacheMap(CacheCore):
                            out=out if copy else None)
 
         def repeats():  # rows after a key's first get its slot (and value) as it stands now
-            self._engine.lookup(self._state, done.bits, only=~done.acting, index=done.index,
+            state = self._state
+            self._engine.lookup(state, done.bits, only=~done.acting, index=done.index,
                                 found=done.found, default=rows if copy else None,
                                 default_stride=stride, out=out if copy else None)
+            if copy:
+                return
+            # a later row of the call may have moved the entry an acting row found or placed
+            # to its other bucket, or evicted it: that row's slot as the call leaves it
+            held = state.keys.index_select(0, done.index.clamp(min=0))
+            stale = done.acting & (done.index >= 0) & (held != done.bits)
+            self._engine.lookup(state, done.bits, only=stale, index=done.index,
+                                found=torch.empty_like(done.found))
         self._run(repeats, writes=False, stream=stream)
         return kind, out if copy else None, done.index, done.found
 
@@ -311,8 +323,9 @@ class CacheMap(CacheCore):
 
     def find_or_insert_index(self, keys: Any, *, init: Any = 0, scores: Any = None,
                              stream: Any = None) -> tuple[Any, Any]:
-        """As ``find_or_insert``, returning each key's slot (row of ``values``; -1 if refused)
-        instead of a copy of its value.
+        """As ``find_or_insert``, returning each key's slot (row of ``values``) as the call
+        leaves it instead of a copy of its value: -1 where the key was refused, or evicted by
+        a later row of the same call.
 
         Example:
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)

@@ -6,7 +6,9 @@ Arrays arrive as NumPy views: keys and scores as uint64, digests as uint8, value
 one the CUDA engine's racing rows approximate (which slot a new key takes, which of two equal
 lowest scores goes, may differ there; what each row reports may not). The CUDA engine places
 every row that finds its key or a free slot before any row evicts (two launches), so there an
-evicting row may take an entry a later row of the same batch inserted; here it cannot.
+evicting row may take an entry a later row of the same batch inserted; here it cannot. Near
+the relocation limit the two may also differ in whether a row moves an entry or evicts: here
+the count is read before each row, there once per warp of the evict launch.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ enum GhWriteMode { GH_UPSERT = 0, GH_FIND_OR_INSERT = 1, GH_ASSIGN = 2, GH_ACCUM
 // rows upsert). status / index / found for every row (non-acting rows: SUPERSEDED, -1, 0).
 // Row r's value is in_values + r * value_stride * VALUE_BYTES (stride 0: one row for all).
 // A write is two launches. This one places every row that finds its key or a free slot and
-// marks the others GH_TO_EVICT; gh_cache_evict then evicts for those. No entry is evicted in
+// marks the others GH_TO_EVICT; gh_cache_evict then moves an entry or evicts for those. No entry is evicted in
 // this launch, and its rows hold distinct keys (the host keeps one acting row per key), so a
 // row's slot is its own from the moment it finds its key or wins a free slot by CAS: it
 // writes value, score and digest with plain stores, no lock, no fence (the launch boundary
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
 }
 
 // The second launch of a write: the rows gh_cache_write marked GH_TO_EVICT (both buckets
-// full). While the cache holds fewer than `move_below` entries as the launch starts, a row
+// full). While the cache holds fewer than `move_below` entries (read once per warp), a row
 // first moves an entry of its buckets to that entry's other bucket and takes the slot it left
 // (gh_cache_movable, gh_cache_move: INSERTED); otherwise, or when no entry can move, it takes
 // the lowest-scored entry of its two buckets, or is REFUSED when it scores below it (HKV's

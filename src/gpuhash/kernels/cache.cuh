@@ -1,14 +1,15 @@
 // The evicting cache's table type and its one bounded probe: a key lives in one of its two
 // buckets (the core's gh_home), found through one digest byte a slot, placed in the emptier
-// bucket, or in place of the lowest score of both when they are full. _cache_format.py states
-// the rules; engines/_cpu_cache_loops.py is the CPU twin, row by row.
+// bucket, or, when both are full, in a slot an entry left for its other bucket, or in place of
+// the lowest score of both. _cache_format.py states the rules; engines/_cpu_cache_loops.py is
+// the CPU twin, row by row.
 //
 // Concurrency within a launch (rows hold distinct keys: the host keeps one row per key).
 // A write is two launches (kernels/cache.cu). The first evicts nothing, so a row owns the slot
 // of its key, or the free slot whose key word its CAS took from EMPTY, and fills it with plain
-// stores. The second evicts for the rows whose buckets were full; evictors race for entries,
-// so there a writer owns a slot while its key word holds GH_LOCKED, taken by a CAS with
-// acquire order from the entry's key; it writes value, score and digest and publishes the key
+// stores. The second moves an entry or evicts for the rows whose buckets were full; they race
+// for entries, so there a writer owns a slot while its key word holds GH_LOCKED, taken by a
+// CAS with acquire order from the entry's key (or, a move's target, by a CAS from EMPTY); it writes value, score and digest and publishes the key
 // with a release store, so the next owner sees them. Erase locks the same way. Searches of a
 // write launch compare digests, then keys (relaxed): a match is a candidate its row then uses
 // or locks; a LOCKED slot with the key's digest is waited for (its owner publishes without
@@ -382,7 +383,10 @@ __device__ __forceinline__ gh_i64 gh_cache_movable(const C& t, gh_u64 b1, gh_u64
 // takes, and leaves `from` LOCKED for the caller to fill (gh_cache_publish): true; false when
 // the slot no longer holds `key`, or other rows took every free slot of `to` since the warp
 // counted them (then `from` is as it was). The entry is in neither slot while it moves; no
-// search runs in the evict launch (its rows' keys are absent), so none can miss it.
+// search runs in the evict launch (its rows' keys are absent), so none can miss it. Safe
+// because the buckets of rows waiting to evict stay full for the whole write (a digest only
+// goes from 0 to nonzero in either launch): a move's target, which has a free slot, is never
+// such a bucket, so no evictor or mover takes the target slot, and no entry moves twice.
 template <class C>
 __device__ __forceinline__ bool gh_cache_move(const C& t, gh_u64 from, gh_u64 key, gh_u64 to) {
     if (gh_cas_acquire(t.keys + from, key, GH_LOCKED) != key) return false;
