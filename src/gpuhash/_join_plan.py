@@ -1,11 +1,12 @@
 """How a join runs: the strategy registry and the cost model that chooses among strategies.
 
 A strategy is a function registered under a name; the planner considers only the registered
-ones that have a function (the GPU radix-partitioned join and the streamed out-of-core path
-are named here so plans and docs can refer to them, and are never chosen until they are
-implemented). The model is deliberately small: estimated bytes decide what fits the memory
-budget, estimated costs in nanoseconds per row decide among what fits, and every decision is
-written into the plan's ``why``. The per-row constants are guesses to be replaced by
+ones that have a function (the GPU radix-partitioned join is named here so plans and docs
+can refer to it, and is never chosen: built, measured slower than one table, not kept; the
+streamed out-of-core path registers its function from _join_stream.py). The model is
+deliberately small: estimated bytes decide what fits the memory budget, estimated costs in
+nanoseconds per row decide among what fits, and every decision is written into the plan's
+``why``. The per-row constants are guesses to be replaced by
 measurements; ``CPU_SMALL_MAX_ROWS``, the crossover below which CUDA inputs are joined on the
 CPU, is measured (none on the H100 host).
 

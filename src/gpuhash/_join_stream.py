@@ -8,13 +8,14 @@ issues its copy on a side stream while the GPU joins chunk i, and every piece of
 goes back through a small pinned ring on another side stream into its place in the result
 (new host memory, in huge pages: host_empty), so the link carries data both ways while
 kernels run and the host writes the result as it comes. A chunk's output size must reach
-Python before its pairs can be copied, so the streamed join synchronises once per chunk. On
+Python before its pairs can be copied, so the streamed join synchronises with the GPU at least
+once per chunk (semi / anti twice; a chunk with more pairs than rows probes again). On
 the H100 host the link is not what bounds it: writing a result of many GB into new host
 memory is (bench/RESULTS.md).
 
 When the build side's table passes half the budget, both sides are first split on the host
 by a hash of their key values (equal keys, whatever their integer width, in the same part;
-null keys in part 0 so that ``nulls_equal=True`` still pairs them) and each part is joined
+with ``nulls_equal=True`` the null keys in part 0, where they meet) and each part is joined
 this way; a row's part is its only possible match, so the parts' results, mapped back to the
 inputs' row numbers, are the join's.
 
@@ -130,10 +131,18 @@ class _ToHost:
         return host.view(piece.shape)
 
     def wait(self) -> None:
-        for landing in self.landing:
-            if landing is not None:
-                landing.result()
-        self.workers.shutdown()
+        """Every piece in place (a worker's error raised here)."""
+        try:
+            for landing in self.landing:
+                if landing is not None:
+                    landing.result()
+        finally:
+            self.workers.shutdown()
+
+    def close(self) -> None:
+        """Stop, after the copies under way, without raising (the join failed already)."""
+        with contextlib.suppress(Exception):
+            self.wait()
 
 
 def _land(copied: torch.cuda.Event, staged: torch.Tensor, target: torch.Tensor) -> None:
@@ -143,7 +152,8 @@ def _land(copied: torch.cuda.Event, staged: torch.Tensor, target: torch.Tensor) 
 
 def _chunks(probe: _Side, chunk_rows: int, device: torch.device):
     """(first row, part on ``device``) of the host side ``probe``, in row order; a copier
-    thread stages and copies up to _AHEAD chunks ahead of the caller."""
+    thread stages and copies chunks ahead of the caller (up to _AHEAD queued and one more
+    on its way: memory the planner's chunk size does not count). Close it when done."""
     ready: queue.Queue = queue.Queue(maxsize=_AHEAD)
     stream = torch.cuda.Stream(device)
     stop = threading.Event()
@@ -193,35 +203,41 @@ def _run_streamed(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
     table = JoinBuild._of(build.to(device))
     if device.type != "cuda":  # the same steps with nothing to copy (tests on a CPU)
         matches = table._match(probe, plan.how, nulls_equal, plan.chunk_rows,
-                               probe_is_left=plan.build_side != "left")
+                               probe_is_left=plan.build_side != "left",
+                               store=lambda piece, lane: piece)
         return matches.assemble(host)
     to_host = _ToHost(device, max(probe.rows, 1))
+    chunks = _chunks(probe, plan.chunk_rows or max(probe.rows, 1), device)
     try:
-        matches = table._match(probe, plan.how, nulls_equal, plan.chunk_rows,
-                               probe_is_left=plan.build_side != "left",
-                               chunks=_chunks(probe, plan.chunk_rows or max(probe.rows, 1),
-                                              device), store=to_host)
-    finally:
-        to_host.wait()
+        with contextlib.closing(chunks):  # its copier thread stops, whatever happens here
+            matches = table._match(probe, plan.how, nulls_equal, plan.chunk_rows,
+                                   probe_is_left=plan.build_side != "left", chunks=chunks,
+                                   store=to_host)
+    except BaseException:
+        to_host.close()
+        raise
+    to_host.wait()
     matches.allocate = host_empty
     return matches.assemble(host)
 
 
-def _part_of(side: _Side, parts: int) -> torch.Tensor:
+def _part_of(side: _Side, parts: int, nulls_together: bool) -> torch.Tensor:
     """Each row's part: a hash of its key values as int64 (so int32 and int64 keys of equal
-    value agree), nulls in part 0."""
+    value agree); with ``nulls_together`` (nulls_equal) the null rows in part 0, where they
+    meet, else spread like the others (they match nothing)."""
     mixed = torch.zeros(side.rows, dtype=torch.int64)
     for column in side.columns:
         mixed = (mixed ^ canonical(column)) * _MIX
     part = (mixed >> _PART_SHIFT) & (parts - 1)
-    if side.valid is not None:
+    if nulls_together and side.valid is not None:
         part[~side.valid] = 0
     return part
 
 
 def _run_parts(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
     """Both host sides split by key hash into ``plan.parts`` parts, each joined streamed."""
-    part_l, part_r = _part_of(left, plan.parts), _part_of(right, plan.parts)
+    part_l = _part_of(left, plan.parts, nulls_equal)
+    part_r = _part_of(right, plan.parts, nulls_equal)
     pieces_l, pieces_r = [], []
     for part in range(plan.parts):
         rows_l = (part_l == part).nonzero().squeeze(1)

@@ -404,7 +404,8 @@ def _key_bytes(left: _Side, right: _Side) -> int:
 def explain_join(left_keys: Any, right_keys: Any, *, how: str = "inner",
                  left_valid: Any = None, right_valid: Any = None,
                  memory_budget: int | None = None, device: Any = None) -> JoinPlan:
-    """The plan :func:`join` would follow for these arguments, without joining.
+    """The plan :func:`join` would follow for these arguments (``device`` as there),
+    without joining.
 
     Example:
         >>> import torch, gpuhash as gh
@@ -461,7 +462,7 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
     (``device="cuda"``) may be larger than its memory: they come over in chunks while the
     previous chunk is joined, and the results come back to host memory (pinned keys skip a
     staging copy). ``explain=True`` prints the plan (:func:`explain_join` returns it).
-    Synchronises with the device (output sizes; once per chunk when streamed).
+    Synchronises with the device (output sizes; at least once per chunk when streamed).
 
     Example:
         >>> import torch, gpuhash as gh
@@ -478,14 +479,16 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
     if explain:
         print(plan)
     home = left.device
-    if plan.strategy != "out-of-core-streams" and target != home:
-        left, right = left.to(target), right.to(target)  # copies there, results back
-    with stream_context(stream, target):
+    with stream_context(stream, target):  # the copies too, when the keys move
+        if plan.strategy != "out-of-core-streams" and target != home:
+            left, right = left.to(target), right.to(target)  # results come back below
         run = _join_plan.STRATEGIES[plan.strategy].run
         result = run(left, right, plan, nulls_equal)
+        result = tuple(r.to(home) for r in result) if isinstance(result, tuple) else (
+            result.to(home))
     if isinstance(result, tuple):
-        return tuple(_arrays.to_kind(r.to(home), left.kind) for r in result)
-    return _arrays.to_kind(result.to(home), left.kind)
+        return tuple(_arrays.to_kind(r, left.kind) for r in result)
+    return _arrays.to_kind(result, left.kind)
 
 
 def _run_hash_table(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
