@@ -460,8 +460,9 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
     by key hash and joined part by part, with identical results. ``device``: where the join
     runs (default: the keys' device). Keys in host memory joined on a GPU
     (``device="cuda"``) may be larger than its memory: they come over in chunks while the
-    previous chunk is joined (up to three chunks of keys waiting beside the budget), and the results come back to host memory (pinned keys skip a
-    staging copy). ``explain=True`` prints the plan (:func:`explain_join` returns it).
+    previous chunk is joined (up to three chunks of keys waiting beside the budget), and the
+    results come back to host memory (pinned keys skip a staging copy). ``explain=True``
+    prints the plan (:func:`explain_join` returns it).
     Synchronises with the device (output sizes; at least once per chunk when streamed).
 
     Example:
