@@ -107,3 +107,40 @@ def test_host_keys_joined_on_the_gpu_match_the_in_memory_join(how):
         want = as_pairs(gh.join(*two, how=how, left_valid=valid, nulls_equal=True), how)
         assert as_pairs(gh.join(*two, how=how, left_valid=valid, nulls_equal=True,
                                 device="cuda", memory_budget=budget), how) == want, budget
+
+
+def test_host_empty_gives_writable_memory_that_outlives_its_mapping():
+    """Results of the streamed join land in host_empty's tensors: large ones in an mmap (huge
+    pages where offered) that the tensor keeps alive, small ones from torch.empty."""
+    import gc
+
+    big = _join_stream.host_empty((128 << 20) // 8, torch.int64)
+    gc.collect()
+    big.fill_(7)
+    assert big.shape == ((128 << 20) // 8,) and int(big[-1]) == 7
+    assert big.numpy().sum() == 7 * big.numel()
+    small = _join_stream.host_empty(3, torch.int32)
+    assert small.shape == (3,) and small.dtype == torch.int32
+
+
+def test_result_pieces_fill_an_arena_one_after_another():
+    """_ToHost places each lane's pieces one after another in an arena sized for the probe
+    rows, starts a new arena when a piece passes it, and the pieces join without a copy only
+    while they stay in one arena (the GPU copies themselves need a device)."""
+    sink = object.__new__(_join_stream._ToHost)
+    sink.rows, sink.arenas = 10, {}
+    first = sink._place("probe", 4, torch.int64)
+    second = sink._place("probe", 6, torch.int64)
+    other = sink._place("build", 4, torch.int64)
+    assert second.storage_offset() == first.storage_offset() + 4
+    assert other.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
+    first.copy_(torch.arange(4))
+    second.copy_(torch.arange(4, 10))
+    matches = _Matches("inner", True, 10, 10, torch.device("cpu"))
+    joined = matches._joined([first, second])
+    assert joined.tolist() == list(range(10))
+    assert joined.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+    past = sink._place("probe", 3, torch.int64)  # no room left: a new arena
+    assert past.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
+    past.copy_(torch.tensor([10, 11, 12]))
+    assert matches._joined([first, second, past]).tolist() == list(range(13))
