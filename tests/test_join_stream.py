@@ -74,7 +74,8 @@ def test_consecutive_pieces_join_without_a_copy():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without CUDA")
 def test_device_cuda_without_cuda_names_the_device():
-    with pytest.raises(ValueError, match="device is 'cuda' but CUDA is not available"):
+    with pytest.raises(ValueError,
+                       match="device 'cuda' asked for CUDA but no CUDA device is available"):
         gh.join(torch.arange(3), torch.arange(3), device="cuda")
 
 

@@ -24,7 +24,7 @@ import torch
 from . import _arrays, _join_plan
 from ._join_keys import Direct32, KeyEncoder, build_encoder, check_sides, check_valid, key_columns
 from ._join_plan import HOWS, JoinPlan, plan_join
-from ._table import stream_context
+from ._table import _resolve_device, stream_context
 from .multimap import MultiMap
 
 _MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: spreads codes over the top bits
@@ -420,15 +420,7 @@ def explain_join(left_keys: Any, right_keys: Any, *, how: str = "inner",
 
 def _target(device: Any, left: _Side) -> torch.device:
     """The device a join runs on: ``device``, or the keys' device."""
-    if device is None:
-        return left.device
-    target = torch.device(device)
-    if target.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device is {device!r} but CUDA is not available")
-        if target.index is None:
-            target = torch.device("cuda", torch.cuda.current_device())
-    return target
+    return left.device if device is None else _resolve_device(device)
 
 
 def _plan(left: _Side, right: _Side, how: str, memory_budget: int | None,
