@@ -6,10 +6,7 @@ A cache of ``num_buckets`` buckets of ``bucket_slots`` slots keeps four arrays i
 the key, 0 where free, so a search compares a bucket's digests, one byte a slot, before it
 reads any key), ``scores`` (int64 holding the uint64 score) and ``values`` (the value rows).
 ``counts`` holds [live entries, 0, rows a kernel could not place (never expected), 0], the
-HashMap's counter layout. ``spilled`` (int32, a word a bucket) holds the spill bits: bit
-``digest % 32`` of word b is set once an entry whose first bucket is b is placed in its second
-bucket, and cleared only by ``clear()``; a key whose bit is clear is not in its second bucket.
-The bits are derived data: files do not store them (a load sets them again).
+HashMap's counter layout.
 
 Value rows may be split by place (``max_hbm_bytes``): the rows of the first ``hbm_slots`` slots
 (whole buckets) in ``values`` on the GPU, the rest in ``host_values``, pinned host memory that
@@ -19,12 +16,8 @@ row is host memory already, so ``values`` holds them all.
 
 A key lives in one of its two buckets, b1 and b2 (the core's gh_home: the same hash bits as a
 HashMap's first and second bucket), and nowhere else: that pair is its bounded candidate set.
-- A search scans b1's digests, then, if the key's spill bit is set, b2's.
-- A new key takes the first free slot of b1 while b1 has more than ``bucket_slots // 8`` free
-  slots, else of whichever of b1, b2 has more free slots (b1 on a tie). So below high load
-  nearly every entry sits in its first bucket and a search reads one bucket, while near full
-  load the emptier bucket still balances the pair (a sequential simulation: first eviction at
-  0.998 of the capacity either way; bench/RESULTS.md).
+- A search scans b1's digests, then b2's.
+- A new key takes the first free slot of whichever of b1, b2 has more free slots (b1 on a tie).
 - When both are full and the cache holds fewer than ``relocation_limit(capacity)`` entries
   (the CPU engine counts before each row; a GPU write reads the count once per warp of its
   eviction launch, so one call may carry the cache a little past the limit), an entry of b1
@@ -131,7 +124,6 @@ class CacheState:
     scores: torch.Tensor
     values: torch.Tensor
     counts: torch.Tensor
-    spilled: torch.Tensor
     host_values: torch.Tensor | None = None
 
     @property
@@ -152,8 +144,7 @@ class CacheState:
         return torch.cat([self.values.to(device), self.host_values.to(device)])
 
     def tensors(self, device: torch.device | None = None) -> dict[str, torch.Tensor]:
-        """The cache's stored bytes by name, the value rows whole (``all_values`` on
-        ``device``); the spill bits are derived from them (``spill_bits``)."""
+        """The cache's bytes by name, the value rows whole (``all_values`` on ``device``)."""
         return {"keys": self.keys, "digests": self.digests, "scores": self.scores,
                 "values": self.all_values(device), "counts": self.counts}
 
@@ -197,33 +188,19 @@ def empty_cache(spec: CacheSpec, device: torch.device | str, *,
         scores=torch.zeros((slots,), dtype=torch.int64, device=device),
         values=torch.zeros((hbm, *spec.value_shape), dtype=spec.value_dtype, device=device),
         counts=torch.zeros((4,), dtype=torch.int64, device=device),
-        spilled=torch.zeros((spec.num_buckets,), dtype=torch.int32, device=device),
         host_values=host,
     )
 
 
-def spill_bits(spec: CacheSpec, keys: torch.Tensor, digests: torch.Tensor) -> torch.Tensor:
-    """The spill bits of the entries in ``keys`` / ``digests`` (a word a bucket, on the CPU),
-    as the engines set them while placing."""
-    from .engines import cache_cpu  # the engines import this module
-
-    return cache_cpu.spill_bits(spec, keys.cpu(), digests.cpu())
-
-
 def place_cache(spec: CacheSpec, tensors: dict[str, torch.Tensor], device: torch.device, *,
-                max_hbm_bytes: int | None = None, spilled: torch.Tensor | None = None
-                ) -> CacheState:
+                max_hbm_bytes: int | None = None) -> CacheState:
     """A state on ``device`` holding copies of ``tensors`` (as ``CacheState.tensors`` names
-    them, value rows whole), the rows split by ``max_hbm_bytes``; ``spilled``: the entries'
-    spill bits when known (worked out from the keys otherwise)."""
+    them, value rows whole), the rows split by ``max_hbm_bytes``."""
     values, host = _place_values(tensors["values"], device,
                                  hbm_slots_for(spec, device, max_hbm_bytes))
     moved = {name: tensors[name].to(device, copy=True)
              for name in ("keys", "digests", "scores", "counts")}
-    if spilled is None:
-        spilled = spill_bits(spec, tensors["keys"], tensors["digests"])
-    return CacheState(spec, values=values, host_values=host,
-                      spilled=spilled.to(device, copy=True), **moved)
+    return CacheState(spec, values=values, host_values=host, **moved)
 
 
 def copy_cache(state: CacheState, device: torch.device | str, *,
@@ -231,4 +208,4 @@ def copy_cache(state: CacheState, device: torch.device | str, *,
     """The same bytes on another device (value rows split there by ``max_hbm_bytes``)."""
     device = torch.device(device)
     return place_cache(state.spec, state.tensors("cpu" if device.type == "cpu" else None),
-                       device, max_hbm_bytes=max_hbm_bytes, spilled=state.spilled)
+                       device, max_hbm_bytes=max_hbm_bytes)

@@ -494,7 +494,6 @@ class CacheMap(CacheCore):
             state.digests.zero_()
             state.scores.zero_()
             state.counts.zero_()
-            state.spilled.zero_()
         self._run(work, writes=True, stream=stream)
 
     # --- moving and files -----------------------------------------------------------------

@@ -52,51 +52,21 @@ def _in_bucket(keys, digests, width, bucket, key, digest):
 
 
 @numba.njit(inline="always", **_JIT)
-def _spill_bit(digest):
-    return np.uint32(1) << np.uint32(digest & np.uint8(31))
-
-
-@numba.njit(inline="always", **_JIT)
-def _may_spill(spilled, b1, b2, digest):
-    """Whether a key missing from b1 may be in b2: its spill bit (kernels/cache.cuh)."""
-    return b2 != b1 and (spilled[b1] & _spill_bit(digest)) != 0
-
-
-@numba.njit(inline="always", **_JIT)
-def _spill(spilled, width, b1, b2, slot, digest):
-    """Set the key's spill bit when its slot is in b2 (another bucket than b1)."""
-    if b2 != b1 and slot // width == b2:
-        spilled[b1] |= _spill_bit(digest)
-
-
-@numba.njit(inline="always", **_JIT)
-def locate(keys, digests, spilled, width, b1, b2, key, digest):
-    """The slot holding key among its two buckets, -1 if none: b2 is searched only when the
-    key's spill bit says an entry of b1's may live there."""
+def locate(keys, digests, width, b1, b2, key, digest):
+    """The slot holding key among its two buckets, -1 if none."""
     slot = _in_bucket(keys, digests, width, b1, key, digest)
-    if slot < 0 and _may_spill(spilled, b1, b2, digest):
+    if slot < 0 and b2 != b1:
         slot = _in_bucket(keys, digests, width, b2, key, digest)
     return slot
 
 
 @numba.njit(inline="always", **_JIT)
-def _slot_of(keys, digests, spilled, width, num_buckets, seed, key):
+def _slot_of(keys, digests, width, num_buckets, seed, key):
     """The slot holding key, -1 if none (always -1 for the two reserved keys)."""
     if key >= _RESERVED:
         return -1
     b1, b2, digest = cache_home(key, seed, num_buckets)
-    return locate(keys, digests, spilled, width, b1, b2, key, digest)
-
-
-@numba.njit(**_JIT)
-def cache_spill_bits(keys, digests, width, num_buckets, seed, spilled):
-    """Set the spill bit of every entry that lives in its second bucket (a cache read from a
-    file, whose bits are not stored)."""
-    for slot in range(keys.shape[0]):
-        if digests[slot] == 0:
-            continue
-        b1, b2, digest = cache_home(keys[slot], seed, num_buckets)
-        _spill(spilled, width, b1, b2, slot, digest)
+    return locate(keys, digests, width, b1, b2, key, digest)
 
 
 @numba.njit(inline="always", **_JIT)
@@ -161,19 +131,16 @@ def _movable(keys, digests, width, num_buckets, seed, b1, b2, digest):
 
 
 @numba.njit(inline="always", **_JIT)
-def _place(keys, digests, spilled, scores, values, counts, width, num_buckets, seed, limit, b1,
-           b2, key, digest, score, row, ev_keys, ev_values, ev_scores, evicted):
-    """Put an absent key in a free slot of b1 (while it has more than width / 8 free), or of
-    the emptier of b1 and b2, in a slot an entry left for its other bucket (below ``limit``
-    entries), or in place of their lowest score; spill bits set for whatever lands in its
-    second bucket. Returns (slot or -1, status); the evicted entry goes to ev_* when they
-    have room."""
+def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limit, b1, b2,
+           key, digest, score, row, ev_keys, ev_values, ev_scores, evicted):
+    """Put an absent key in a free slot of b1 or b2, in a slot an entry left for its other
+    bucket (below ``limit`` entries), or in place of their lowest score. Returns (slot or -1,
+    status); the evicted entry goes to ev_* when they have room."""
     free1, count1 = _first_free(digests, width, b1)
+    free2, count2 = _first_free(digests, width, b2)
     slot, status = free1, INSERTED
-    if b2 != b1 and count1 <= width // 8:
-        free2, count2 = _first_free(digests, width, b2)
-        if count2 > count1:
-            slot = free2
+    if count2 > count1:
+        slot = free2
     if slot < 0 and counts[0] < limit:
         slot, target = _movable(keys, digests, width, num_buckets, seed, b1, b2, digest)
         if slot >= 0:
@@ -181,8 +148,6 @@ def _place(keys, digests, spilled, scores, values, counts, width, num_buckets, s
             digests[target] = digests[slot]
             scores[target] = scores[slot]
             values[target, :] = values[slot, :]
-            m1, m2, moved = cache_home(keys[target], seed, num_buckets)
-            _spill(spilled, width, m1, m2, target, moved)
     if slot < 0:
         slot, lowest = _lowest(scores, width, b1, -1, np.uint64(0))
         if b2 != b1:
@@ -198,7 +163,6 @@ def _place(keys, digests, spilled, scores, values, counts, width, num_buckets, s
         evicted[0] = at + 1
     else:
         counts[0] += 1
-    _spill(spilled, width, b1, b2, slot, digest)
     keys[slot] = key
     digests[slot] = digest
     scores[slot] = score
@@ -207,10 +171,10 @@ def _place(keys, digests, spilled, scores, values, counts, width, num_buckets, s
 
 
 @numba.njit(**_JIT)
-def cache_write(keys, digests, spilled, scores, values, counts, width, num_buckets, seed, limit,
-                policy, step, epoch, mode, rows, acting, accumulate, given, in_values,
-                value_stride, has_values, status, index, found, out, copy_out, ev_keys,
-                ev_values, ev_scores, evicted):
+def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed, limit, policy,
+                step, epoch, mode, rows, acting, accumulate, given, in_values, value_stride,
+                has_values, status, index, found, out, copy_out, ev_keys, ev_values, ev_scores,
+                evicted):
     """Apply each acting row of a write (mode UPSERT, FIND_OR_INSERT, ASSIGN or ACCUMULATE) in
     row order; status / index / found per acting row, and with ``copy_out`` its value as the
     call leaves it in ``out`` (refused: its own). in_values row r is read at r *
@@ -233,7 +197,7 @@ def cache_write(keys, digests, spilled, scores, values, counts, width, num_bucke
             found[r] = False
             continue
         b1, b2, digest = cache_home(key, seed, num_buckets)
-        slot = locate(keys, digests, spilled, width, b1, b2, key, digest)
+        slot = locate(keys, digests, width, b1, b2, key, digest)
         present = slot >= 0
         found[r] = present
         if present:
@@ -251,20 +215,20 @@ def cache_write(keys, digests, spilled, scores, values, counts, width, num_bucke
             index[r] = -1
             continue
         score = new_score(policy, np.uint64(0), False, given[r], step, epoch)
-        slot, status[r] = _place(keys, digests, spilled, scores, values, counts, width,
-                                 num_buckets, seed, limit, b1, b2, key, digest, score, mine,
-                                 ev_keys, ev_values, ev_scores, evicted)
+        slot, status[r] = _place(keys, digests, scores, values, counts, width, num_buckets,
+                                 seed, limit, b1, b2, key, digest, score, mine, ev_keys,
+                                 ev_values, ev_scores, evicted)
         index[r] = slot
 
 
 @numba.njit(**_JIT)
-def cache_lookup(keys, digests, spilled, scores, values, width, num_buckets, seed, policy, step,
-                 epoch, rows, update, default, default_stride, out, copy, index, found):
+def cache_lookup(keys, digests, scores, values, width, num_buckets, seed, policy, step, epoch,
+                 rows, update, default, default_stride, out, copy, index, found):
     """Slot of each row's key (-1 where absent), its value bytes (row r * default_stride of
     ``default`` where absent) if ``copy``, and, on rows with update[r] set, the key's score
     raised as a touch does."""
     for r in range(rows.shape[0]):
-        slot = _slot_of(keys, digests, spilled, width, num_buckets, seed, rows[r])
+        slot = _slot_of(keys, digests, width, num_buckets, seed, rows[r])
         index[r] = slot
         found[r] = slot >= 0
         if copy:
@@ -274,10 +238,10 @@ def cache_lookup(keys, digests, spilled, scores, values, width, num_buckets, see
 
 
 @numba.njit(**_JIT)
-def cache_erase(keys, digests, spilled, scores, counts, width, num_buckets, seed, rows, erased):
+def cache_erase(keys, digests, scores, counts, width, num_buckets, seed, rows, erased):
     """Free each row's key's slot; True on the row that did."""
     for r in range(rows.shape[0]):
-        slot = _slot_of(keys, digests, spilled, width, num_buckets, seed, rows[r])
+        slot = _slot_of(keys, digests, width, num_buckets, seed, rows[r])
         erased[r] = slot >= 0
         if slot >= 0:
             keys[slot] = _EMPTY

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .._batch import last_occurrence
-from .._cache_format import POLICIES, CacheSpec, CacheState, relocation_limit
+from .._cache_format import POLICIES, CacheState, relocation_limit
 from .._format import as_value_bytes
 from ._cpu_runtime import run
 
@@ -35,12 +35,9 @@ def _rows_of(state: CacheState) -> np.ndarray:
 
 
 def _table(state: CacheState) -> tuple:
-    """keys, digests, spilled, scores, value rows, counts, width, buckets, seed: the loops'
-    leading arguments."""
     spec = state.spec
-    return (_u64(state.keys), state.digests.numpy(), state.spilled.numpy().view(np.uint32),
-            _u64(state.scores), _rows_of(state), state.counts.numpy(), spec.bucket_slots,
-            spec.num_buckets, np.uint64(spec.seed))
+    return (_u64(state.keys), state.digests.numpy(), _u64(state.scores), _rows_of(state),
+            state.counts.numpy(), spec.bucket_slots, spec.num_buckets, np.uint64(spec.seed))
 
 
 def last_rows(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
@@ -110,7 +107,7 @@ def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None =
         default_bytes = default_bytes[chosen]
     part_update = _NONE_U8 if update is None else _bytes(update)[chosen]
     table = _table(state)
-    run("cache_lookup", *table[:5], *table[6:],
+    run("cache_lookup", table[0], table[1], table[2], table[3], *table[5:],
         np.uint64(POLICIES.index(spec.policy)), np.uint64(step), np.uint64(epoch), part_keys,
         part_update, default_bytes, default_stride, part_out, out is not None, part_index,
         part_found)
@@ -125,7 +122,8 @@ def erase(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
     """Free each key's slot; True on the row that did."""
     erased = torch.empty(keys.shape[0], dtype=torch.bool)
     table = _table(state)
-    run("cache_erase", *table[:4], *table[5:], _u64(keys), erased.numpy())
+    run("cache_erase", table[0], table[1], table[2], table[4], *table[5:], _u64(keys),
+        erased.numpy())
     return erased
 
 
@@ -134,15 +132,6 @@ def gather(state: CacheState, index: torch.Tensor) -> torch.Tensor:
     out = state.values[index.clamp(min=0)]
     out[index < 0] = 0
     return out
-
-
-def spill_bits(spec: CacheSpec, keys: torch.Tensor, digests: torch.Tensor) -> torch.Tensor:
-    """The spill bits (int32, a word a bucket) of the entries of CPU ``keys`` / ``digests``:
-    the bit of every entry in its second bucket set."""
-    bits = torch.zeros((spec.num_buckets,), dtype=torch.int32)
-    run("cache_spill_bits", _u64(keys.contiguous()), digests.contiguous().numpy(),
-        spec.bucket_slots, spec.num_buckets, np.uint64(spec.seed), bits.numpy().view(np.uint32))
-    return bits
 
 
 def scatter(state: CacheState, index: torch.Tensor, rows: torch.Tensor) -> None:

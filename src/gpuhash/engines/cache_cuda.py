@@ -55,8 +55,7 @@ def _launch_info(state: CacheState) -> tuple[dict, tuple[int, ...], int]:
         index = state.keys.get_device()
         args = (state.keys.data_ptr(), state.digests.data_ptr(), state.scores.data_ptr(),
                 state.values.data_ptr(), state.counts.data_ptr(), spec.num_buckets,
-                spec.signed_seed, _ptr(state.host_values), state.hbm_slots,
-                state.spilled.data_ptr())
+                spec.signed_seed, _ptr(state.host_values), state.hbm_slots)
         kernels = _kernels(spec.value_bytes, spec.bucket_slots, index, os.environ.get(ARCH_ENV))
         info = (kernels, args, index)
         state.__dict__["_cuda_launch_info"] = info

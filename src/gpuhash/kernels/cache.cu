@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
             status[r] = GH_SKIPPED;
             continue;
         }
-        slot = gh_cache_claim_free(t, home, key, digest, m1, m2);
+        slot = gh_cache_claim_free(t, home, key, m1, m2);
         if (slot < 0) {
             status[r] = GH_TO_EVICT;
             continue;
@@ -141,7 +141,6 @@ __global__ void __launch_bounds__(256, 4) gh_cache_evict(GH_CACHE_PARAMS, const 
             if (from >= 0) {
                 if (lane == leader && gh_cache_move(t, from, moving, to)) {
                     gh_cache_publish(t, from, key, digest, score, row);
-                    gh_cache_spill(t, home, static_cast<gh_u64>(from), digest);
                     atomicAdd(reinterpret_cast<unsigned long long*>(t.counts), 1ULL);
                     status[r] = GH_INSERTED;
                     index[r] = from;
@@ -169,7 +168,6 @@ __global__ void __launch_bounds__(256, 4) gh_cache_evict(GH_CACHE_PARAMS, const 
                             }
                         }
                         gh_cache_publish(t, victim, key, digest, score, row);
-                        gh_cache_spill(t, home, static_cast<gh_u64>(victim), digest);
                         status[r] = GH_INSERTED_EVICTING;
                         index[r] = victim;
                     }

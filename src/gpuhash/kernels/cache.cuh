@@ -31,11 +31,6 @@ template <int VALUE_BYTES_, int BUCKET_SLOTS_>
 struct GhCache {
     static constexpr int VALUE_BYTES = VALUE_BYTES_;
     static constexpr int BUCKET = BUCKET_SLOTS_;  // 16, 32, 64 or 128
-    // A new key takes b1 while b1 has more than FIRST_ROOM free slots, else the emptier of b1
-    // and b2 (_cache_format.py): below high load nearly every entry lives in its first
-    // bucket, so a search rarely needs b2, while the balancing that keeps the first eviction
-    // late still works near full load (bench/RESULTS.md).
-    static constexpr int FIRST_ROOM = BUCKET / 8;
     static constexpr int KEY_BYTES = 8;
     gh_u64* keys;
     gh_u8* digests;
@@ -46,7 +41,6 @@ struct GhCache {
     gh_u64 seed;
     char* host_values;  // rows of the slots past hbm_slots: pinned host memory, read and
     gh_u64 hbm_slots;   // written in place through unified addressing (null: none)
-    gh_u32* spilled;    // a word a bucket: gh_cache_spill
     __device__ __forceinline__ char* value(gh_u64 slot) const {
         return slot < hbm_slots ? values + slot * VALUE_BYTES
                                 : host_values + (slot - hbm_slots) * VALUE_BYTES;
@@ -55,30 +49,14 @@ struct GhCache {
 
 #define GH_CACHE_PARAMS gh_u64 *keys_, gh_u8 *digests, gh_u64 *scores, char *values, \
                         gh_i64 *counts, gh_u64 num_buckets, gh_u64 seed, char *host_values, \
-                        gh_u64 hbm_slots, gh_u32 *spilled
+                        gh_u64 hbm_slots
 #define GH_CACHE_REF(C) C{keys_, digests, scores, values, counts, num_buckets, seed, \
-                          host_values, hbm_slots, spilled}
+                          host_values, hbm_slots}
 
 // 8 bits of a second mix of the key's hash (no bucket choice reads them), never 0.
 __device__ __forceinline__ gh_u32 gh_digest(gh_u64 hash) {
     const gh_u32 d = static_cast<gh_u32>(gh_mix64(hash) >> 56);
     return d == 0 ? 1 : d;
-}
-
-// Spill bits: bit (digest % 32) of spilled[b1] is set once an entry whose first bucket is b1
-// is placed in its second bucket (b2 != b1), and cleared only by clear(); so a key whose bit
-// is clear is not in b2, and a search that missed in b1 stops there. Bits of entries gone
-// since stay set: they only cost a search of b2. Only later launches read a key's bit (a
-// launch's rows hold distinct keys, and the evict launch searches for none), so the evict
-// launch sets it after its release store, which would otherwise wait for the atomic.
-__device__ __forceinline__ gh_u32 gh_spill_bit(gh_u32 digest) { return 1u << (digest & 31u); }
-
-template <class C>
-__device__ __forceinline__ void gh_cache_spill(const C& t, const GhHome& home, gh_u64 slot,
-                                               gh_u32 digest) {
-    if (home.b2 != home.b1 && slot / C::BUCKET == home.b2) {
-        atomicOr(t.spilled + home.b1, gh_spill_bit(digest));
-    }
 }
 
 // Takes a slot's key word from `expected` to `desired` with acquire order: what the writer
@@ -198,20 +176,8 @@ __device__ __forceinline__ bool gh_cache_holds(const C& t, gh_u64 slot, gh_u64 k
     return k == key;
 }
 
-// Whether a search that missed in b1 must look in b2: b2 is another bucket and the key's spill
-// bit is set (COHERENT: read past L1, as everything a write launch reads).
-template <class C, bool COHERENT>
-__device__ __forceinline__ bool gh_cache_may_spill(const C& t, const GhHome& home,
-                                                   gh_u32 digest) {
-    if (home.b2 == home.b1) return false;
-    const gh_u32 word = COHERENT ? __ldcg(t.spilled + home.b1) : __ldg(t.spilled + home.b1);
-    return (word & gh_spill_bit(digest)) != 0;
-}
-
 // The slot holding key among its two buckets, -1 if none. The masks it made stay in m1 (and
-// m2) for a claim that follows: m2 is made when the key may be in b2 (its spill bit) or when
-// b1 has no more than C::FIRST_ROOM free slots (the claim compares both); the claim
-// needs it in no other case.
+// m2, made unless the key was found in b1) for a claim that follows.
 template <class C, bool COHERENT>
 __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home, gh_u64 key,
                                                  gh_u32 digest, GhMasks<C>& m1,
@@ -223,22 +189,19 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
         return true;
     };
     const gh_u32 pattern = digest * 0x01010101u;
-    const bool may_spill = gh_cache_may_spill<C, COHERENT>(t, home, digest);
     gh_bucket_masks<C, COHERENT>(t, home.b1, pattern, m1);
     if (gh_each_bit<C>(m1.match, home.b1, match)) return found;
     if (home.b2 == home.b1) {
         m2 = m1;
         return -1;
     }
-    if (!may_spill && gh_count_bits<C>(m1.free) > C::FIRST_ROOM) return -1;
     gh_bucket_masks<C, COHERENT>(t, home.b2, pattern, m2);
-    if (may_spill) gh_each_bit<C>(m2.match, home.b2, match);
+    gh_each_bit<C>(m2.match, home.b2, match);
     return found;
 }
 
 // The same without the masks (no claim follows: finds, erase): only the rare digest matches
-// pay for bit extraction (gh_bucket_each_match). The spill word is read before b1's digests,
-// so a miss costs one round trip, not two.
+// pay for bit extraction (gh_bucket_each_match).
 template <class C, bool COHERENT>
 __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home, gh_u64 key,
                                                  gh_u32 digest) {
@@ -249,9 +212,8 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
         return true;
     };
     const gh_u32 pattern = digest * 0x01010101u;
-    const bool may_spill = gh_cache_may_spill<C, COHERENT>(t, home, digest);
     if (gh_bucket_each_match<C, COHERENT>(t, home.b1, pattern, match)) return found;
-    if (may_spill) gh_bucket_each_match<C, COHERENT>(t, home.b2, pattern, match);
+    if (home.b2 != home.b1) gh_bucket_each_match<C, COHERENT>(t, home.b2, pattern, match);
     return found;
 }
 
@@ -313,23 +275,22 @@ __device__ __forceinline__ gh_u64 gh_new_score(int policy, gh_u64 old, bool pres
     }
 }
 
-// Takes a free slot for an absent key: the first of b1 while it has more than
-// C::FIRST_ROOM free slots, else of the emptier of b1 / b2 (b1 on a tie), whose key word
-// a CAS takes from EMPTY to `desired`; sets the key's spill bit for a slot of b2; -1 when
-// neither bucket has a free slot. m1 / m2 hold the buckets' masks as gh_cache_locate left
-// them (made again here when they prove stale: every free slot went to other rows meanwhile).
+// Takes a free slot for an absent key: the first of the emptier of b1 / b2 whose key word a
+// CAS takes from EMPTY to `desired`, or -1 when neither bucket has a free slot. m1 / m2 hold
+// the buckets' masks as the caller last made them (made again here when they prove stale:
+// every free slot went to other rows meanwhile).
 template <class C>
 __device__ __forceinline__ gh_i64 gh_cache_claim_free(const C& t, const GhHome& home,
-                                                     gh_u64 desired, gh_u32 digest,
-                                                     GhMasks<C>& m1, GhMasks<C>& m2) {
+                                                     gh_u64 desired, GhMasks<C>& m1,
+                                                     GhMasks<C>& m2) {
     const bool one = home.b2 == home.b1;
     for (bool fresh = true;; fresh = false) {
-        if (!fresh) gh_bucket_masks<C, true>(t, home.b1, 0u, m1);
+        if (!fresh) {
+            gh_bucket_masks<C, true>(t, home.b1, 0u, m1);
+            if (!one) gh_bucket_masks<C, true>(t, home.b2, 0u, m2);
+        }
         const int free1 = gh_count_bits<C>(m1.free);
-        const bool first_only = one || free1 > C::FIRST_ROOM;
-        // a fresh m2 exists whenever it is needed (gh_cache_locate made it)
-        if (!first_only && !fresh) gh_bucket_masks<C, true>(t, home.b2, 0u, m2);
-        const int free2 = first_only ? 0 : gh_count_bits<C>(m2.free);
+        const int free2 = one ? 0 : gh_count_bits<C>(m2.free);
         if (free1 == 0 && free2 == 0) return -1;
         gh_i64 got = -1;
         const auto take = [&](gh_u64 slot) {
@@ -340,10 +301,7 @@ __device__ __forceinline__ gh_i64 gh_cache_claim_free(const C& t, const GhHome& 
         // two calls, not one on a chosen array: that would put both arrays in memory
         if (free2 > free1) gh_each_bit<C>(m2.free, home.b2, take);
         else gh_each_bit<C>(m1.free, home.b1, take);
-        if (got >= 0) {
-            gh_cache_spill(t, home, static_cast<gh_u64>(got), digest);
-            return got;
-        }
+        if (got >= 0) return got;
     }
 }
 
@@ -446,10 +404,8 @@ __device__ __forceinline__ bool gh_cache_move(const C& t, gh_u64 from, gh_u64 ke
     }
     gh_copy_value<C::VALUE_BYTES>(t.value(got), t.value(from));
     t.scores[got] = t.scores[from];
-    const gh_u32 digest = t.digests[from];
-    t.digests[got] = static_cast<gh_u8>(digest);
+    t.digests[got] = t.digests[from];
     gh_store_release(t.keys + got, key);
-    gh_cache_spill(t, gh_home(t, key), static_cast<gh_u64>(got), digest);
     return true;
 }
 
