@@ -233,13 +233,11 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
             if evict:
                 got, (ev_keys, ev_values, ev_scores) = self.cache.insert_and_evict(
                     k, values, scores=scores)
-                evicted = list(zip([v % 2**64 for v in ev_keys.view(torch.int64).tolist()],
-                                   [v % 2**64 for v in ev_scores.view(torch.int64).tolist()],
-                                   map(tuple, ev_values.cpu().tolist())))
-                # in the order of the rows that evicted them; on the GPU, racing rows may
-                # evict other entries of a pair than the model's row-by-row order would
-                assert evicted == gone if exact else sorted(evicted) == sorted(gone)
-                assert len(evicted) == int((got == EVICTING).sum())
+                evicted = sorted(zip([v % 2**64 for v in ev_keys.view(torch.int64).tolist()],
+                                     [v % 2**64 for v in ev_scores.view(torch.int64).tolist()],
+                                     map(tuple, ev_values.cpu().tolist())))
+                want = sorted(gone)
+                assert evicted == want
             else:
                 got = self.cache.insert_or_assign(k, values, scores=scores)
             self._check_rows(got, status, "status")

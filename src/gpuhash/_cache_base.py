@@ -232,7 +232,7 @@ class CacheCore:
         status, _, _, _ = self._engine.write(
             state, UPSERT, keys, torch.ones_like(keys, dtype=torch.bool), values=values,
             value_stride=1, scores=scores, accumulate=None, step=0, epoch=0,
-            keep_evicted=False)
+            evict_capacity=0)
         if bool((status != INSERTED).any()):
             raise RuntimeError(f"growing the cache to {placing.capacity} slots could not place "
                                f"every entry; the cache is unchanged")

@@ -165,7 +165,7 @@ class CacheMap(CacheCore):
             status, index, found, evicted = engine.write(
                 state, mode, bits, acting, values=checked, value_stride=value_stride,
                 scores=given, accumulate=mask, step=self._tick(), epoch=self._epoch,
-                keep_evicted=evict, out=out)
+                evict_capacity=max(rows, 1) if evict else 0, out=out)
             return _Written(bits, kind, acting, checked, mask, status, index, found, evicted)
         return self._run(work, writes=True, stream=stream)
 
@@ -189,8 +189,7 @@ class CacheMap(CacheCore):
     def insert_and_evict(self, keys: Any, values: Any, *, scores: Any = None,
                          stream: Any = None) -> tuple[Any, tuple[Any, Any, Any]]:
         """As ``insert_or_assign``, and return every entry the call evicted: ``(status,
-        (keys, values, scores))``, compact, in the order of the rows that evicted them (the
-        rows whose status is ``INSERTED_EVICTING``; synchronises to learn how many).
+        (keys, values, scores))``, compact (synchronises to learn how many).
 
         Example:
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=16,
@@ -204,10 +203,9 @@ class CacheMap(CacheCore):
         with stream_context(stream, self._device):  # the count is read on the call's stream
             done = self._write(UPSERT, keys, values, scores=scores, stream=None, evict=True)
             kind, status = done.kind, done.status
-            ev_keys, ev_values, ev_scores = done.evicted  # row r: what row r evicted
-            rows = (status == INSERTED_EVICTING).nonzero().squeeze(1)  # synchronises
-            out = (self._out_keys(ev_keys[rows]), ev_values[rows],
-                   ev_scores[rows].view(torch.uint64))
+            ev_keys, ev_values, ev_scores, count = done.evicted
+            n = int(count)
+        out = (self._out_keys(ev_keys[:n]), ev_values[:n], ev_scores[:n].view(torch.uint64))
         return (_arrays.to_kind(status, kind),
                 tuple(_arrays.to_kind(t, kind) for t in out))
 

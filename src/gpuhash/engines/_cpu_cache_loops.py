@@ -132,10 +132,10 @@ def _movable(keys, digests, width, num_buckets, seed, b1, b2, digest):
 
 @numba.njit(inline="always", **_JIT)
 def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limit, b1, b2,
-           key, digest, score, row, ev_keys, ev_values, ev_scores, r):
+           key, digest, score, row, ev_keys, ev_values, ev_scores, evicted):
     """Put an absent key in a free slot of b1 or b2, in a slot an entry left for its other
     bucket (below ``limit`` entries), or in place of their lowest score. Returns (slot or -1,
-    status); the evicted entry goes to row r of ev_* when they have rows."""
+    status); the evicted entry goes to ev_* when they have room."""
     free1, count1 = _first_free(digests, width, b1)
     free2, count2 = _first_free(digests, width, b2)
     slot, status = free1, INSERTED
@@ -155,10 +155,12 @@ def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limi
         if score < lowest:
             return -1, REFUSED
         status = INSERTED_EVICTING
-        if ev_keys.shape[0]:
-            ev_keys[r] = keys[slot]
-            ev_scores[r] = scores[slot]
-            ev_values[r, :] = values[slot, :]
+        at = evicted[0]
+        if at < ev_keys.shape[0]:
+            ev_keys[at] = keys[slot]
+            ev_scores[at] = scores[slot]
+            ev_values[at, :] = values[slot, :]
+        evicted[0] = at + 1
     else:
         counts[0] += 1
     keys[slot] = key
@@ -171,13 +173,12 @@ def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limi
 @numba.njit(**_JIT)
 def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed, limit, policy,
                 step, epoch, mode, rows, acting, accumulate, given, in_values, value_stride,
-                has_values, status, index, found, out, copy_out, ev_keys, ev_values,
-                ev_scores):
+                has_values, status, index, found, out, copy_out, ev_keys, ev_values, ev_scores,
+                evicted):
     """Apply each acting row of a write (mode UPSERT, FIND_OR_INSERT, ASSIGN or ACCUMULATE) in
     row order; status / index / found per acting row, and with ``copy_out`` its value as the
-    call leaves it in ``out`` (refused: its own); with ev_* of a row per row, the entry row r
-    evicted in row r of them. in_values row r is read at r * value_stride (0: one row for
-    all). ACCUMULATE rows with accumulate[r] set only locate
+    call leaves it in ``out`` (refused: its own). in_values row r is read at r *
+    value_stride (0: one row for all). ACCUMULATE rows with accumulate[r] set only locate
     their key (the caller adds to the value) and are SKIPPED when it is absent; the other rows
     are UPSERTs."""
     for r in range(rows.shape[0]):
@@ -216,7 +217,7 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
         score = new_score(policy, np.uint64(0), False, given[r], step, epoch)
         slot, status[r] = _place(keys, digests, scores, values, counts, width, num_buckets,
                                  seed, limit, b1, b2, key, digest, score, mine, ev_keys,
-                                 ev_values, ev_scores, r)
+                                 ev_values, ev_scores, evicted)
         index[r] = slot
 
 

@@ -47,24 +47,23 @@ def last_rows(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
 
 def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor, *,
           values: torch.Tensor | None, value_stride: int, scores: torch.Tensor | None,
-          accumulate: torch.Tensor | None, step: int, epoch: int, keep_evicted: bool,
+          accumulate: torch.Tensor | None, step: int, epoch: int, evict_capacity: int,
           out: torch.Tensor | None = None
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple | None]:
     """One write per acting row (kernels/cache.cu: gh_cache_write, then gh_cache_evict for
     the rows whose buckets were full; here the rows run in order, evictions among them):
     status (int8), slot (int64, -1 where none) and found per row, and with
-    ``keep_evicted`` the evicted entries (keys, values, scores: row r holds the entry row r
-    evicted, where its status is INSERTED_EVICTING); with ``out``, each acting row's value as
-    the call leaves it."""
+    ``evict_capacity`` the evicted entries (keys, values, scores, count); with ``out``, each
+    acting row's value as the call leaves it."""
     rows = keys.shape[0]
     spec = state.spec
     status = torch.empty(rows, dtype=torch.int8)
     index = torch.empty(rows, dtype=torch.int64)
     found = torch.empty(rows, dtype=torch.bool)
-    kept = rows if keep_evicted else 0
-    ev_keys = torch.empty(kept, dtype=torch.int64)
-    ev_scores = torch.empty(kept, dtype=torch.int64)
-    ev_values = torch.empty((kept, *spec.value_shape), dtype=spec.value_dtype)
+    ev_keys = torch.empty(evict_capacity, dtype=torch.int64)
+    ev_scores = torch.empty(evict_capacity, dtype=torch.int64)
+    ev_values = torch.empty((evict_capacity, *spec.value_shape), dtype=spec.value_dtype)
+    evicted = torch.zeros(1, dtype=torch.int64)
     in_rows = (np.zeros((1, spec.value_bytes), np.uint8) if values is None
                else as_value_bytes(values).numpy())
     run("cache_write", *_table(state), relocation_limit(spec.capacity),
@@ -75,8 +74,8 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
         in_rows, value_stride if values is not None else 0, values is not None,
         status.numpy(), index.numpy(), found.numpy(),
         _NO_ROWS if out is None else as_value_bytes(out).numpy(), out is not None,
-        _u64(ev_keys), as_value_bytes(ev_values).numpy(), _u64(ev_scores))
-    out = (ev_keys, ev_values, ev_scores) if keep_evicted else None
+        _u64(ev_keys), as_value_bytes(ev_values).numpy(), _u64(ev_scores), evicted.numpy())
+    out = (ev_keys, ev_values, ev_scores, evicted) if evict_capacity else None
     return status, index, found, out
 
 

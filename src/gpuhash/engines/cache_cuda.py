@@ -75,14 +75,13 @@ def last_rows(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
 
 def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor, *,
           values: torch.Tensor | None, value_stride: int, scores: torch.Tensor | None,
-          accumulate: torch.Tensor | None, step: int, epoch: int, keep_evicted: bool,
+          accumulate: torch.Tensor | None, step: int, epoch: int, evict_capacity: int,
           out: torch.Tensor | None = None
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple | None]:
     """One write per acting row: gh_cache_write places the rows that find their key or a free
     slot, then (every mode but ASSIGN) gh_cache_evict moves an entry or evicts for the rest.
-    Status, slot and found per row, with ``keep_evicted`` the evicted entries (keys, values,
-    scores; row r holds the entry row r evicted), and with ``out`` each acting row's value as
-    the call leaves it (as engines/cache_cpu.write)."""
+    Status, slot and found per row, the evicted entries (keys, values, scores, count) with
+    ``evict_capacity``, and with ``out`` each acting row's value as the call leaves it."""
     kernels, table, device = _launch_info(state)
     spec = state.spec
     rows = keys.shape[0]
@@ -90,11 +89,12 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
     index = keys.new_empty(rows, dtype=torch.int64)
     found = keys.new_empty(rows, dtype=torch.bool)
     evicted = None
-    ev = (0, 0, 0)
-    if keep_evicted:
-        evicted = (keys.new_empty(rows, dtype=torch.int64),
-                   keys.new_empty((rows, *spec.value_shape), dtype=spec.value_dtype),
-                   keys.new_empty(rows, dtype=torch.int64))
+    ev = (0, 0, 0, 0)
+    if evict_capacity:
+        evicted = (keys.new_empty(evict_capacity, dtype=torch.int64),
+                   keys.new_empty((evict_capacity, *spec.value_shape), dtype=spec.value_dtype),
+                   keys.new_empty(evict_capacity, dtype=torch.int64),
+                   keys.new_zeros(1, dtype=torch.int64))
         ev = tuple(t.data_ptr() for t in evicted)
     has_values = int(values is not None)
     policy = POLICIES.index(spec.policy)
@@ -106,7 +106,7 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
         launch(kernels["evict"], rows, *table, keys.data_ptr(), _ptr(scores), _ptr(values),
                value_stride, has_values, rows, policy, step, epoch,
                relocation_limit(spec.capacity), status.data_ptr(), index.data_ptr(), *ev,
-               device=device)
+               evict_capacity, device=device)
     return status, index, found, evicted
 
 

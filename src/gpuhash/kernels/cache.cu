@@ -99,17 +99,15 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
 // CAS with acquire order) and published with a release store, and an entry is re-checked
 // after it is locked (gh_cache_try_evict). A warp's lanes take consecutive rows and leave the
 // loop together, so the warp serves each waiting row in turn (gh_cache_movable,
-// gh_cache_lowest) and its leader lane locks and writes. With ev_keys, the entry row r
-// evicted goes to row r of ev_* (the host picks the INSERTED_EVICTING rows): a counter of
-// evictions, one address every evicting row added to, serialised them (bench/RESULTS.md).
-// At most 64 registers (4 blocks of 256).
+// gh_cache_lowest) and its leader lane locks and writes. An evicted entry goes to ev_* at a
+// slot counted by *evicted, while they have room. At most 64 registers (4 blocks of 256).
 template <class C>
 __global__ void __launch_bounds__(256, 4) gh_cache_evict(GH_CACHE_PARAMS, const gh_u64* rows,
                                const gh_u64* given, const char* in_values, gh_u64 value_stride,
                                gh_u64 has_values, gh_u64 n, gh_u64 policy, gh_u64 step,
                                gh_u64 epoch, gh_u64 move_below, signed char* status,
                                gh_i64* index, gh_u64* ev_keys, char* ev_values,
-                               gh_u64* ev_scores) {
+                               gh_u64* ev_scores, gh_u64* evicted, gh_u64 ev_capacity) {
     const C t = GH_CACHE_REF(C);
     const int lane = threadIdx.x & 31;
     // one answer a warp: its lanes call gh_cache_movable together
@@ -160,10 +158,14 @@ __global__ void __launch_bounds__(256, 4) gh_cache_evict(GH_CACHE_PARAMS, const 
                         status[r] = GH_REFUSED;
                     } else if (outcome == GH_INSERTED_EVICTING) {
                         if (ev_keys != nullptr) {
-                            ev_keys[r] = old_key;
-                            ev_scores[r] = old_score;
-                            gh_copy_value<C::VALUE_BYTES>(ev_values + r * C::VALUE_BYTES,
-                                                          t.value(victim));
+                            const gh_u64 at =
+                                atomicAdd(reinterpret_cast<unsigned long long*>(evicted), 1ULL);
+                            if (at < ev_capacity) {
+                                ev_keys[at] = old_key;
+                                ev_scores[at] = old_score;
+                                gh_copy_value<C::VALUE_BYTES>(ev_values + at * C::VALUE_BYTES,
+                                                              t.value(victim));
+                            }
                         }
                         gh_cache_publish(t, victim, key, digest, score, row);
                         status[r] = GH_INSERTED_EVICTING;
