@@ -44,6 +44,9 @@ BUDGET_SHARE = 0.6  # of the free memory, when no memory_budget is given
 # on an H100, a tenth of a small join); past it, the free memory decides.
 SMALL_SHARE = 1 / 16
 MIN_CHUNK_ROWS = 16
+# chunks of probe keys the streamed join holds on the GPU beside the one being joined
+# (_join_stream: two staged ahead and one on its way), counted against the budget
+STAGED_CHUNKS = 3
 MAX_PARTS = 1 << 10
 
 
@@ -179,13 +182,16 @@ def _partition(plan: JoinPlan, build: int, probe: int, key_bytes: int, per_row: 
 
 def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
               device: torch.device, memory_budget: int | None = None, fanout: float = 1.0,
-              build_fixed: bool = False, data_device: torch.device | None = None) -> JoinPlan:
+              build_fixed: bool = False, data_device: torch.device | None = None,
+              input_bytes: int | None = None) -> JoinPlan:
     """Choose a strategy for joining ``left_rows`` with ``right_rows`` on ``device``.
 
     ``key_bytes`` is the table key's width (4 or 8), ``fanout`` the expected matches per
     probe row, ``build_fixed`` True when the build side is already chosen (a JoinBuild),
     ``data_device`` where the keys are when that is not ``device`` (host keys joined on a GPU:
-    the budget is the GPU's, the keys come over in chunks).
+    the budget is the GPU's, the keys come over in chunks, and the chunks waiting on the GPU
+    count too: ``input_bytes`` a probe row, its key columns and null mask as they travel,
+    default ``key_bytes``).
 
     Example:
         >>> p = plan_join(100, 5000, how="inner", key_bytes=4, device=torch.device("cpu"),
@@ -225,17 +231,18 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
     if (kind == "cuda" and data_device is not None and data_device.type != "cuda"
             and _usable("out-of-core-streams")):
         plan.strategy = "out-of-core-streams"
+        streamed = per_row + STAGED_CHUNKS * (key_bytes if input_bytes is None else input_bytes)
         if built + probe * per_row <= budget:
             reasons.append(f"the keys are in host memory; the table (~{built} bytes) and the "
                            f"probe (~{probe * per_row} bytes) fit the budget of {budget} "
                            f"bytes, so both sides are copied over at once")
         elif built <= budget // 2:
-            plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget - built) // per_row)
+            plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget - built) // streamed)
             reasons.append(f"the keys are in host memory and the probe side (~{probe * per_row}"
                            f" bytes) passes the budget of {budget} bytes, so it is copied "
                            f"over in chunks while the previous chunk is joined")
         else:
-            parts = _partition(plan, build, probe, key_bytes, per_row)
+            parts = _partition(plan, build, probe, key_bytes, streamed)
             reasons.append(f"the keys are in host memory and the table (~{built} bytes) passes"
                            f" half the budget of {budget} bytes, so both sides are split by "
                            f"key hash on the host into {parts} parts, each streamed")

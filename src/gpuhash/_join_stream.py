@@ -44,7 +44,9 @@ from ._join_plan import JoinPlan
 from .join import _MIX, _PART_SHIFT, JoinBuild, _Side, _take
 
 _SIGNED_VIEW = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
-_AHEAD = 2  # chunks staged ahead of the one being joined (bounds the pinned memory in flight)
+# chunks queued ahead of the one being joined; with the one on its way, what the planner
+# counts against the budget (_join_plan.STAGED_CHUNKS)
+_AHEAD = _join_plan.STAGED_CHUNKS - 1
 _STAGES, _STAGE_BYTES, _WORKERS = 8, 32 << 20, 8  # the result's staging ring and its copiers
 _HUGE_FROM = 64 << 20  # results from this size go to huge pages
 
@@ -153,7 +155,7 @@ def _land(copied: torch.cuda.Event, staged: torch.Tensor, target: torch.Tensor) 
 def _chunks(probe: _Side, chunk_rows: int, device: torch.device):
     """(first row, part on ``device``) of the host side ``probe``, in row order; a copier
     thread stages and copies chunks ahead of the caller (up to _AHEAD queued and one more
-    on its way: memory the planner's chunk size does not count). Close it when done."""
+    on its way, as the planner's chunk size allows for). Close it when done."""
     ready: queue.Queue = queue.Queue(maxsize=_AHEAD)
     stream = torch.cuda.Stream(device)
     stop = threading.Event()

@@ -423,11 +423,17 @@ def _target(device: Any, left: _Side) -> torch.device:
     return left.device if device is None else _resolve_device(device)
 
 
+def _row_bytes(side: _Side) -> int:
+    """Bytes of one row of a side's key columns and null mask."""
+    return sum(c.element_size() for c in side.columns) + (side.valid is not None)
+
+
 def _plan(left: _Side, right: _Side, how: str, memory_budget: int | None,
           target: torch.device) -> JoinPlan:
     return plan_join(left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
                      device=target, memory_budget=memory_budget,
-                     data_device=None if target == left.device else left.device)
+                     data_device=None if target == left.device else left.device,
+                     input_bytes=max(_row_bytes(left), _row_bytes(right)))
 
 
 def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any = None,
@@ -452,8 +458,8 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
     by key hash and joined part by part, with identical results. ``device``: where the join
     runs (default: the keys' device). Keys in host memory joined on a GPU
     (``device="cuda"``) may be larger than its memory: they come over in chunks while the
-    previous chunk is joined (up to three chunks of keys waiting beside the budget), and the
-    results come back to host memory (pinned keys skip a staging copy). ``explain=True``
+    previous chunk is joined (the chunks waiting on the GPU count against the budget), and
+    the results come back to host memory (pinned keys skip a staging copy). ``explain=True``
     prints the plan (:func:`explain_join` returns it).
     Synchronises with the device (output sizes; at least once per chunk when streamed).
 
