@@ -277,9 +277,13 @@ def _cuda(keys):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("how", [h for h in HOWS if h != "cross"])
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint32, torch.uint64])
 def test_cuda_engine_matches_cpu_engine(how, dtype):
+    """CUDA against the CPU engine on random keys with nulls, one and two key columns, whole
+    and under a tiny memory budget. (A cross join of these sides has 10**8 pairs, minutes of
+    Python to compare, and no kernel of its own: test_cuda_edge_cases_match_cpu_engine joins
+    small sides with every how.)"""
     generator = torch.Generator().manual_seed(HOWS.index(how) * 10 + BITS[dtype])
     for rows_l, rows_r, distinct in ((20_000, 5_000, 10_000), (3_000, 30_000, 200),
                                      (50, 40, 10)):
