@@ -296,7 +296,11 @@ def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
                            device=device)
     counts = torch.zeros((COUNTS_LEN,), dtype=torch.int64, device=device)
     state = TableState(spec, slots, state_values, overflow, counts)
-    reset_out_of_band(state)
+    # every word is all ones, the EMPTY key of either width: of the two out-of-band slots
+    # only the first (absent: TOMBSTONE) needs a write, as reset_out_of_band leaves them
+    # (each fill is a launch on a GPU, which small joins feel)
+    state.key_view().narrow(0, spec.num_slots, 1).fill_(
+        _signed(spec.tombstone_key, spec.key_bytes))
     return state
 
 

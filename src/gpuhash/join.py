@@ -274,7 +274,16 @@ class JoinBuild:
             self._stream = stream
             self._table = _RowTable(build_encoder(side.columns, side.valid), side.columns,
                                     side.valid, side.rows, side.device)
-            self._nulls = side.null_rows()
+            # the null rows, needed by nulls_equal probes only: found now for a prepared
+            # build (the caller's mask may change later; finding them synchronises), on
+            # first need inside one join call
+            self._nulls = side.null_rows() if snapshot else None
+
+    def _null_rows(self) -> torch.Tensor:
+        """The build side's null rows (int64)."""
+        if self._nulls is None:
+            self._nulls = self._side.null_rows()
+        return self._nulls
 
     @property
     def rows(self) -> int:
@@ -334,7 +343,8 @@ class JoinBuild:
         table's device) in row order (default: slices of ``probe``); ``store`` takes every
         piece found (see _Matches)."""
         matches = _Matches(how, probe_is_left, probe.rows, self.rows, self.device, store=store)
-        null_pairs = nulls_equal and self._nulls.shape[0] > 0 and probe.valid is not None
+        null_pairs = (nulls_equal and probe.valid is not None
+                      and self._null_rows().shape[0] > 0)
         matches.keep_probe_here = null_pairs
         if chunks is None:
             chunks = _slices(probe, chunk_rows)
@@ -352,11 +362,11 @@ class JoinBuild:
                 keep_unmatched=matches.keep_probe and not null_pairs)
             matches.add_pairs(found_probe + start if start else found_probe, found_build)
         if null_pairs and matches.pairs:  # every null probe row meets every null build row
-            nulls = probe.null_rows().to(self.device)
-            matches.add_pairs(nulls.repeat_interleave(self._nulls.shape[0]),
-                              self._nulls.repeat(nulls.shape[0]))
+            nulls, build_nulls = probe.null_rows().to(self.device), self._null_rows()
+            matches.add_pairs(nulls.repeat_interleave(build_nulls.shape[0]),
+                              build_nulls.repeat(nulls.shape[0]))
             if matches.build_hit is not None and nulls.shape[0]:
-                matches.build_hit[self._nulls] = 1
+                matches.build_hit[build_nulls] = 1
         return matches
 
 

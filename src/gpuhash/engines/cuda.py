@@ -375,8 +375,7 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     capacity = 0 if probe_hit is not None else rows
     while True:
         counters = keys.new_zeros(2, dtype=torch.int64)  # pairs, unplaced build rows
-        out_probe = keys.new_empty(capacity, dtype=torch.int64)
-        out_build = keys.new_empty(capacity, dtype=torch.int64)
+        out_probe, out_build = keys.new_empty((2, capacity), dtype=torch.int64)  # one alloc
         launch(kernel, launch_rows, *table, keys.data_ptr(), _ptr(valid), rows, shape, low,
                high, flags, out_probe.data_ptr(), out_build.data_ptr(), capacity,
                counters.data_ptr(), _ptr(build_hit), _ptr(probe_hit), device=device)
