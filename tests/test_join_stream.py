@@ -50,14 +50,15 @@ def test_the_planner_streams_host_keys_on_a_gpu():
                         data_device=cpu, memory_budget=1 << 20)
     assert chunked.chunk_rows is not None and chunked.parts == 1
     assert "in chunks while the previous chunk is joined" in chunked.why
-    # the chunk being joined and the ones waiting on the GPU (two int64 key columns and a
-    # null mask a row) fit the budget beside the table
+    # the chunk being joined (its codes and its raw columns: two int64 key columns and a null
+    # mask a row) and the chunks waiting on the GPU fit the budget beside the table and the
+    # build side's keys
     wide = plan_join(10_000_000, 2_000, how="left", key_bytes=8, device=gpu, data_device=cpu,
                      memory_budget=1 << 20, input_bytes=17)
-    per_row = _join_plan.probe_bytes_per_row(8, 1.0) + _join_plan.STAGED_CHUNKS * 17
-    assert (_join_plan.table_bytes(2_000, 8) + wide.chunk_rows * per_row
-            <= wide.memory_budget < _join_plan.table_bytes(2_000, 8)
-            + (wide.chunk_rows + 1) * per_row)
+    per_row = _join_plan.probe_bytes_per_row(8, 1.0) + (17 - 8) + _join_plan.STAGED_CHUNKS * 17
+    built = _join_plan.table_bytes(2_000, 8) + 2_000 * 17
+    assert built + wide.chunk_rows * per_row <= wide.memory_budget
+    assert wide.memory_budget < built + (wide.chunk_rows + 1) * per_row
     parted = plan_join(10_000_000, 10_000_000, how="semi", key_bytes=8, device=gpu,
                        data_device=cpu, memory_budget=1 << 24)
     assert parted.parts > 1 and "split by key hash on the host" in parted.why

@@ -44,9 +44,11 @@ BUDGET_SHARE = 0.6  # of the free memory, when no memory_budget is given
 # on an H100, a tenth of a small join); past it, the free memory decides.
 SMALL_SHARE = 1 / 16
 MIN_CHUNK_ROWS = 16
-# chunks of probe keys the streamed join holds on the GPU beside the one being joined
-# (_join_stream: two staged ahead and one on its way), counted against the budget
-STAGED_CHUNKS = 3
+# The streamed join's copier queues STAGED_AHEAD chunks of probe keys on the GPU; beside the
+# chunk being joined there may also be one on its way and one more the copier starts while
+# the caller still holds the chunk it just finished: STAGED_CHUNKS, counted against the budget
+STAGED_AHEAD = 2
+STAGED_CHUNKS = STAGED_AHEAD + 2
 MAX_PARTS = 1 << 10
 
 
@@ -167,15 +169,19 @@ def _usable(name: str) -> bool:
     return STRATEGIES.get(name) is not None and STRATEGIES[name].run is not None
 
 
-def _partition(plan: JoinPlan, build: int, probe: int, key_bytes: int, per_row: int) -> int:
-    """Parts for a build table past half the budget (each part's table fits half of it), and
-    chunk rows when a part's probe rows still pass the budget; returns the parts."""
-    budget, built = plan.memory_budget, table_bytes(build, key_bytes)
+def _partition(plan: JoinPlan, build: int, probe: int, key_bytes: int, per_row: int,
+               build_row: int = 0) -> int:
+    """Parts for a build table past half the budget (each part's table, with ``build_row``
+    more bytes a build row, fits half of it), and chunk rows when a part's probe rows still
+    pass the budget; returns the parts."""
+    budget = plan.memory_budget
+    built = table_bytes(build, key_bytes) + build * build_row
     parts = 2
     while parts < MAX_PARTS and built / parts > budget // 2:
         parts *= 2
     plan.parts = parts
-    if table_bytes(build // parts + 1, key_bytes) + (probe // parts + 1) * per_row > budget:
+    part_built = table_bytes(build // parts + 1, key_bytes) + (build // parts + 1) * build_row
+    if part_built + (probe // parts + 1) * per_row > budget:
         plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget // 2) // per_row)
     return parts
 
@@ -231,18 +237,26 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
     if (kind == "cuda" and data_device is not None and data_device.type != "cuda"
             and _usable("out-of-core-streams")):
         plan.strategy = "out-of-core-streams"
-        streamed = per_row + STAGED_CHUNKS * (key_bytes if input_bytes is None else input_bytes)
-        if built + probe * per_row <= budget:
+        # on the GPU besides the table: the build side's keys, copied over, and each probe
+        # chunk's own key columns (wider than its code for several columns) and the chunks
+        # waiting behind it
+        row_input = key_bytes if input_bytes is None else input_bytes
+        probe_row = per_row + max(0, row_input - key_bytes)
+        streamed = probe_row + STAGED_CHUNKS * row_input
+        built += build * row_input
+        plan.estimates["table_bytes"] = built
+        if built + probe * probe_row <= budget:
             reasons.append(f"the keys are in host memory; the table (~{built} bytes) and the "
-                           f"probe (~{probe * per_row} bytes) fit the budget of {budget} "
+                           f"probe (~{probe * probe_row} bytes) fit the budget of {budget} "
                            f"bytes, so both sides are copied over at once")
         elif built <= budget // 2:
             plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget - built) // streamed)
-            reasons.append(f"the keys are in host memory and the probe side (~{probe * per_row}"
-                           f" bytes) passes the budget of {budget} bytes, so it is copied "
-                           f"over in chunks while the previous chunk is joined")
+            reasons.append(f"the keys are in host memory and the probe side (~"
+                           f"{probe * probe_row} bytes) passes the budget of {budget} bytes, "
+                           f"so it is copied over in chunks while the previous chunk is "
+                           f"joined")
         else:
-            parts = _partition(plan, build, probe, key_bytes, streamed)
+            parts = _partition(plan, build, probe, key_bytes, streamed, row_input)
             reasons.append(f"the keys are in host memory and the table (~{built} bytes) passes"
                            f" half the budget of {budget} bytes, so both sides are split by "
                            f"key hash on the host into {parts} parts, each streamed")

@@ -44,9 +44,9 @@ from ._join_plan import JoinPlan
 from .join import _MIX, _PART_SHIFT, JoinBuild, _Side, _take
 
 _SIGNED_VIEW = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
-# chunks queued ahead of the one being joined; with the one on its way, what the planner
-# counts against the budget (_join_plan.STAGED_CHUNKS)
-_AHEAD = _join_plan.STAGED_CHUNKS - 1
+# chunks queued ahead of the one being joined (the planner counts them and the copies in
+# flight against the budget: _join_plan.STAGED_CHUNKS)
+_AHEAD = _join_plan.STAGED_AHEAD
 _STAGES, _STAGE_BYTES, _WORKERS = 8, 32 << 20, 8  # the result's staging ring and its copiers
 _HUGE_FROM = 64 << 20  # results from this size go to huge pages
 
@@ -154,8 +154,9 @@ def _land(copied: torch.cuda.Event, staged: torch.Tensor, target: torch.Tensor) 
 
 def _chunks(probe: _Side, chunk_rows: int, device: torch.device):
     """(first row, part on ``device``) of the host side ``probe``, in row order; a copier
-    thread stages and copies chunks ahead of the caller (up to _AHEAD queued and one more
-    on its way, as the planner's chunk size allows for). Close it when done."""
+    thread stages and copies chunks ahead of the caller (up to _AHEAD queued, one more on
+    its way, and briefly one beyond, as the planner's chunk size allows for). Close it when
+    done."""
     ready: queue.Queue = queue.Queue(maxsize=_AHEAD)
     stream = torch.cuda.Stream(device)
     stop = threading.Event()

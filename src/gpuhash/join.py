@@ -360,7 +360,9 @@ class JoinBuild:
             found_probe, found_build = self._table.pairs(
                 part.columns, part.valid, build_hit=matches.build_hit,
                 keep_unmatched=matches.keep_probe and not null_pairs)
-            matches.add_pairs(found_probe + start if start else found_probe, found_build)
+            # in place: a new tensor would leave the pairs' allocation (both outputs, one
+            # block: engines/cuda.py) held by found_build alone, half of it dead
+            matches.add_pairs(found_probe.add_(start) if start else found_probe, found_build)
         if null_pairs and matches.pairs:  # every null probe row meets every null build row
             nulls, build_nulls = probe.null_rows().to(self.device), self._null_rows()
             matches.add_pairs(nulls.repeat_interleave(build_nulls.shape[0]),
