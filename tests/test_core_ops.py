@@ -229,6 +229,37 @@ def test_cpu_claims_across_many_parts_keep_dict_semantics():
     assert len(table) == len(model)
 
 
+def test_large_multimap_batches_settle_in_parallel_passes_and_keep_every_copy():
+    """A multimap's large batches take the parallel passes too (each row a new copy, EMPTY
+    slots only): keys with many copies fill their first buckets and settle in later passes
+    and the walk, across many parts at high load; every copy is kept, and a batch that finds
+    no slot gives back every copy it placed, the passes' included."""
+    from collections import Counter
+
+    generator = torch.Generator().manual_seed(8)
+    table = gh.MultiMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=90_000,
+                        max_load_factor=0.9, growable=False)
+    assert table.spec.num_buckets > 4 * 2048
+    model: Counter = Counter()
+    for part in range(2):
+        keys = torch.cat([torch.randint(0, 20_000, (30_000,), generator=generator),
+                          torch.full((200,), 7 + part)])  # one key with 200 copies
+        table.insert(keys, keys * 3)
+        model.update(keys.tolist())
+    probe = torch.tensor(sorted(model))
+    assert table.count(probe).tolist() == [model[k] for k in probe.tolist()]
+    rows, index = table.find_all(probe)
+    assert sorted(probe[rows].tolist()) == sorted(model.elements())
+    assert bool((table.values[index] == probe[rows] * 3).all())
+    assert len(table) == sum(model.values())
+    table._state.counts[1] = 0  # the lie: the room check passes for a batch that cannot fit
+    table._used_bound = 0
+    keys_before = table._state.key_view().clone()
+    with pytest.raises(RuntimeError, match="no free slot"):
+        table.insert(torch.arange(10**6, 10**6 + 40_000), torch.zeros(40_000, dtype=torch.int64))
+    assert torch.equal(table._state.key_view(), keys_before)
+
+
 def test_cpu_claims_in_parallel_passes_reuse_erased_slots_and_take_the_sentinel_keys():
     """Batches large enough for the parallel passes, into a table of erased slots (rows that
     meet one in a full bucket go on to the walk), with the two sentinel keys among the rows

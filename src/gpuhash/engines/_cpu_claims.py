@@ -9,9 +9,9 @@ step k of its sequence alone (first buckets fill before any key settles for its 
 the CUDA engine's first pass does): its rows are partitioned by part of the table's buckets
 (a stable radix scatter, keys and rows moved together), each part's rows settle in order on
 one thread, and a part's buckets are its own. Rows of one key meet in one part of one pass, in
-row order. What is left after PARALLEL_STEPS passes (rows that met an erased slot in a full
-bucket, rows still waiting, the two sentinel keys), a multimap's rows (each a new copy) and
-small batches walk on one thread in row order.
+row order. A multimap's rows (each a new copy, EMPTY slots only) settle by the same passes.
+What is left after PARALLEL_STEPS passes (rows that met an erased slot in a full bucket, rows
+still waiting, the two sentinel keys) and small batches walk on one thread in row order.
 
 Values are written where a row settles, by the thread that owns its bucket: a later row of a
 key overwrites an earlier one, which is the dict semantics, and no pass over the batch
@@ -27,6 +27,7 @@ from ._cpu_loops import (
     CLAIM,
     CLAIM_AT,
     CLAIM_NEW,
+    CLAIM_NEW_AT,
     DEFERRED,
     GROUP,
     NO_SLOT,
@@ -90,7 +91,7 @@ def _settle(table, overflow, key, at, walk, mode, slots, flags, last, base, firs
         return
     if new:
         flags[at] = CLAIMED | (REUSED if hole else 0)
-    elif mode != CLAIM_NEW:
+    elif mode != CLAIM_NEW and mode < CLAIM_NEW_AT:
         r = first + last[slot - base]
         if first <= r < at and slots[r] == slot and flags[r] & CLAIMED:
             flags[at], flags[r] = flags[r], 0
@@ -185,7 +186,8 @@ def _settle_parts(table, overflow, keyed, rowed, walk, mode, starts, slots, flag
                   area, values, part_from, part_to, kept):
     """A pass over the positions of parts [part_from, part_to), on one thread of a parallel pass
     (no other thread has these parts): each row claims (or finds its key) in the bucket of the
-    pass's step (``mode``: CLAIM_AT + step), which lies in its part, and writes its value
+    pass's step (``mode``: CLAIM_AT + step, or CLAIM_NEW_AT + step for a multimap's new
+    copies), which lies in its part, and writes its value
     there. A part's rows touch its buckets about once each (a
     cache miss each) and lie scattered over the batch. So a part with rows for most of its
     buckets has its lines read in order first (the hardware prefetches them), one with few
@@ -193,7 +195,7 @@ def _settle_parts(table, overflow, keyed, rowed, walk, mode, starts, slots, flag
     the rows' values are read that way too: their misses overlap. The reads' sums go to
     kept[p] so the compiler keeps them."""
     key_bytes, seed, num_buckets, width = walk[0], walk[1], walk[2], walk[3]
-    step = mode - CLAIM_AT
+    step = mode - (CLAIM_NEW_AT if mode >= CLAIM_NEW_AT else CLAIM_AT)
     reading = values.shape[1] > 0 and area > 0
     for p in range(part_from, part_to):
         touched = np.int64(0)
@@ -272,9 +274,10 @@ def _after_pass(overflow, keyed, rowed, settled, walk, step, pass_slots, waiting
     return waiting, aside
 
 
-def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, area, values,
-                     rest):
-    """A map's rows (not the sentinel keys) settled by PARALLEL_STEPS parallel passes. Returns
+def _parallel_passes(table, overflow, keys, walk, multi, slots, flags, raw, offset, area,
+                     values, rest):
+    """A map's rows (not the sentinel keys; with ``multi``, a multimap's, each a new copy)
+    settled by PARALLEL_STEPS parallel passes. Returns
     how many rows went on to rest[:count] (rows still waiting or that met an erased slot in a
     full bucket), in an order keeping each key's rows in row order. Driven from Python: a
     cached compiled function that calls a parallel one crashes when loaded from numba's cache
@@ -297,7 +300,8 @@ def _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, are
             _partition(waiting_keys, waiting_rows, count, walk, step, keyed, rowed, starts)
         count = starts[-1]
         pass_flags[:count] = 0
-        _settle_in_parallel(table, overflow, keyed, rowed, walk, CLAIM_AT + step, starts,
+        _settle_in_parallel(table, overflow, keyed, rowed, walk,
+                            (CLAIM_NEW_AT if multi else CLAIM_AT) + step, starts,
                             pass_slots, pass_flags, raw, offset, area, values,
                             _ranges(parts, count), kept)
         _write_back_in_parallel(rowed, pass_slots, pass_flags, slots, flags,
@@ -320,12 +324,14 @@ def claim(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tom
     check before the call ensures a slot for every new key."""
     walk = (key_bytes, seed, num_buckets, width, empty, tomb)
     rows = keys.shape[0]
-    if multi or rows < SERIAL_ROWS:
+    if multi and slots.shape[0] == 0:  # a give-back finds a multimap's copies by their slots
+        slots = np.empty(rows, np.int64)
+    if rows < SERIAL_ROWS:
         rest, count = np.arange(rows, dtype=np.int64), rows
     else:
         rest = np.empty(rows, np.int64)
-        count = _parallel_passes(table, overflow, keys, walk, slots, flags, raw, offset, area,
-                                 values, rest)
+        count = _parallel_passes(table, overflow, keys, walk, multi, slots, flags, raw, offset,
+                                 area, values, rest)
         sentinels = np.flatnonzero((keys == empty) | (keys == tomb))
         rest[count: count + sentinels.shape[0]] = sentinels
         count += sentinels.shape[0]
@@ -367,9 +373,9 @@ def _walk(table, overflow, keys, walk, multi, raw, offset, area, values, slots, 
         live += 1
         used += not (sentinel or flags[i] & REUSED)
     if failed >= 0:  # give back every claim: EMPTY, erased, or an out-of-band slot's marker
-        for j in range(count):  # a multimap's copies, by their recorded slots
-            if multi and walk_flags[j] & CLAIMED:
-                _give_back(table, walk_slots[j], keys[rest[j]], walk, walk_flags[j])
+        for i in range(rows if multi else 0):  # a multimap's copies, by their recorded slots
+            if flags[i] & CLAIMED:  # (the passes' and the walk's: claim keeps every slot)
+                _give_back(table, slots[i], keys[i], walk, flags[i])
         if not multi:  # a map's keys, one copy each: all found by a search before any goes
             claimed = np.flatnonzero(flags & CLAIMED)  # (a freed slot ends later searches)
             found = np.empty(claimed.shape[0], np.int64)

@@ -22,6 +22,7 @@ RANDOM_STEPS = 64  # kernels/open_addressing.cuh: GH_RANDOM_STEPS
 SEARCH, CLAIM, CLAIM_NEW = 0, 1, 3  # gh_probe's modes (GhMode); passed as np.int64(...) where
 #                                     constant, or numba compiles the probe again for the literal
 CLAIM_AT = 8        # CLAIM_AT + k: claim in the bucket of step k alone (k = 0: GH_CLAIM_B1)
+CLAIM_NEW_AT = 40   # CLAIM_NEW_AT + k: the same for a multimap's new copy (k < 32)
 DEFERRED = -3       # CLAIM_AT: not in its bucket, which is full
 DEFERRED_HOLE = -4  # CLAIM_AT: as DEFERRED, but the bucket holds an erased slot the key may take
 GROUP = 32  # rows whose first lines a lookup touches before probing any of them
@@ -125,8 +126,9 @@ def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb
     key whose earlier buckets were full, without it and without erased slots: it takes the
     bucket's first erased or EMPTY slot, or returns DEFERRED (DEFERRED_HOLE if the bucket holds
     an erased slot); it sets no filter bit (those are other threads' words: the caller sets
-    them after its pass). A claim past b1 sets the key's filter bits. Slot -1 / NO_SLOT: none
-    found.
+    them after its pass). CLAIM_NEW_AT + k is CLAIM_AT + k for a new copy: matches ignored,
+    EMPTY slots only, as CLAIM_NEW. A claim past b1 sets the key's filter bits. Slot -1 /
+    NO_SLOT: none found.
     """
     num_slots = num_buckets * width
     if (key == empty) | (key == tomb):  # out of band; the other sentinel marks the slot absent
@@ -138,7 +140,10 @@ def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb
         _set_key(table, slot, key_bytes, key)
         return slot, True, False
     h, b1, b2, left_first, left_second = home(key, key_bytes, seed, num_buckets)
-    first = mode - CLAIM_AT if mode >= CLAIM_AT else 0
+    new_copy = mode == CLAIM_NEW or mode >= CLAIM_NEW_AT
+    first = 0
+    if mode >= CLAIM_AT:
+        first = mode - (CLAIM_NEW_AT if mode >= CLAIM_NEW_AT else CLAIM_AT)
     bucket = bucket_at(h, b1, b2, first, num_buckets)
     erased, erased_step = -1, 0
     for step in range(first, num_buckets + RANDOM_STEPS + 2):
@@ -152,9 +157,9 @@ def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb
                 free = lane
             if word == tomb:
                 hole = lane
-        if match >= 0 and mode != CLAIM_NEW:
+        if match >= 0 and not new_copy:
             return base + match, False, False
-        if erased < 0 and hole >= 0 and mode != SEARCH and mode != CLAIM_NEW:
+        if erased < 0 and hole >= 0 and mode != SEARCH and not new_copy:
             erased, erased_step = base + hole, step
         if free >= 0:
             if mode == SEARCH:
@@ -269,13 +274,27 @@ def matches(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, t
             rows, slots):
     """With ``rows`` empty: offsets[i] = the matches of row i (a count). Otherwise every match
     of row i at offsets[i], offsets[i] + 1, ... (offsets: an exclusive scan of the counts).
-    One function for both phases: each parallel loop costs numba a compile of its own."""
+    One function for both phases: each parallel loop costs numba a compile of its own.
+    Rows go in groups of GROUP whose b1 lines are read before any of them walks, as in
+    lookup (the misses overlap); the reads' sums are returned so the compiler keeps them."""
     counting = rows.shape[0] == 0
-    for i in numba.prange(keys.shape[0]):
-        if counting:
-            offsets[i] = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets,
-                                    width, empty, tomb, slots, np.int64(0))
-        else:
-            found = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets, width,
-                               empty, tomb, slots, offsets[i])
-            rows[offsets[i]: offsets[i] + found] = i
+    count = keys.shape[0]
+    kept = np.empty((count + GROUP - 1) // GROUP, np.int64)
+    for group in numba.prange((count + GROUP - 1) // GROUP):
+        start = group * GROUP
+        stop = min(start + GROUP, count)
+        touched = np.int64(0)
+        for i in range(start, stop):
+            key = keys[i]
+            if (key != empty) & (key != tomb):
+                touched += table[home(key, key_bytes, seed, num_buckets)[1] * width, 0]
+        for i in range(start, stop):
+            if counting:
+                offsets[i] = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets,
+                                        width, empty, tomb, slots, np.int64(0))
+            else:
+                found = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets,
+                                   width, empty, tomb, slots, offsets[i])
+                rows[offsets[i]: offsets[i] + found] = i
+        kept[group] = touched
+    return kept
