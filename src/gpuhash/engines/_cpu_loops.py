@@ -240,10 +240,11 @@ def _visited_before(h, b1, b2, step, bucket, num_buckets):
 
 @numba.njit(**_JIT)
 def each_match(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb, out,
-               start):
+               start, limit):
     """Count the slots holding ``key`` (a multimap's copies), walking as a search does; with
-    ``out`` non-empty, also write them from ``out[start]`` on (gh_for_each_match). The
-    sentinel keys are never stored in buckets: they match nothing."""
+    ``out`` non-empty, also write the first ``limit`` of them from ``out[start]`` on
+    (gh_for_each_match). The sentinel keys are never stored in buckets: they match
+    nothing."""
     if (key == empty) | (key == tomb):
         return 0
     h, b1, b2, left_first, left_second = home(key, key_bytes, seed, num_buckets)
@@ -255,7 +256,7 @@ def each_match(table, overflow, key, key_bytes, seed, num_buckets, width, empty,
         for lane in range(width):
             word = _key_at(table, bucket * width + lane, key_bytes)
             if word == key and not again:
-                if out.shape[0] > 0:
+                if out.shape[0] > 0 and found < limit:
                     out[start + found] = bucket * width + lane
                 found += 1
             room |= word == empty
@@ -272,9 +273,10 @@ def each_match(table, overflow, key, key_bytes, seed, num_buckets, width, empty,
 @numba.njit(parallel=True, **_JIT)
 def matches(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tomb, offsets,
             rows, slots):
-    """With ``rows`` empty: offsets[i] = the matches of row i (a count). Otherwise every match
-    of row i at offsets[i], offsets[i] + 1, ... (offsets: an exclusive scan of the counts).
-    One function for both phases: each parallel loop costs numba a compile of its own.
+    """With ``rows`` empty: offsets[i] = the matches of row i (a count), and, if ``slots`` is
+    not empty, slots[i] = the first of them (where there is one). Otherwise every match of row
+    i at offsets[i], offsets[i] + 1, ... (offsets: an exclusive scan of the counts). One
+    function for both phases: each parallel loop costs numba a compile of its own.
     Rows go in groups of GROUP whose b1 lines are read before any of them walks, as in
     lookup (the misses overlap); the reads' sums are returned so the compiler keeps them."""
     counting = rows.shape[0] == 0
@@ -291,10 +293,10 @@ def matches(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, t
         for i in range(start, stop):
             if counting:
                 offsets[i] = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets,
-                                        width, empty, tomb, slots, np.int64(0))
+                                        width, empty, tomb, slots, np.int64(i), np.int64(1))
             else:
                 found = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets,
-                                   width, empty, tomb, slots, offsets[i])
+                                   width, empty, tomb, slots, offsets[i], np.int64(1) << 62)
                 rows[offsets[i]: offsets[i] + found] = i
         kept[group] = touched
     return kept

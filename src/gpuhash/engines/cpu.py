@@ -286,13 +286,19 @@ def multi_insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | N
 
 
 def _matches(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(query row, slot) of every entry holding each key, grouped by query row: counts, an
-    exclusive scan, then each row's matches written at its offset (as the CUDA engine does)."""
+    """(query row, slot) of every entry holding each key, grouped by query row: counts and each
+    row's first match in one walk, which is the answer when no row has two (a join of distinct
+    build keys); else an exclusive scan, then each row's matches written at its offset (as
+    the CUDA engine's MultiMap does)."""
     args = _walk_args(state)
     slots_words, overflow, wide = state.slots.numpy(), state.overflow.numpy(), _wide(keys)
     counts = torch.empty(keys.shape[0], dtype=torch.int64)
+    first = torch.empty(keys.shape[0], dtype=torch.int64)  # each row's first match
     nothing = torch.empty(0, dtype=torch.int64).numpy()
-    run("matches", slots_words, overflow, wide, *args, counts.numpy(), nothing, nothing)
+    run("matches", slots_words, overflow, wide, *args, counts.numpy(), nothing, first.numpy())
+    if keys.shape[0] == 0 or int(counts.max()) <= 1:  # at most one a row: no second walk
+        rows = counts.nonzero().squeeze(1)
+        return rows, first.index_select(0, rows)
     offsets = torch.cumsum(counts, 0) - counts
     total = int(counts.sum())
     rows = torch.empty(total, dtype=torch.int64)
