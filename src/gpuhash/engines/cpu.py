@@ -355,6 +355,16 @@ def join_codes(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None
     return codes, usable
 
 
+def _usable_rows(codes: torch.Tensor, usable: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The usable rows' codes and their row numbers (None: every row, in order, with no
+    copy of the codes made)."""
+    if bool(usable.all()):
+        return codes, None
+    rows = usable.nonzero().squeeze(1)
+    return codes.index_select(0, rows), rows
+
+
 def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
                      shape: int, low: int, high: int) -> None:
     """Insert every usable build row as key code -> row number; a non-null row outside the
@@ -363,8 +373,9 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     outside = int((~usable).sum()) if valid is None else int((valid & ~usable).sum())
     if outside:
         state.counts[2] += outside
-    rows = usable.nonzero().squeeze(1)
-    codes = codes.index_select(0, rows)
+    codes, rows = _usable_rows(codes, usable)
+    if rows is None:
+        rows = torch.arange(codes.shape[0])
     tomb = _sentinels(state)[1]
     reserved = (codes == tomb) | (codes == _sentinels(state)[0])
     if bool(reserved.any()):  # as the kernel does: reported as unplaced, never stored
@@ -385,9 +396,10 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     reports them."""
     unplaced = int(state.counts[2])
     codes, usable = join_codes(state, keys, valid, shape, low, high)
-    rows = usable.nonzero().squeeze(1)
-    where, slots = _matches(state, codes.index_select(0, rows))
-    probe = rows.index_select(0, where)
+    codes, rows = _usable_rows(codes, usable)
+    probe, slots = _matches(state, codes)
+    if rows is not None:
+        probe = rows.index_select(0, probe)
     build = state.value_view().index_select(0, slots).to(torch.int64)
     if build_hit is not None:
         build_hit[build] = 1
