@@ -42,6 +42,8 @@ from ._cpu_loops import _set_key as set_key
 CLAIMED, REUSED = 1, 2  # flags per row: added its key; took an erased slot
 PART_BUCKETS = 2048     # buckets a part spans: 128 KiB of 64-byte buckets stay in a core's cache
 PARALLEL_STEPS = 16     # steps of the sequence claimed by parallel passes before the walk
+# a pass's mode, CLAIM_AT + step or CLAIM_NEW_AT + step, must name one mode
+assert CLAIM_AT + PARALLEL_STEPS <= CLAIM_NEW_AT
 SERIAL_ROWS = 1 << 14   # smaller batches walk on one thread: partitioning them costs more
 CHUNK_ROWS = 1 << 16    # rows a thread partitions at a time (chunks keep the scatter stable)
 ROWS_PER_THREAD = 1 << 12  # the fewest rows of a pass worth another thread
@@ -343,8 +345,8 @@ def claim(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tom
 @numba.njit(**_JIT)
 def _walk(table, overflow, keys, walk, multi, raw, offset, area, values, slots, flags, rest):
     """The rows of ``rest`` (in row order) on one thread, at positions of their own rising with
-    their rows: every multimap row, a small batch, what the passes left. Then the counts and,
-    if a row found no slot, the give-back (see claim)."""
+    their rows: a small batch, or what the passes left. Then the counts and, if a row found
+    no slot, the give-back (see claim)."""
     key_bytes, seed, num_buckets, width, empty, tomb = walk
     rows = keys.shape[0]
     num_slots = num_buckets * width
