@@ -183,6 +183,20 @@ def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb
     return (-1 if mode == SEARCH else NO_SLOT), False, False
 
 
+@numba.njit(inline="always", **_JIT)
+def _read_first_lines(table, keys, start, stop, key_bytes, seed, num_buckets, width, empty,
+                      tomb):
+    """Read the first bucket line of keys[start:stop] (their misses overlap before any probe
+    walks); returns the sum of what it read, for the caller to keep (else the compiler drops
+    the reads)."""
+    touched = np.int64(0)
+    for i in range(start, stop):
+        key = keys[i]
+        if (key != empty) & (key != tomb):
+            touched += table[home(key, key_bytes, seed, num_buckets)[1] * width, 0]
+    return touched
+
+
 @numba.njit(parallel=True, **_JIT)
 def lookup(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, tomb, raw,
            offset, default, out, slots):
@@ -203,11 +217,8 @@ def lookup(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, to
     for group in numba.prange((rows + GROUP - 1) // GROUP):
         start = group * GROUP
         stop = min(start + GROUP, rows)
-        touched = np.int64(0)
-        for i in range(start, stop):
-            key = keys[i]
-            if (key != empty) & (key != tomb):
-                touched += table[home(key, key_bytes, seed, num_buckets)[1] * width, 0]
+        touched = _read_first_lines(table, keys, start, stop, key_bytes, seed, num_buckets,
+                                    width, empty, tomb)
         for i in range(start, stop):
             slots[i] = probe(table, overflow, keys[i], key_bytes, seed, num_buckets, width,
                              empty, tomb, np.int64(SEARCH))[0]
@@ -285,11 +296,8 @@ def matches(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, t
     for group in numba.prange((count + GROUP - 1) // GROUP):
         start = group * GROUP
         stop = min(start + GROUP, count)
-        touched = np.int64(0)
-        for i in range(start, stop):
-            key = keys[i]
-            if (key != empty) & (key != tomb):
-                touched += table[home(key, key_bytes, seed, num_buckets)[1] * width, 0]
+        touched = _read_first_lines(table, keys, start, stop, key_bytes, seed, num_buckets,
+                                    width, empty, tomb)
         for i in range(start, stop):
             if counting:
                 offsets[i] = each_match(table, overflow, keys[i], key_bytes, seed, num_buckets,
