@@ -296,22 +296,20 @@ def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
                            device=device)
     counts = torch.zeros((COUNTS_LEN,), dtype=torch.int64, device=device)
     state = TableState(spec, slots, state_values, overflow, counts)
-    # every word is all ones, the EMPTY key of either width: of the two out-of-band slots
-    # only the first (absent: TOMBSTONE) needs a write, as reset_out_of_band leaves them
-    # (each fill is a launch on a GPU, which small joins feel)
-    state.key_view().narrow(0, spec.num_slots, 1).fill_(
-        _signed(spec.tombstone_key, spec.key_bytes))
+    reset_out_of_band(state)
     return state
 
 
 def reset_out_of_band(state: TableState) -> None:
-    """Mark both out-of-band slots absent (slot 0 holds TOMBSTONE, slot 1 holds EMPTY)."""
-    keys = state.key_view()
+    """Mark both out-of-band slots absent (slot 0 holds TOMBSTONE, slot 1 holds EMPTY) in slots
+    just filled with -1: every word all ones, the EMPTY key of either width, so slot 1 is
+    absent already and only slot 0 is written (a fill is a launch on a GPU: small joins feel
+    each one)."""
     n = state.spec.num_slots
-    # fill_ of one-row views: a Python scalar assigned by index would be copied from pageable
+    # fill_ of a one-row view: a Python scalar assigned by index would be copied from pageable
     # host memory on a GPU, slower than the fill kernel
-    keys.narrow(0, n, 1).fill_(_signed(state.spec.tombstone_key, state.spec.key_bytes))
-    keys.narrow(0, n + 1, 1).fill_(_signed(state.spec.empty_key, state.spec.key_bytes))
+    state.key_view().narrow(0, n, 1).fill_(
+        _signed(state.spec.tombstone_key, state.spec.key_bytes))
 
 
 def live_slots(state: TableState) -> torch.Tensor:

@@ -34,6 +34,8 @@ from ._cpu_loops import (
     SEARCH,
     bucket_at,
     home,
+    new_copy,
+    pass_step,
     probe,
 )
 from ._cpu_loops import _mark as mark_filter_bit
@@ -93,7 +95,7 @@ def _settle(table, overflow, key, at, walk, mode, slots, flags, last, base, firs
         return
     if new:
         flags[at] = CLAIMED | (REUSED if hole else 0)
-    elif mode != CLAIM_NEW and mode < CLAIM_NEW_AT:
+    elif not new_copy(mode):
         r = first + last[slot - base]
         if first <= r < at and slots[r] == slot and flags[r] & CLAIMED:
             flags[at], flags[r] = flags[r], 0
@@ -197,7 +199,7 @@ def _settle_parts(table, overflow, keyed, rowed, walk, mode, starts, slots, flag
     the rows' values are read that way too: their misses overlap. The reads' sums go to
     kept[p] so the compiler keeps them."""
     key_bytes, seed, num_buckets, width = walk[0], walk[1], walk[2], walk[3]
-    step = mode - (CLAIM_NEW_AT if mode >= CLAIM_NEW_AT else CLAIM_AT)
+    step = pass_step(mode)
     reading = values.shape[1] > 0 and area > 0
     for p in range(part_from, part_to):
         touched = np.int64(0)

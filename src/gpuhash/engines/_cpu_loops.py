@@ -111,6 +111,20 @@ def _mark(overflow, bit):
     overflow[bit >> 5] |= np.int32(flag)
 
 
+@numba.njit(inline="always", **_JIT)
+def new_copy(mode):
+    """Whether a claim mode places a multimap's new copy (matches and erased slots ignored)."""
+    return mode == CLAIM_NEW or mode >= CLAIM_NEW_AT
+
+
+@numba.njit(inline="always", **_JIT)
+def pass_step(mode):
+    """The step of the sequence a CLAIM_AT / CLAIM_NEW_AT mode claims in (0 for the others)."""
+    if mode < CLAIM_AT:
+        return 0
+    return mode - (CLAIM_NEW_AT if mode >= CLAIM_NEW_AT else CLAIM_AT)
+
+
 @numba.njit(**_JIT)
 def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb, mode):
     """Find ``key`` or, by ``mode``, claim a slot for it: (slot, claimed, reused).
@@ -140,10 +154,8 @@ def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb
         _set_key(table, slot, key_bytes, key)
         return slot, True, False
     h, b1, b2, left_first, left_second = home(key, key_bytes, seed, num_buckets)
-    new_copy = mode == CLAIM_NEW or mode >= CLAIM_NEW_AT
-    first = 0
-    if mode >= CLAIM_AT:
-        first = mode - (CLAIM_NEW_AT if mode >= CLAIM_NEW_AT else CLAIM_AT)
+    copy = new_copy(mode)
+    first = pass_step(mode)
     bucket = bucket_at(h, b1, b2, first, num_buckets)
     erased, erased_step = -1, 0
     for step in range(first, num_buckets + RANDOM_STEPS + 2):
@@ -157,9 +169,9 @@ def probe(table, overflow, key, key_bytes, seed, num_buckets, width, empty, tomb
                 free = lane
             if word == tomb:
                 hole = lane
-        if match >= 0 and not new_copy:
+        if match >= 0 and not copy:
             return base + match, False, False
-        if erased < 0 and hole >= 0 and mode != SEARCH and not new_copy:
+        if erased < 0 and hole >= 0 and mode != SEARCH and not copy:
             erased, erased_step = base + hole, step
         if free >= 0:
             if mode == SEARCH:
