@@ -63,7 +63,7 @@ def compile_one(source: Path, arch: str, label: str) -> bool:
 def main() -> int:
     ok = True
     with tempfile.TemporaryDirectory() as folder:
-        for name, expressions in (*instances().items(), ("bench.cu", [])):
+        for name, expressions in (*instances().items(), ("bench.cu", []), ("fill.cu", [])):
             source = Path(folder) / name
             # taking each instance's address makes nvcc instantiate (and compile) it
             refs = "".join(f"    (void*)&{e},\n" for e in expressions)

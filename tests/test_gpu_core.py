@@ -191,6 +191,34 @@ def test_both_engines_write_the_same_slot_bytes(key_dtype, value_dtype, shape):
     assert torch.equal(gpu._state.slots.cpu()[index_gpu], cpu._state.slots[index_cpu])
 
 
+@pytest.mark.parametrize(("key_dtype", "value_dtype", "shape"),
+                         [(torch.int32, None, ()), (torch.int32, torch.int32, ()),
+                          (torch.int64, torch.int32, ()), (torch.int32, torch.int64, ()),
+                          (torch.int64, torch.float32, (8,)), (torch.int64, None, ())],
+                         ids=str)
+@pytest.mark.parametrize("capacity", [0, 1000, 300_000])
+def test_a_new_cuda_table_holds_the_bytes_of_a_new_cpu_table(key_dtype, value_dtype, shape,
+                                                              capacity):
+    """The CUDA engine makes a table in one allocation set by one kernel (fill.cu); every
+    tensor must hold what the format's torch fills make, byte for byte, and the tensors must
+    not overlap (a view too long would let one overwrite another)."""
+    from gpuhash._format import TableSpec, empty_state
+    from gpuhash.engines import cuda as cuda_engine
+
+    for load in (0.5, 0.9):
+        spec = TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
+                         num_buckets=1, max_load_factor=load).sized_for(capacity)
+        made = cuda_engine.empty_state(spec, torch.device("cuda"))
+        expected = empty_state(spec, "cpu")
+        got = made.tensors()
+        for name, tensor in expected.tensors().items():
+            assert torch.equal(got[name].cpu(), tensor), (spec, name)
+        made.counts.fill_(7)
+        made.overflow.fill_(-1)
+        assert torch.equal(made.slots.cpu(), expected.slots), spec  # untouched by the others
+        assert int(made.counts.sum()) == 7 * made.counts.shape[0]
+
+
 def test_insert_or_apply_matches_the_cpu_engine_at_scale():
     keys = torch.randint(0, 10_000, (1_000_000,))
     values = torch.randint(-100, 100, (1_000_000,), dtype=torch.int64)

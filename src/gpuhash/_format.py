@@ -114,13 +114,13 @@ class TableSpec:
     def key_bytes(self) -> int:
         return self.key_dtype.itemsize
 
-    @property
+    @functools.cached_property
     def value_bytes(self) -> int:
         if self.value_dtype is None:
             return 0
         return self.value_dtype.itemsize * math.prod(self.value_shape)
 
-    @property
+    @functools.cached_property
     def layout(self) -> str:
         if self.value_bytes == 0 or (self.key_bytes == 4 and self.value_bytes <= 4):
             return PACKED
@@ -128,7 +128,7 @@ class TableSpec:
             return PAIR
         return ROWS
 
-    @property
+    @functools.cached_property
     def words_per_slot(self) -> int:
         return 2 if self.layout == PAIR else 1
 
@@ -137,7 +137,7 @@ class TableSpec:
         """Byte offset of the value inside a slot (packed and pair layouts)."""
         return 4 if self.layout == PACKED else 8
 
-    @property
+    @functools.cached_property
     def num_slots(self) -> int:
         return self.num_buckets * self.bucket_slots
 
@@ -171,21 +171,27 @@ class TableSpec:
             >>> spec.num_slots >= 1000 / spec.max_load_factor
             True
         """
-        entries = max(entries, 1)
-        num, den = _load_ratio(self.max_load_factor)
-        slots = -(-entries * den // num)  # ceil(entries / max_load_factor), exactly
-        width = bucket_slots or bucket_slots_for(self, slots)
-        spec = dataclasses.replace(self, bucket_slots=width,
-                                   num_buckets=buckets_for(entries, self.max_load_factor, width))
-        # buckets_for's exact arithmetic already guarantees the capacity; this loop keeps the
-        # promise (capacity >= entries) from resting on that alone
-        while spec.max_entries < entries:
-            spec = dataclasses.replace(spec, num_buckets=spec.num_buckets + 1)
-        return spec
+        return _sized(self, max(entries, 1), bucket_slots)
 
     def bytes_per_slot(self) -> int:
         row = self.value_bytes if self.layout == ROWS else 0
         return 8 * self.words_per_slot + row
+
+
+@functools.lru_cache(maxsize=256)
+def _sized(spec: TableSpec, entries: int, bucket_slots: int | None) -> TableSpec:
+    """TableSpec.sized_for, kept: a spec is immutable, and tables of one size are made again
+    and again (a join makes one per call; small calls feel the host time)."""
+    num, den = _load_ratio(spec.max_load_factor)
+    slots = -(-entries * den // num)  # ceil(entries / max_load_factor), exactly
+    width = bucket_slots or bucket_slots_for(spec, slots)
+    sized = dataclasses.replace(spec, bucket_slots=width,
+                                num_buckets=buckets_for(entries, spec.max_load_factor, width))
+    # buckets_for's exact arithmetic already guarantees the capacity; this loop keeps the
+    # promise (capacity >= entries) from resting on that alone
+    while sized.max_entries < entries:
+        sized = dataclasses.replace(sized, num_buckets=sized.num_buckets + 1)
+    return sized
 
 
 def bucket_slots_for(spec: TableSpec, slots: int) -> int:
@@ -281,10 +287,21 @@ def gather_values(state: TableState, rows: torch.Tensor) -> torch.Tensor:
     return raw.view(spec.value_dtype).view(rows.shape[0], *spec.value_shape)
 
 
-def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
-    """A table with no entries: every bucket slot EMPTY, both out-of-band slots absent."""
+def check_buckets(spec: TableSpec) -> None:
+    """Refuse a table of more buckets than the format addresses."""
     if spec.num_buckets > MAX_BUCKETS:
         raise ValueError(f"capacity needs {spec.num_buckets} buckets; at most {MAX_BUCKETS}")
+
+
+def filter_words(spec: TableSpec) -> int:
+    """int32 words of a table's overflow bits (FILTER_BITS a bucket)."""
+    return (spec.num_buckets * FILTER_BITS + 31) // 32
+
+
+def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
+    """A table with no entries: every bucket slot EMPTY, both out-of-band slots absent. (The
+    CPU engine's; the CUDA engine makes the same bytes in one launch.)"""
+    check_buckets(spec)
     device = torch.device(device)
     rows = spec.num_slots + 2
     slots = torch.full((rows, spec.words_per_slot), -1, dtype=torch.int64, device=device)
@@ -292,8 +309,7 @@ def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
     if spec.layout == ROWS:
         state_values = torch.zeros((rows, *spec.value_shape), dtype=spec.value_dtype,
                                    device=device)
-    overflow = torch.zeros(((spec.num_buckets * FILTER_BITS + 31) // 32,), dtype=torch.int32,
-                           device=device)
+    overflow = torch.zeros((filter_words(spec),), dtype=torch.int32, device=device)
     counts = torch.zeros((COUNTS_LEN,), dtype=torch.int64, device=device)
     state = TableState(spec, slots, state_values, overflow, counts)
     reset_out_of_band(state)

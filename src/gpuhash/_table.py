@@ -20,7 +20,6 @@ from ._format import (
     TableSpec,
     TableState,
     copy_state,
-    empty_state,
     live_slots,
     load_state,
     reset_out_of_band,
@@ -36,16 +35,21 @@ class TableFullError(RuntimeError):
     """An insert into a table created with ``growable=False`` would pass its maximum load."""
 
 
+_ENGINES: dict[str, Any] = {}  # device type -> engine module, imported on first use
+
+
 def _engine_for(device: torch.device):
+    engine = _ENGINES.get(device.type)
+    if engine is not None:
+        return engine
     if device.type == "cuda":
-        from .engines import cuda
-
-        return cuda
-    if device.type == "cpu":
-        from .engines import cpu
-
-        return cpu
-    raise ValueError(f"device must be 'cpu' or a CUDA device, got {device}")
+        from .engines import cuda as engine
+    elif device.type == "cpu":
+        from .engines import cpu as engine
+    else:
+        raise ValueError(f"device must be 'cpu' or a CUDA device, got {device}")
+    _ENGINES[device.type] = engine
+    return engine
 
 
 def _resolve_device(device: Any) -> torch.device:
@@ -111,8 +115,8 @@ class _Table:
                          num_buckets=1, max_load_factor=float(max_load_factor),
                          **({} if seed is None else {"seed": int(seed)})).sized_for(capacity)
         device = _resolve_device(device)
-        self._adopt(empty_state(spec, device), growable=growable, duplicates=duplicates,
-                    used=0)
+        self._adopt(_engine_for(device).empty_state(spec, device), growable=growable,
+                    duplicates=duplicates, used=0)
 
     def _adopt(self, state: TableState, *, growable: bool, duplicates: str,
                used: int | None = None) -> None:
@@ -209,7 +213,7 @@ class _Table:
         return _arrays.check_keys(keys, self._state.spec, self._device, self._device_index)
 
     def _rehash(self, spec: TableSpec) -> None:
-        target = empty_state(spec, self.device)
+        target = self._engine.empty_state(spec, self.device)
         target.multi = self._multi
         old = self._state
         self._engine.rehash(old, target)

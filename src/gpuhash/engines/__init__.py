@@ -12,12 +12,15 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from .._format import TableState
+from .._format import TableSpec, TableState
 
 
 @runtime_checkable
 class Engine(Protocol):
     """The operations every engine offers, with the same names and signatures."""
+
+    def empty_state(self, spec: TableSpec, device: torch.device) -> TableState:
+        """A table of ``spec`` with no entries on ``device`` (_format.empty_state's bytes)."""
 
     def last_rows(self, state: TableState, keys: torch.Tensor) -> torch.Tensor:
         """True on the last row of each distinct key of a batch (batch order)."""

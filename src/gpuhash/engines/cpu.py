@@ -29,6 +29,7 @@ from .._format import (
     live_slots,
     value_bytes_view,
 )
+from .._format import empty_state as empty_state  # the engine's: the format's torch fills
 from ._cpu_runtime import run
 
 _M32 = 0xFFFFFFFF

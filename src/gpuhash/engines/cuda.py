@@ -17,7 +17,16 @@ import torch
 
 from .._cuda.compile import has_cas128, load_module
 from .._cuda.launch import launch
-from .._format import LAYOUT_CODES, PAIR, ROWS, TableSpec, TableState
+from .._format import (
+    COUNTS_LEN,
+    LAYOUT_CODES,
+    PAIR,
+    ROWS,
+    TableSpec,
+    TableState,
+    check_buckets,
+    filter_words,
+)
 
 MAP_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_rehash",
                "gh_rehash_deferred")
@@ -72,6 +81,32 @@ def _kernels(spec_key: tuple, multi: bool, device_index: int, arch: str | None) 
     module = load_module("multimap.cu" if multi else "map.cu", tuple(names.values()),
                          device_index, arch)
     return {op: module.get_kernel(expression) for op, expression in names.items()}
+
+
+@functools.cache
+def _fill_kernel(device_index: int, arch: str | None):
+    return load_module("fill.cu", (), device_index, arch).get_kernel("gh_fill_table")
+
+
+def empty_state(spec: TableSpec, device: torch.device) -> TableState:
+    """A table with no entries, byte for byte _format.empty_state's, in one allocation set by
+    one launch (kernels/fill.cu): slot words, then the counters, then the overflow bits,
+    each tensor a view of its part. (A value row table's rows are a second allocation.)"""
+    check_buckets(spec)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    rows = spec.num_slots + 2
+    slot_words = rows * spec.words_per_slot
+    bits = filter_words(spec)
+    total = slot_words + COUNTS_LEN + (bits + 1) // 2
+    words = torch.empty(total, dtype=torch.int64, device=device)
+    launch(_fill_kernel(index, os.environ.get(ARCH_ENV)), total, words.data_ptr(), slot_words,
+           total, spec.num_slots * spec.words_per_slot, device=index)
+    values = None
+    if spec.layout == ROWS:
+        values = torch.zeros((rows, *spec.value_shape), dtype=spec.value_dtype, device=device)
+    return TableState(spec, words[:slot_words].view(rows, spec.words_per_slot), values,
+                      words[slot_words + COUNTS_LEN:].view(torch.int32)[:bits],
+                      words[slot_words:slot_words + COUNTS_LEN])
 
 
 def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...], int]:
