@@ -8,9 +8,10 @@
 // A write is two launches (kernels/cache.cu). The first evicts nothing, so a row owns the slot
 // of its key, or the free slot whose key word its CAS took from EMPTY, and fills it with plain
 // stores. The second moves an entry or evicts for the rows whose buckets were full; they race
-// for entries, so there a writer owns a slot while its key word holds GH_LOCKED, taken by a
-// CAS with acquire order from the entry's key (or, a move's target, by a CAS from EMPTY); it writes value, score and digest and publishes the key
-// with a release store, so the next owner sees them. Erase locks the same way. Searches of a
+// for entries, so there a writer owns a slot while its key word holds GH_LOCKED, taken with
+// acquire order from the entry's key (an evictor's exchange, a mover's CAS) or, a move's
+// target, by a CAS from EMPTY; it writes value, score and digest and publishes the key with a
+// release store, so the next owner sees them. Erase locks the same way. Searches of a
 // write launch compare digests, then keys (relaxed): a match is a candidate its row then uses
 // or locks; a LOCKED slot with the key's digest is waited for (its owner publishes without
 // waiting on anything). Read-only launches (finds) run when no write does (the host orders
@@ -67,6 +68,14 @@ __device__ __forceinline__ gh_u64 gh_cas_acquire(gh_u64* p, gh_u64 expected, gh_
     gh_u64 prev;
     asm volatile("atom.acquire.gpu.global.cas.b64 %0, [%1], %2, %3;"
                  : "=l"(prev) : "l"(p), "l"(expected), "l"(desired) : "memory");
+    return prev;
+}
+
+// Swaps a slot's key word for `desired` with acquire order (as gh_cas_acquire after a success).
+__device__ __forceinline__ gh_u64 gh_exch_acquire(gh_u64* p, gh_u64 desired) {
+    gh_u64 prev;
+    asm volatile("atom.acquire.gpu.global.exch.b64 %0, [%1], %2;"
+                 : "=l"(prev) : "l"(p), "l"(desired) : "memory");
     return prev;
 }
 
@@ -410,19 +419,29 @@ __device__ __forceinline__ bool gh_cache_move(const C& t, gh_u64 from, gh_u64 ke
 }
 
 // Tries to lock the entry the warp found lowest, for a key of `score`: GH_INSERTED_EVICTING
-// (locked; *old_key / *old_score what it held, its value still in place), GH_REFUSED (the key
-// scores below it) or -1 (try again: another row holds the slot, or rewrote it since the scan,
-// so the lowest may be elsewhere now). Rows racing for a pair of buckets thus evict its lowest
-// entries in turn rather than each other's new ones.
+// (locked; *old_key / *old_score what it held, and with `hold` its value in `held`, read in
+// the same round as the score; the value also stays in place), GH_REFUSED (the key scores
+// below it) or -1 (try again: another row holds the slot, or rewrote it since the scan, so
+// the lowest may be elsewhere now). Rows racing for a pair of buckets thus evict its lowest
+// entries in turn rather than each other's new ones. The lock is an exchange, not a load and
+// a CAS (one round trip less in the warp's serial chain): finding GH_LOCKED, it wrote
+// GH_LOCKED over the owner's lock, which the owner's publishing store replaces, so nothing
+// changed. (A slot of these buckets is never EMPTY in the evict launch, as they stay full;
+// one found EMPTY would be given back.)
 template <class C>
 __device__ __forceinline__ int gh_cache_try_evict(const C& t, gh_i64 victim, gh_u64 lowest,
                                                  gh_u64 score, gh_u64* old_key,
-                                                 gh_u64* old_score) {
+                                                 gh_u64* old_score, bool hold,
+                                                 GhHeldValue<C::VALUE_BYTES>& held) {
     if (score < lowest) return GH_REFUSED;
-    const gh_u64 k = gh_load_relaxed(t.keys + victim);
-    if (k == GH_LOCKED || k == ~0ULL) return -1;
-    if (gh_cas_acquire(t.keys + victim, k, GH_LOCKED) != k) return -1;
+    const gh_u64 k = gh_exch_acquire(t.keys + victim, GH_LOCKED);
+    if (k == GH_LOCKED) return -1;
+    if (k == ~0ULL) {
+        gh_store_release(t.keys + victim, k);
+        return -1;
+    }
     const gh_u64 now = __ldcg(t.scores + victim);
+    if (hold) held.load(t.value(victim));
     if (now != lowest) {
         gh_store_release(t.keys + victim, k);
         return -1;
@@ -432,12 +451,12 @@ __device__ __forceinline__ int gh_cache_try_evict(const C& t, gh_i64 victim, gh_
     return GH_INSERTED_EVICTING;
 }
 
-// Fills a LOCKED slot and publishes its key (release: its value, score and digest are
-// visible to whoever sees the key). `digest` 0: the slot already holds this key's digest.
+// Publishes a LOCKED slot whose value the caller has written: its score, its digest (0: the
+// slot holds this key's digest already), then its key with a release store, so whoever sees
+// the key sees the rest.
 template <class C>
 __device__ __forceinline__ void gh_cache_publish(const C& t, gh_u64 slot, gh_u64 key,
-                                                 gh_u32 digest, gh_u64 score, const char* row) {
-    if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(slot), row);
+                                                 gh_u32 digest, gh_u64 score) {
     t.scores[slot] = score;
     if (digest != 0) t.digests[slot] = static_cast<gh_u8>(digest);
     gh_store_release(t.keys + slot, key);

@@ -63,6 +63,23 @@ __device__ __forceinline__ void gh_copy_value(char* dst, const char* src) {
     }
 }
 
+// A value of BYTES held in registers: read with one round of loads, written back later.
+template <int BYTES>
+struct GhHeldValue {
+    static constexpr int W = (BYTES % 16 == 0) ? 16 : (BYTES % 8 == 0) ? 8
+                           : (BYTES % 4 == 0) ? 4 : (BYTES % 2 == 0) ? 2 : 1;
+    typedef typename GhCopyWord<W>::type word;
+    word w[BYTES / W];
+    __device__ __forceinline__ void load(const char* src) {
+#pragma unroll
+        for (int i = 0; i < BYTES / W; ++i) w[i] = reinterpret_cast<const word*>(src)[i];
+    }
+    __device__ __forceinline__ void store(char* dst) const {
+#pragma unroll
+        for (int i = 0; i < BYTES / W; ++i) reinterpret_cast<word*>(dst)[i] = w[i];
+    }
+};
+
 // Reads up to 8 value bytes into the low bytes of a zeroed word (little-endian, as the slot
 // holds them): the bytes above the value are zero, in both engines.
 template <int VALUE_BYTES>
