@@ -315,40 +315,44 @@ __device__ __forceinline__ gh_i64 gh_cache_claim_free(const C& t, const GhHome& 
 }
 
 // The lowest score among the candidates of buckets b1, b2 (the earliest slot, b1's first, on
-// a tie), found by the whole warp (every lane calls it with the same buckets): each lane reads
-// 1/16 of a bucket's scores (16 lanes a bucket), consecutive lanes consecutive parts, so the
-// warp reads the 2 KB of two 128-slot buckets in whole lines instead of one thread alone.
+// a tie), found by the whole warp (every lane calls it with the same buckets). The two buckets'
+// slots are numbered 0 .. 2 BUCKET - 1 (b1's, then b2's) and lane l reads positions l, l + 32,
+// l + 64, ...: each load instruction of the warp reads 32 consecutive scores (256 bytes, whole
+// sectors), so the 2 KB of two 128-slot buckets take 64 sector requests. (Each lane reading a
+// run of its own made every instruction touch 32 sectors, each sector requested four times:
+// ncu read the L2 78% busy in the full-load evict launch; bench/RESULTS.md.)
 template <class C>
 __device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2,
                                                 gh_i64* victim, gh_u64* lowest) {
     constexpr int PER_LANE = 2 * C::BUCKET / 32;  // scores a lane reads: 1 to 8
     const int lane = threadIdx.x & 31;
-    const int first = lane * PER_LANE;            // in b1's slots, then b2's
-    const gh_u64 bucket = first < C::BUCKET ? b1 : b2;
-    const gh_u64 base = bucket * C::BUCKET + first % C::BUCKET;
-    gh_u64 best = ~0ULL;
-    gh_i64 at = -1;
+    gh_u64 scores[PER_LANE];
 #pragma unroll
     for (int i = 0; i < PER_LANE; ++i) {
-        const gh_u64 s = __ldcg(t.scores + base + i);
-        if (at < 0 || s < best) {
-            best = s;
-            at = static_cast<gh_i64>(base + i);
+        const int at = i * 32 + lane;  // position: b1's slots, then b2's
+        const gh_u64 bucket = at < C::BUCKET ? b1 : b2;
+        scores[i] = __ldcg(t.scores + bucket * C::BUCKET + at % C::BUCKET);
+    }
+    gh_u64 best = scores[0];
+    int order = lane;  // the position of best; ascending within a lane, so < keeps the first
+#pragma unroll
+    for (int i = 1; i < PER_LANE; ++i) {
+        if (scores[i] < best) {
+            best = scores[i];
+            order = i * 32 + lane;
         }
     }
-    int order = first;  // tie-break: position in b1 then b2
 #pragma unroll
     for (int step = 16; step > 0; step >>= 1) {
         const gh_u64 other = __shfl_xor_sync(0xffffffffu, best, step);
-        const gh_i64 other_at = __shfl_xor_sync(0xffffffffu, at, step);
         const int other_order = __shfl_xor_sync(0xffffffffu, order, step);
         if (other < best || (other == best && other_order < order)) {
             best = other;
-            at = other_at;
             order = other_order;
         }
     }
-    *victim = at;
+    *victim = static_cast<gh_i64>((order < C::BUCKET ? b1 : b2) * C::BUCKET +
+                                  order % C::BUCKET);
     *lowest = best;
 }
 
