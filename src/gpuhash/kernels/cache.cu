@@ -98,17 +98,20 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
 // rule). Rows race for entries, so here a slot is locked (its key word GH_LOCKED, taken with
 // acquire order) and published with a release store, and an entry is re-checked after it is
 // locked (gh_cache_try_evict). A warp's lanes take consecutive rows and leave the loop
-// together, so the warp serves each waiting row in turn (gh_cache_movable, gh_cache_lowest)
-// and its leader lane locks and writes: a chain of round trips, one row after another, so
-// the leader keeps it short. It locks by exchange and reads the old value with the old score;
-// where values fit registers (HOLD: up to 32 bytes) each lane keeps its evicted entry until
-// the warp's rows are served, then the warp writes them to ev_* at slots taken by one
-// atomicAdd, so no publish waits on an output store nor on the shared counter (insert_and_evict
-// at full load +7-11% in an in-process A/B: bench/RESULTS.md). Larger values are copied out
-// before the slot is rewritten. Evicted entries go to ev_* while they have room. At most 64
-// registers (4 blocks of 256; 8 bytes spill at dim 8).
+// together. The warp finds the candidates of up to GH_EVICT_BATCH waiting rows in turn
+// (gh_cache_movable, gh_cache_lowest: whole-warp reads), then those rows' lanes lock and
+// write together, so their chains of round trips overlap; a row that lost a race is served
+// again. A lane locks by exchange and reads the old value with the old score; where values
+// fit registers (HOLD: up to 32 bytes) each lane keeps its evicted entry until the warp's rows
+// are served, then the warp writes them to ev_* at slots taken by one atomicAdd, so no publish
+// waits on an output store nor on the shared counter. Larger values are copied out before the
+// slot is rewritten. Evicted entries go to ev_* while they have room. 3 blocks of 256 a SM (80
+// registers: at 4 blocks the batch spilled and gained little; in-process A/Bs in
+// bench/RESULTS.md). The launch's time at full load is mostly the scans' 2 KB a row.
+constexpr gh_u32 GH_EVICT_BATCH = 4;  // rows whose chains run together (gh_cache_evict)
+
 template <class C>
-__global__ void __launch_bounds__(256, 4) gh_cache_evict(GH_CACHE_PARAMS, const gh_u64* rows,
+__global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const gh_u64* rows,
                                const gh_u64* given, const char* in_values, gh_u64 value_stride,
                                gh_u64 has_values, gh_u64 n, gh_u64 policy, gh_u64 step,
                                gh_u64 epoch, gh_u64 move_below, signed char* status,
@@ -143,27 +146,45 @@ __global__ void __launch_bounds__(256, 4) gh_cache_evict(GH_CACHE_PARAMS, const 
         gh_u64 out_key = 0, out_score = 0;
         Held out_value;
         while (waiting != 0) {
-            const int leader = __ffs(waiting) - 1;
-            const gh_u64 b1 = __shfl_sync(0xffffffffu, home.b1, leader);
-            const gh_u64 b2 = __shfl_sync(0xffffffffu, home.b2, leader);
-            int outcome = -1;
-            gh_u64 moving = 0, to = 0;
-            const gh_i64 from = moves ? gh_cache_movable(
-                t, b1, b2, __shfl_sync(0xffffffffu, digest, leader), &moving, &to) : -1;
-            if (from >= 0) {
-                if (lane == leader && gh_cache_move(t, from, moving, to)) {
-                    if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(from), row);
-                    gh_cache_publish(t, from, key, digest, score);
-                    atomicAdd(reinterpret_cast<unsigned long long*>(t.counts), 1ULL);
-                    status[r] = GH_INSERTED;
-                    index[r] = from;
-                    outcome = GH_INSERTED;
-                }
-            } else {
-                gh_i64 victim;
-                gh_u64 lowest;
-                gh_cache_lowest(t, b1, b2, &victim, &lowest);
+            // Up to GH_EVICT_BATCH waiting rows at once: the warp finds each one's candidate
+            // in turn (whole-warp reads), then their leaders lock and write together, so the
+            // round trips of their chains overlap instead of following one another.
+            gh_u32 batch = 0;
+            gh_i64 from = -1, victim = -1;
+            gh_u64 moving = 0, to = 0, lowest = 0;
+#pragma unroll 1
+            for (gh_u32 left = waiting, k = 0; left != 0 && k < GH_EVICT_BATCH;
+                 left &= left - 1, ++k) {
+                const int leader = __ffs(left) - 1;
+                batch |= 1u << leader;
+                const gh_u64 b1 = __shfl_sync(0xffffffffu, home.b1, leader);
+                const gh_u64 b2 = __shfl_sync(0xffffffffu, home.b2, leader);
+                gh_u64 its_moving = 0, its_to = 0, its_lowest = 0;
+                gh_i64 its_victim = -1;
+                const gh_i64 its_from = moves ? gh_cache_movable(
+                    t, b1, b2, __shfl_sync(0xffffffffu, digest, leader), &its_moving,
+                    &its_to) : -1;
+                if (its_from < 0) gh_cache_lowest(t, b1, b2, &its_victim, &its_lowest);
                 if (lane == leader) {
+                    from = its_from;
+                    moving = its_moving;
+                    to = its_to;
+                    victim = its_victim;
+                    lowest = its_lowest;
+                }
+            }
+            int outcome = -1;
+            if ((batch >> lane) & 1) {
+                if (from >= 0) {
+                    if (gh_cache_move(t, from, moving, to)) {
+                        if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(from), row);
+                        gh_cache_publish(t, from, key, digest, score);
+                        atomicAdd(reinterpret_cast<unsigned long long*>(t.counts), 1ULL);
+                        status[r] = GH_INSERTED;
+                        index[r] = from;
+                        outcome = GH_INSERTED;
+                    }
+                } else {
                     gh_u64 old_key = 0, old_score = 0;
                     outcome = gh_cache_try_evict(t, victim, lowest, score, &old_key,
                                                  &old_score, HOLD && keeps, out_value);
@@ -191,7 +212,7 @@ __global__ void __launch_bounds__(256, 4) gh_cache_evict(GH_CACHE_PARAMS, const 
                     }
                 }
             }
-            if (__shfl_sync(0xffffffffu, outcome, leader) >= 0) waiting &= waiting - 1;
+            waiting &= ~__ballot_sync(0xffffffffu, outcome >= 0);
         }
         if (HOLD && keeps) {
             const gh_u32 out = __ballot_sync(0xffffffffu, held_out);
