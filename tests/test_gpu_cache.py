@@ -84,18 +84,23 @@ def test_cuda_cache_matches_cpu_engine_below_capacity(value_dtype, shape, width,
     assert contents(moved.to("cuda")) == contents(cpu)
 
 
-@pytest.mark.parametrize(("width", "hbm_buckets"), [(16, None), (128, None), (16, 40)])
-def test_eviction_at_full_load_loses_nothing_without_a_status(width, hbm_buckets):
-    # hbm_buckets: the value rows of the first buckets in GPU memory, the rest in host memory
-    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.int64, value_shape=(2,),
-                        capacity=64 * width, device="cuda", policy="custom", bucket_slots=width,
-                        max_hbm_bytes=None if hbm_buckets is None else hbm_buckets * width * 16)
+@pytest.mark.parametrize(("width", "hbm_buckets", "pairs"),
+                         [(16, None, 1), (128, None, 1), (16, 40, 1), (32, None, 4),
+                          (128, None, 4)])
+def test_eviction_at_full_load_loses_nothing_without_a_status(width, hbm_buckets, pairs):
+    # hbm_buckets: the value rows of the first buckets in GPU memory, the rest in host memory;
+    # pairs of int64 a value: 4 makes 64-byte rows, which the evict launch copies out before
+    # the slot is rewritten (rows up to 32 bytes wait in registers: kernels/cache.cu)
+    hbm = None if hbm_buckets is None else hbm_buckets * width * 16 * pairs
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.int64,
+                        value_shape=(2 * pairs,), capacity=64 * width, device="cuda",
+                        policy="custom", bucket_slots=width, max_hbm_bytes=hbm)
     stored: dict[int, int] = {}  # key -> score, as the statuses and evictions report them
     generator = torch.Generator().manual_seed(width)
     for _ in range(10):
         keys = torch.randint(0, 2**60, (cache.capacity // 2,), generator=generator)
         scores = torch.randint(0, 2**40, keys.shape, generator=generator)
-        values = torch.stack([keys, scores], 1)
+        values = torch.stack([keys, scores] * pairs, 1)
         status, (gone, gone_values, gone_scores) = cache.insert_and_evict(
             keys.cuda(), values.cuda(), scores=scores.cuda())
         status = status.cpu()
@@ -107,9 +112,106 @@ def test_eviction_at_full_load_loses_nothing_without_a_status(width, hbm_buckets
         # an entry may be evicted by a later row of the batch that admitted it
         for key, score, row in zip(gone.cpu().tolist(), gone_scores.view(torch.int64).cpu(
                 ).tolist(), gone_values.cpu().tolist()):
-            assert stored.pop(key) == score and row == [key, score]
+            assert stored.pop(key) == score and row == [key, score] * pairs
         check_placement(cache)
-        assert contents(cache) == {k: (s, (k, s)) for k, s in stored.items()}
+        assert contents(cache) == {k: (s, (k, s) * pairs) for k, s in stored.items()}
+
+
+@pytest.mark.parametrize(("width", "pairs"), [(16, 1), (16, 4), (128, 1), (128, 4)])
+def test_single_rows_evict_what_the_cpu_engine_evicts(width, pairs):
+    """One row a call leaves no race, so both engines must choose the same victim, the lowest
+    score of the two buckets and the earliest slot on a tie (scores 0-3: many ties), and
+    leave the same bytes: status, evicted entry, keys and scores slot by slot. 64-byte rows
+    take the evict launch's copy-out path, 16-byte rows its registers."""
+    generator = torch.Generator().manual_seed(width + pairs)
+    cpu = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.int64,
+                      value_shape=(2 * pairs,), capacity=8 * width, policy="custom",
+                      bucket_slots=width)
+    keys = torch.randint(0, 2**62, (4 * cpu.capacity,), generator=generator)
+    cpu.insert_or_assign(keys, keys[:, None].expand(-1, 2 * pairs).contiguous(),
+                         scores=torch.randint(0, 3, keys.shape, generator=generator))
+    gpu = cpu.to("cuda")
+    for _ in range(100):
+        key = torch.randint(0, 2**62, (1,), generator=generator)
+        score = torch.randint(0, 4, (1,), generator=generator)
+        value = key[:, None].expand(-1, 2 * pairs).contiguous()
+        on_cpu = cpu.insert_and_evict(key, value, scores=score)
+        on_gpu = gpu.insert_and_evict(key.cuda(), value.cuda(), scores=score.cuda())
+        assert on_cpu[0].tolist() == on_gpu[0].cpu().tolist()
+        for a, b in zip(on_cpu[1], on_gpu[1]):
+            assert torch.equal(a, b.cpu())
+        assert torch.equal(cpu._state.keys, gpu._state.keys.cpu())
+        assert torch.equal(cpu._state.scores, gpu._state.scores.cpu())
+
+
+@pytest.mark.parametrize("pairs", [1, 4])
+def test_a_row_decides_after_an_earlier_row_of_its_warp_moved_an_entry(pairs):
+    """Below the move limit, row A moves an entry out of bucket x to take its slot, with a
+    score lower than any other; row B, next in the same warp, shares x: it must see A's entry
+    there and evict it, as the CPU engine does, rather than decide on the bucket as it was
+    (a batch of rows found their candidates before any of them wrote; found by a review)."""
+    from model_cache import CacheModel
+
+    width, buckets, free_bucket = 32, 64, 0
+    model = CacheModel(num_buckets=buckets, width=width, policy="custom")
+    chooser = __import__("random").Random(1)
+
+    def pick(ok):
+        while True:
+            key = chooser.getrandbits(62)
+            if ok(key):
+                return key
+
+    def homes(key):
+        return set(model.buckets(key))
+
+    def other(key, bucket):
+        return (homes(key) - {bucket}).pop() if len(homes(key)) == 2 else bucket
+
+    a = pick(lambda k: len(homes(k)) == 2 and free_bucket not in homes(k))
+    x, _ = model.buckets(a)
+    parity = model.digest(a) % 2
+    b = pick(lambda k: len(homes(k)) == 2 and free_bucket not in homes(k) and x in homes(k)
+             and set(model.buckets(a)) != homes(k) and model.digest(k) % 2 != parity)
+    movable = x * width + parity  # a candidate of A's whose other bucket is the free one
+    used, keys, scores = {a, b}, [-1] * (buckets * width), [0] * (buckets * width)
+    for bucket in range(buckets):
+        if bucket == free_bucket:
+            continue
+        for i in range(width):
+            slot = bucket * width + i
+            if slot == movable:
+                key = pick(lambda k, c=bucket: c in homes(k) and other(k, c) == free_bucket
+                           and k not in used)
+            else:
+                key = pick(lambda k, c=bucket: c in homes(k) and free_bucket not in homes(k)
+                           and k not in used)
+            used.add(key)
+            keys[slot], scores[slot] = key, 100
+    z = (homes(b) - {x}).pop()
+    scores[z * width + 3] = 50
+    results = []
+    for device in ("cpu", "cuda"):
+        cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.int64,
+                            value_shape=(2 * pairs,), capacity=buckets * width, device=device,
+                            policy="custom", bucket_slots=width)
+        state, table = cache._state, torch.tensor(keys)
+        state.keys.copy_(table)
+        state.scores.copy_(torch.tensor(scores))
+        state.digests.copy_(torch.tensor([model.digest(k) if k >= 0 else 0 for k in keys],
+                                         dtype=torch.uint8))
+        state.values.copy_(table[:, None].expand(-1, 2 * pairs))
+        state.counts[0] = int((table >= 0).sum())
+        rows = torch.tensor([a, b])
+        for score_b in (60, 20):
+            copy = cache.to(device)
+            status, (gone, _, gone_scores) = copy.insert_and_evict(
+                rows.to(device), rows[:, None].expand(-1, 2 * pairs).contiguous().to(device),
+                scores=torch.tensor([1, score_b]).to(device))
+            results.append((status.cpu().tolist(), gone.cpu().tolist(),
+                            gone_scores.view(torch.int64).cpu().tolist()))
+    assert results[:2] == results[2:]
+    assert results[0][0] == [gh.INSERTED, gh.INSERTED_EVICTING]  # B evicts A's new entry
 
 
 def test_eviction_keeps_the_top_scores_and_starts_late():

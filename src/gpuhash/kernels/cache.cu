@@ -99,9 +99,9 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
 // acquire order) and published with a release store, and an entry is re-checked after it is
 // locked (gh_cache_try_evict). A warp's lanes take consecutive rows and leave the loop
 // together. The warp finds the candidates of up to GH_EVICT_BATCH waiting rows in turn
-// (gh_cache_movable, gh_cache_lowest: whole-warp reads), then those rows' lanes lock and
-// write together, so their chains of round trips overlap; a row that lost a race is served
-// again. A lane locks by exchange and reads the old value with the old score; where values
+// (gh_cache_lowest: whole-warp reads; one row at a time while entries may move), then those
+// rows' lanes lock and write together, so their chains of round trips overlap; a row that
+// lost a race is served again. A lane locks by exchange and reads the old value with the old score; where values
 // fit registers (HOLD: up to 32 bytes) each lane keeps its evicted entry until the warp's rows
 // are served, then the warp writes them to ev_* at slots taken by one atomicAdd, so no publish
 // waits on an output store nor on the shared counter. Larger values are copied out before the
@@ -125,6 +125,12 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
     // one answer a warp: its lanes call gh_cache_movable together
     const bool moves = __shfl_sync(
         0xffffffffu, lane == 0 && static_cast<gh_u64>(__ldcg(t.counts)) < move_below, 0);
+    // A move puts a new entry, of any score, in a slot of its row's bucket without comparing
+    // scores, so a batch-mate sharing that bucket would decide on the table as it was: while
+    // entries may move, the warp serves one row at a time, as the CPU twin does (found by a
+    // review). An eviction needs no such care: the entry it puts in scores at least the
+    // lowest that the batch-mates saw, and a shared victim is caught by the lock's re-check.
+    const gh_u32 batch_rows = moves ? 1 : GH_EVICT_BATCH;
     for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
         const gh_u64 r = base + lane;
         const bool evicts = r < n && status[r] == GH_TO_EVICT;
@@ -153,7 +159,7 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
             gh_i64 from = -1, victim = -1;
             gh_u64 moving = 0, to = 0, lowest = 0;
 #pragma unroll 1
-            for (gh_u32 left = waiting, k = 0; left != 0 && k < GH_EVICT_BATCH;
+            for (gh_u32 left = waiting, k = 0; left != 0 && k < batch_rows;
                  left &= left - 1, ++k) {
                 const int leader = __ffs(left) - 1;
                 batch |= 1u << leader;
