@@ -383,9 +383,12 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     codes, rows = _usable_rows(codes, usable)
     if rows is None:
         rows = torch.arange(codes.shape[0])
+    # codes value - low of a range narrower than the key width minus its two reserved codes
+    # (a Direct32 or fitted encoder's) cannot be reserved: no pass over them is needed
+    fits = shape != 0 and high - low < state.spec.key_mask - 1
     tomb = _sentinels(state)[1]
-    reserved = (codes == tomb) | (codes == _sentinels(state)[0])
-    if bool(reserved.any()):  # as the kernel does: reported as unplaced, never stored
+    reserved = None if fits else (codes == tomb) | (codes == _sentinels(state)[0])
+    if reserved is not None and bool(reserved.any()):  # as the kernel does: unplaced
         state.counts[2] += int(reserved.sum())
         keep = ~reserved
         codes, rows = codes[keep], rows[keep]
