@@ -103,6 +103,8 @@ class TableSpec:
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
+        # a tuple whatever sequence was given: specs are hashed (sized_for is memoised)
+        object.__setattr__(self, "value_shape", tuple(self.value_shape))
 
     @property
     def signed_seed(self) -> int:

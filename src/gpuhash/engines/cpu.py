@@ -343,8 +343,8 @@ def join_codes(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None
     unsigned 32-bit values."""
     if shape == 0:
         codes, usable = keys, torch.ones(keys.shape[0], dtype=torch.bool)
-    elif (shape == 1 and low == -2**31 and keys.dtype == torch.int32
-          and state.spec.key_bytes == 4):
+    elif (shape == 1 and low == -2**31 and -2**31 <= high < 2**31
+          and keys.dtype == torch.int32 and state.spec.key_bytes == 4):
         # int32 values offset by 2**31 (Direct32): as 32-bit patterns, the value with its sign
         # bit flipped; two ops where the general rule takes eight over int64 copies
         usable = keys <= high

@@ -93,6 +93,7 @@ def empty_state(spec: TableSpec, device: torch.device) -> TableState:
     one launch (kernels/fill.cu): slot words, then the counters, then the overflow bits,
     each tensor a view of its part. (A value row table's rows are a second allocation.)"""
     check_buckets(spec)
+    device = torch.device(device)
     index = device.index if device.index is not None else torch.cuda.current_device()
     rows = spec.num_slots + 2
     slot_words = rows * spec.words_per_slot
