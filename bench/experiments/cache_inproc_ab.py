@@ -2,24 +2,18 @@
 its own name (/tmp/ab/<name>), the trees' caches filled to the same load, then timed calls
 alternate tree by tree (call granularity), so machine drift hits every tree alike.
 Usage: python cache_inproc_ab.py name1 name2 ... > out.jsonl
-Setup (on the GPU machine), one package copy per tree under its own name:
-    mkdir -p /tmp/ab; cp -r <tree>/src/gpuhash /tmp/ab/<name>   (the package's imports
-    are relative, so each copy is a separate package sharing nothing but torch)
-Machine drift between calls (20-40% for host-bound calls on the H100 machines) then hits
-every tree alike; separate processes per tree did not resolve a 20% difference.
+Trees: bench/experiments/_inproc.py.
 """
-import importlib
 import json
 import os
 import statistics
-import sys
 import time
 
 import torch
+from _inproc import trees
 
-sys.path.insert(0, os.environ.get("AB_DIR", "/tmp/ab"))
-names = sys.argv[1:]
-mods = {n: importlib.import_module(n) for n in names}
+mods = trees()
+names = list(mods)
 dev = torch.device(os.environ.get("AB_DEVICE", "cuda"))
 sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 APIS = ("insert_or_assign", "insert_and_evict", "find_or_insert", "find_or_insert_index",
