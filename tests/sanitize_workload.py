@@ -92,6 +92,10 @@ for dtype, low in ((torch.int32, -50), (torch.int64, -3)):
     for how in ("inner", "left", "right", "full", "semi", "anti"):
         gh.join(left, right, how=how, left_valid=valid, nulls_equal=True)
         gh.join(left, right, how=how, memory_budget=20_000)
+# a table past L2 (48 MB of slots): the probe's warps read first buckets together
+big = torch.randint(0, 2**30, (3_000_000,), dtype=torch.int32).cuda()
+for how in ("inner", "left", "semi"):
+    gh.join(big[::3].contiguous(), big, how=how)
 # one int32 column read directly, then refitted: its build holds the two largest values
 extreme = torch.tensor([2**31 - 1, 5, 2**31 - 2, -(2**31)] * 300, dtype=torch.int32).cuda()
 for how in ("inner", "full", "semi"):

@@ -345,6 +345,61 @@ def test_cuda_edge_cases_match_cpu_engine():
         assert as_pairs(_cpu(got), "full") == expected
 
 
+def _probe_both(table, probe, valid, **options):
+    """multi_join_probe of one table's bytes on the CPU and the CUDA engine: each engine's
+    pairs as a sorted list, and its build_hit / probe_hit masks when asked for."""
+    answers = []
+    for t in (table, table.to("cuda")):
+        device = t._state.slots.device
+        flags = {name: v for name, v in options.items() if name == "keep_unmatched"}
+        marks = {name: torch.zeros(options[name][0], dtype=options[name][1], device=device)
+                 for name in options if name not in flags}
+        probe_rows, build_rows, unplaced = t._engine.multi_join_probe(
+            t._state, probe.to(device), None if valid is None else valid.to(device), 0, 0, 0,
+            **flags, **marks)
+        pairs = sorted(zip(probe_rows.tolist(), build_rows.tolist()))
+        answers.append((pairs, unplaced, {k: v.cpu().tolist() for k, v in marks.items()}))
+    return answers
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("value_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("load", [0.5, 0.9, 0.97])
+@pytest.mark.parametrize("together", [False, True])
+def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_dtype, load,
+                                                             together, monkeypatch):
+    """The probe kernel's paths, against the CPU engine over the same table bytes: first
+    buckets read by the warp together (one copy or none, the bucket with room; forced here,
+    the engine does it for tables past L2), the lane's own walk (first bucket full, or several
+    copies in it), the two reserved keys and a last warp of fewer than 32 rows. Loads 0.5 /
+    0.9 / 0.97 give every slot layout and bucket width a join table can have (packed and pair
+    slots, 4- and 8-slot buckets)."""
+    from gpuhash.engines import cuda
+
+    monkeypatch.setattr(cuda, "_past_l2", lambda spec: together)
+    generator = torch.Generator().manual_seed(int(load * 100) + BITS[key_dtype] + BITS[value_dtype])
+    capacity = 4_000
+    table = gh.MultiMap(key_dtype=key_dtype, value_dtype=value_dtype, capacity=capacity,
+                        max_load_factor=load, growable=False)
+    rows = int(capacity * 0.98)
+    keys = torch.cat([torch.randint(0, 300, (rows // 4,), generator=generator),
+                      torch.randint(0, 2**30, (rows - rows // 4,), generator=generator)])
+    table.insert(keys.to(key_dtype), torch.arange(rows, dtype=value_dtype))
+    probe = torch.cat([keys[torch.randperm(rows, generator=generator)],
+                       torch.randint(0, 2**30, (3_000,), generator=generator),
+                       torch.tensor([-1, -2, 7])]).to(key_dtype)
+    valid = torch.rand(probe.shape[0], generator=generator) > 0.05
+    for options in ({}, {"keep_unmatched": True}, {"build_hit": (rows, torch.uint8)},
+                    {"probe_hit": (probe.shape[0], torch.bool)}):
+        for v in (None, valid):
+            cpu, cuda = _probe_both(table, probe, v, **options)
+            assert cuda == cpu, (options, v is None)
+    spec = table._state.spec
+    assert spec.bucket_slots == (8 if load > 0.75 and spec.words_per_slot == 1 or load > 0.95
+                                 else 4)
+
+
 @pytest.mark.gpu
 def test_cpu_small_strategy_joins_on_the_cpu_and_returns_cuda_tensors(monkeypatch):
     """The cpu-small path (no row limit is set by default: measured slower on the H100 host),

@@ -1,9 +1,12 @@
 """In-process A/B of gh.join host time across trees (packages under /tmp/ab/<name>): J1-J3 of
 `gpuhash bench join`, rounds alternating trees; per round 30 back-to-back calls, wall per call.
-Prints the median (and min) over rounds, ms.
+Prints the median (and min) over rounds, ms. AB_SHAPES picks the shapes (default J1,J2,J3;
+J4's 100M probe rows take 5 calls a round instead of 30; a name ending in "hit", e.g. J4hit,
+draws every probe key from the build keys).
 Trees: bench/experiments/_inproc.py.
 """
 import json
+import os
 import statistics
 import time
 
@@ -15,10 +18,14 @@ from gpuhash.bench.join_suite import FULL, Shape, make_inputs
 mods = trees()
 names = list(mods)
 
-for shape in ("J1", "J2", "J3"):
-    build, probe = make_inputs(Shape(shape, *FULL[shape]), torch.device("cuda"))
+for shape in os.environ.get("AB_SHAPES", "J1,J2,J3").split(","):
+    calls = 5 if shape[:2] in ("J4", "J5") else 30
+    base = shape.removesuffix("hit")  # "J4hit": J4 with every probe row matching
+    build, probe = make_inputs(Shape(base, *FULL[base]), torch.device("cuda"))
+    if shape != base:
+        probe = build[torch.randint(0, build.shape[0], probe.shape, device=build.device)]
     for m in mods.values():
-        for _ in range(20):
+        for _ in range(20 if calls == 30 else 3):
             m.join(probe, build)
     torch.cuda.synchronize()
     per = {n: [] for n in names}
@@ -27,9 +34,9 @@ for shape in ("J1", "J2", "J3"):
             join = mods[n].join
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            for _ in range(30):
+            for _ in range(calls):
                 join(probe, build)
             torch.cuda.synchronize()
-            per[n].append((time.perf_counter() - t0) / 30 * 1e3)
+            per[n].append((time.perf_counter() - t0) / calls * 1e3)
     print(json.dumps({"join": shape, **{n: [round(statistics.median(v), 4), round(min(v), 4)]
                                         for n, v in per.items()}}), flush=True)

@@ -19,6 +19,7 @@ from .._cuda.compile import has_cas128, load_module
 from .._cuda.launch import launch
 from .._format import (
     COUNTS_LEN,
+    L2_TABLE_BYTES,
     LAYOUT_CODES,
     PAIR,
     ROWS,
@@ -34,7 +35,8 @@ MULTI_KERNELS = ("gh_multi_insert", "gh_multi_count", "gh_multi_retrieve", "gh_m
                  "gh_multi_rehash")
 JOIN_KERNELS = ("gh_multi_join_build", "gh_multi_join_probe")
 JOIN_ROW_DTYPES = (torch.int32, torch.int64)  # a join build's values: its row numbers
-JOIN_FLAGS = {"keep_unmatched": 1, "mark_build": 2, "hits_only": 4}  # kernels/multimap.cu
+JOIN_FLAGS = {"keep_unmatched": 1, "mark_build": 2, "hits_only": 4,  # kernels/multimap.cu
+              "warp_reads": 8}
 ELEMENT_TYPES = {torch.int32: "int", torch.int64: "long long", torch.float32: "float",
                  torch.float64: "double"}
 APPLY_OPS = {"add": 0, "min": 1, "max": 2}
@@ -406,7 +408,8 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     rows = keys.shape[0]
     flags = ((JOIN_FLAGS["keep_unmatched"] if keep_unmatched else 0)
              | (0 if build_hit is None else JOIN_FLAGS["mark_build"])
-             | (0 if probe_hit is None else JOIN_FLAGS["hits_only"]))
+             | (0 if probe_hit is None else JOIN_FLAGS["hits_only"])
+             | (JOIN_FLAGS["warp_reads"] if _past_l2(state.spec) else 0))
     launch_rows = max(1, -(-rows // JOIN_ITEMS))  # one block even for no rows: total[1]
     capacity = 0 if probe_hit is not None else rows
     while True:
@@ -422,3 +425,9 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
 
 
 JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)
+
+
+def _past_l2(spec: TableSpec) -> bool:
+    """Whether a table's slots outgrow L2, where the probe's warps read first buckets together
+    (kernels/multimap.cu: GH_JOIN_WARP_READS): the format's own L2 bound."""
+    return spec.num_slots * spec.bytes_per_slot() > L2_TABLE_BYTES

@@ -146,6 +146,7 @@ __global__ void gh_multi_join_build(GH_TABLE_PARAMS, const char* keys, const gh_
 constexpr gh_u64 GH_JOIN_KEEP_UNMATCHED = 1;  // a (row, -1) pair for a probe row with no match
 constexpr gh_u64 GH_JOIN_MARK_BUILD = 2;      // build_hit[build row] = 1 for every match
 constexpr gh_u64 GH_JOIN_HITS_ONLY = 4;       // no pairs: probe_hit[row] = whether it matched
+constexpr gh_u64 GH_JOIN_WARP_READS = 8;      // first buckets read by the warp together
 constexpr int GH_JOIN_ITEMS = 8;              // probe rows per thread per tile
 #define GH_JOIN_BLOCKS 4  // resident blocks per SM: 64 registers (4-8 measured, bench/RESULTS.md)
 
@@ -175,6 +176,7 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
     __shared__ gh_i64 block_base;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, me = threadIdx.x;
     const bool keep = flags & GH_JOIN_KEEP_UNMATCHED, mark = flags & GH_JOIN_MARK_BUILD;
+    const bool together = flags & GH_JOIN_WARP_READS;  // the same for every lane
     const gh_u64 tile_rows = static_cast<gh_u64>(blockDim.x) * GH_JOIN_ITEMS;
     if (blockIdx.x == 0 && threadIdx.x == 0) total[1] = t.counts[2];  // the build is done
     for (gh_u64 tile = blockIdx.x * tile_rows; tile < n; tile += gridDim.x * tile_rows) {
@@ -184,8 +186,25 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
             const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
             Row found = 0;
             gh_u32 matches = 0;
-            gh_u64 code;
-            if (row < n && gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code)) {
+            gh_u64 code = 0;
+            const bool usable =
+                row < n && gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code);
+            bool walk = usable;
+            // Tables past L2: the warp reads first buckets together (J4's probe 3.93 -> 3.65
+            // ms). From L2, where a read costs no wavefront stall, the shuffles cost more than
+            // they save (J3 +5%): there each lane walks alone. bench/RESULTS.md.
+            if constexpr (T::LAYOUT != GH_ROWS) {
+                if (together) {
+                    const GhFirstLook look = gh_warp_first_bucket(t, code, usable);
+                    walk = usable && !(look.ends && __popc(look.matches) <= 1);
+                    if (!walk && look.matches) {
+                        found = static_cast<Row>(look.first_value);  // the low VALUE_BYTES
+                        matches = 1;
+                        if (mark) build_hit[found] = 1;
+                    }
+                }
+            }
+            if (walk) {  // b1 full, or several copies in it: the whole walk, as one lane
                 gh_for_each_match<T, false>(t, code, [&](gh_u64 slot) {
                     const Row build_row = static_cast<Row>(gh_join_row(t, slot));
                     if (matches == 0) found = build_row;

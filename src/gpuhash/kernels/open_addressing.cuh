@@ -390,6 +390,75 @@ __device__ __forceinline__ void gh_for_each_match(const T& t, gh_u64 key, F&& f)
     });
 }
 
+// What a search learns from a key's first bucket b1 (gh_warp_first_bucket): the slots of b1
+// holding the key (bit i: slot i), whether b1 has an EMPTY slot (then the walk ends there, so
+// these are all the key's copies), and the value word of the lowest matching slot.
+struct GhFirstLook {
+    gh_u32 matches;
+    bool ends;
+    gh_u64 first_value;
+};
+
+// The lanes of a warp read the first buckets of their keys together: in each of PIECES rounds,
+// groups of PIECES lanes read one bucket, a 16-byte piece a lane, so a load instruction of the
+// warp touches 32 / PIECES buckets, where a lane reading its own bucket touches 32 a piece. A
+// probe of a table past L2 is bound by those L1 wavefronts, not by DRAM (bench/RESULTS.md).
+// This is the walk's first step only: a caller whose look does not end goes on with the walk
+// (gh_for_each_match, which reads b1 again). Every lane of the warp must call it together.
+// Inactive lanes, and the two sentinel keys (never stored in buckets: a multimap's rule), get
+// no match and ends = true. Layouts with the value beside the key only.
+template <class T>
+__device__ __forceinline__ GhFirstLook gh_warp_first_bucket(const T& t, gh_u64 key, bool active) {
+    static_assert(T::LAYOUT != GH_ROWS, "the value must be in the slot words");
+    constexpr int PIECES = T::BUCKET * T::WORDS / 2;  // 16-byte pieces of a bucket: 2 to 8
+    constexpr int GROUPS = 32 / PIECES;               // buckets read in a round
+    constexpr int PER = 2 / T::WORDS;                 // slots in a piece
+    constexpr gh_u32 GROUP_BITS = (1u << PIECES) - 1;
+    const int lane = threadIdx.x & 31;
+    active = active && key < T::TOMB;
+    const gh_u32 home = active ? static_cast<gh_u32>(gh_home(t, key).b1) : 0;  // < 2**31
+    const gh_u32 searching = __ballot_sync(0xffffffffu, active);
+    // loads first, all rounds, so each lane has PIECES independent loads in flight
+    ulonglong2 got[PIECES];
+    gh_u64 sought[PIECES];
+#pragma unroll
+    for (int r = 0; r < PIECES; ++r) {
+        const int owner = r * GROUPS + lane / PIECES;
+        sought[r] = __shfl_sync(0xffffffffu, key, owner);
+        const gh_u32 bucket = __shfl_sync(0xffffffffu, home, owner);
+        const ulonglong2* p = reinterpret_cast<const ulonglong2*>(
+            t.word(static_cast<gh_u64>(bucket) * T::BUCKET));
+        got[r] = ((searching >> owner) & 1) ? __ldg(p + lane % PIECES) : make_ulonglong2(0, 0);
+    }
+    GhFirstLook mine = {0, true, 0};
+    const int my_round = lane / GROUPS, base = (lane % GROUPS) * PIECES;
+#pragma unroll
+    for (int r = 0; r < PIECES; ++r) {
+        const gh_u64 first_key = got[r].x & T::KEY_MASK;
+        const gh_u64 second_key = got[r].y & T::KEY_MASK;  // one-word slots only
+        const bool hit0 = first_key == sought[r];
+        const bool hit1 = PER == 2 && second_key == sought[r];
+        const bool empty = first_key == T::EMPTY || (PER == 2 && second_key == T::EMPTY);
+        const gh_u64 value = (PER == 1) ? got[r].y : (hit0 ? got[r].x : got[r].y) >> 32;
+        const gh_u32 hits0 = (__ballot_sync(0xffffffffu, hit0) >> base) & GROUP_BITS;
+        const gh_u32 hits1 = (PER == 2) ? (__ballot_sync(0xffffffffu, hit1) >> base) & GROUP_BITS
+                                        : 0;
+        const gh_u32 empties = (__ballot_sync(0xffffffffu, empty) >> base) & GROUP_BITS;
+        gh_u32 matches = 0;  // piece j's slots are bucket slots PER * j and PER * j + 1
+#pragma unroll
+        for (int j = 0; j < PIECES; ++j) {
+            matches |= ((hits0 >> j) & 1u) << (PER * j);
+            if (PER == 2) matches |= ((hits1 >> j) & 1u) << (PER * j + 1);
+        }
+        const gh_u32 pieces_hit = hits0 | hits1;
+        const int src = base + (pieces_hit ? __ffs(pieces_hit) - 1 : 0);
+        const gh_u64 first_value = __shfl_sync(0xffffffffu, value, src);
+        if (r == my_round) mine = {matches, empties != 0, first_value};
+    }
+    if (!active) mine = {0, true, 0};
+    return mine;
+}
+
 // --- row writes --------------------------------------------------------------------------
 // Values wider than a word (rows layout) are copied in several stores. When rows of one key
 // may write in the same launch (duplicates="any"), each copy happens under its bucket's lock
