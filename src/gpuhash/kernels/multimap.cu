@@ -190,21 +190,21 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
             const bool usable =
                 row < n && gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code);
             bool walk = usable;
-            // Tables past L2: the warp reads first buckets together (J4's probe 3.93 -> 3.65
-            // ms). From L2, where a read costs no wavefront stall, the shuffles cost more than
-            // they save (J3 +5%): there each lane walks alone. bench/RESULTS.md.
+            // Tables past L2: the warp reads first buckets together. From L2 the shuffles
+            // cost more than the wavefronts they save, so there each lane walks alone
+            // (both measured: bench/RESULTS.md, fourteenth session).
             if constexpr (T::LAYOUT != GH_ROWS) {
                 if (together) {
                     const GhFirstLook look = gh_warp_first_bucket(t, code, usable);
-                    walk = usable && !(look.ends && __popc(look.matches) <= 1);
-                    if (!walk && look.matches) {
+                    walk = usable && !(look.ends && look.copies <= 1);
+                    if (!walk && look.copies) {
                         found = static_cast<Row>(look.first_value);  // the low VALUE_BYTES
                         matches = 1;
                         if (mark) build_hit[found] = 1;
                     }
                 }
             }
-            if (walk) {  // b1 full, or several copies in it: the whole walk, as one lane
+            if (walk) {  // copies past b1, or several in it: the whole walk, as one lane
                 gh_for_each_match<T, false>(t, code, [&](gh_u64 slot) {
                     const Row build_row = static_cast<Row>(gh_join_row(t, slot));
                     if (matches == 0) found = build_row;
@@ -244,14 +244,21 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
             const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
             const gh_u32 matches = count[i][me];
             const gh_u64 emit = matches ? matches : (keep && row < n ? 1 : 0);
-            gh_u64 inclusive = emit;
+            gh_i64 at;
+            if (__all_sync(0xffffffffu, emit <= 1)) {  // the common case: a ballot, no scan
+                const gh_u32 emitting = __ballot_sync(0xffffffffu, emit != 0);
+                at = base + __popc(emitting & ((1u << lane) - 1));
+                base += __popc(emitting);
+            } else {
+                gh_u64 inclusive = emit;
 #pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                const gh_u64 up = __shfl_up_sync(0xffffffffu, inclusive, d);
-                if (lane >= d) inclusive += up;
+                for (int d = 1; d < 32; d <<= 1) {
+                    const gh_u64 up = __shfl_up_sync(0xffffffffu, inclusive, d);
+                    if (lane >= d) inclusive += up;
+                }
+                at = base + static_cast<gh_i64>(inclusive - emit);
+                base += static_cast<gh_i64>(__shfl_sync(0xffffffffu, inclusive, 31));
             }
-            gh_i64 at = base + static_cast<gh_i64>(inclusive - emit);
-            base += static_cast<gh_i64>(__shfl_sync(0xffffffffu, inclusive, 31));
             const auto put = [&](gh_i64 build_row) {
                 if (static_cast<gh_u64>(at) < capacity) {
                     out_probe[at] = static_cast<gh_i64>(row);

@@ -390,11 +390,12 @@ __device__ __forceinline__ void gh_for_each_match(const T& t, gh_u64 key, F&& f)
     });
 }
 
-// What a search learns from a key's first bucket b1 (gh_warp_first_bucket): the slots of b1
-// holding the key (bit i: slot i), whether b1 has an EMPTY slot (then the walk ends there, so
-// these are all the key's copies), and the value word of the lowest matching slot.
+// What a search learns from a key's first bucket b1 (gh_warp_first_bucket): how many slots of
+// b1 hold the key, the value word of the lowest of them, and whether the walk ends at b1 (b1
+// has an EMPTY slot, or it is full and the key's filter bit says no copy went past it: the
+// walker's own rules), in which case those are all the key's copies.
 struct GhFirstLook {
-    gh_u32 matches;
+    int copies;
     bool ends;
     gh_u64 first_value;
 };
@@ -402,30 +403,34 @@ struct GhFirstLook {
 // The lanes of a warp read the first buckets of their keys together: in each of PIECES rounds,
 // groups of PIECES lanes read one bucket, a 16-byte piece a lane, so a load instruction of the
 // warp touches 32 / PIECES buckets, where a lane reading its own bucket touches 32 a piece. A
-// probe of a table past L2 is bound by those L1 wavefronts, not by DRAM (bench/RESULTS.md).
-// This is the walk's first step only: a caller whose look does not end goes on with the walk
-// (gh_for_each_match, which reads b1 again). Every lane of the warp must call it together.
-// Inactive lanes, and the two sentinel keys (never stored in buckets: a multimap's rule), get
-// no match and ends = true. Layouts with the value beside the key only.
+// probe of a table past L2 is bound by those L1 wavefronts and its instruction count
+// (bench/RESULTS.md), so the rounds keep to ballots and a few shuffles. This is the walk's
+// first step only: a caller whose look does not end goes on with the walk (gh_for_each_match,
+// which reads b1 again). Every lane of the warp must call it together. Inactive lanes, and the
+// two sentinel keys (never stored in buckets: a multimap's rule), get no copy and ends = true.
+// Layouts with the value beside the key only.
 template <class T>
 __device__ __forceinline__ GhFirstLook gh_warp_first_bucket(const T& t, gh_u64 key, bool active) {
     static_assert(T::LAYOUT != GH_ROWS, "the value must be in the slot words");
+    using Key = typename GhIf<T::KEY_BYTES == 4, gh_u32, gh_u64>::type;  // shuffled as is
+    using Value = typename GhIf<T::VALUE_BYTES <= 4, gh_u32, gh_u64>::type;
     constexpr int PIECES = T::BUCKET * T::WORDS / 2;  // 16-byte pieces of a bucket: 2 to 8
     constexpr int GROUPS = 32 / PIECES;               // buckets read in a round
-    constexpr int PER = 2 / T::WORDS;                 // slots in a piece
+    constexpr bool TWO = T::WORDS == 1;               // two slots a piece
     constexpr gh_u32 GROUP_BITS = (1u << PIECES) - 1;
     const int lane = threadIdx.x & 31;
     active = active && key < T::TOMB;
-    const gh_u32 home = active ? static_cast<gh_u32>(gh_home(t, key).b1) : 0;  // < 2**31
+    const GhHome home = gh_home(t, key);
+    const gh_u32 first_bucket = active ? static_cast<gh_u32>(home.b1) : 0;  // < 2**31
     const gh_u32 searching = __ballot_sync(0xffffffffu, active);
     // loads first, all rounds, so each lane has PIECES independent loads in flight
     ulonglong2 got[PIECES];
-    gh_u64 sought[PIECES];
+    Key sought[PIECES];
 #pragma unroll
     for (int r = 0; r < PIECES; ++r) {
         const int owner = r * GROUPS + lane / PIECES;
-        sought[r] = __shfl_sync(0xffffffffu, key, owner);
-        const gh_u32 bucket = __shfl_sync(0xffffffffu, home, owner);
+        sought[r] = __shfl_sync(0xffffffffu, static_cast<Key>(key), owner);
+        const gh_u32 bucket = __shfl_sync(0xffffffffu, first_bucket, owner);
         const ulonglong2* p = reinterpret_cast<const ulonglong2*>(
             t.word(static_cast<gh_u64>(bucket) * T::BUCKET));
         got[r] = ((searching >> owner) & 1) ? __ldg(p + lane % PIECES) : make_ulonglong2(0, 0);
@@ -434,28 +439,23 @@ __device__ __forceinline__ GhFirstLook gh_warp_first_bucket(const T& t, gh_u64 k
     const int my_round = lane / GROUPS, base = (lane % GROUPS) * PIECES;
 #pragma unroll
     for (int r = 0; r < PIECES; ++r) {
-        const gh_u64 first_key = got[r].x & T::KEY_MASK;
-        const gh_u64 second_key = got[r].y & T::KEY_MASK;  // one-word slots only
+        const Key first_key = static_cast<Key>(got[r].x);
+        const Key second_key = static_cast<Key>(got[r].y);  // one-word slots only
         const bool hit0 = first_key == sought[r];
-        const bool hit1 = PER == 2 && second_key == sought[r];
-        const bool empty = first_key == T::EMPTY || (PER == 2 && second_key == T::EMPTY);
-        const gh_u64 value = (PER == 1) ? got[r].y : (hit0 ? got[r].x : got[r].y) >> 32;
+        const bool hit1 = TWO && second_key == sought[r];
+        const bool empty = first_key == static_cast<Key>(T::EMPTY) ||
+                           (TWO && second_key == static_cast<Key>(T::EMPTY));
+        const Value value = static_cast<Value>(TWO ? (hit0 ? got[r].x : got[r].y) >> 32 : got[r].y);
         const gh_u32 hits0 = (__ballot_sync(0xffffffffu, hit0) >> base) & GROUP_BITS;
-        const gh_u32 hits1 = (PER == 2) ? (__ballot_sync(0xffffffffu, hit1) >> base) & GROUP_BITS
-                                        : 0;
+        const gh_u32 hits1 = TWO ? (__ballot_sync(0xffffffffu, hit1) >> base) & GROUP_BITS : 0;
         const gh_u32 empties = (__ballot_sync(0xffffffffu, empty) >> base) & GROUP_BITS;
-        gh_u32 matches = 0;  // piece j's slots are bucket slots PER * j and PER * j + 1
-#pragma unroll
-        for (int j = 0; j < PIECES; ++j) {
-            matches |= ((hits0 >> j) & 1u) << (PER * j);
-            if (PER == 2) matches |= ((hits1 >> j) & 1u) << (PER * j + 1);
-        }
         const gh_u32 pieces_hit = hits0 | hits1;
         const int src = base + (pieces_hit ? __ffs(pieces_hit) - 1 : 0);
-        const gh_u64 first_value = __shfl_sync(0xffffffffu, value, src);
-        if (r == my_round) mine = {matches, empties != 0, first_value};
+        const Value first_value = __shfl_sync(0xffffffffu, value, src);
+        if (r == my_round) mine = {__popc(hits0) + __popc(hits1), empties != 0, first_value};
     }
-    if (!active) mine = {0, true, 0};
+    if (!active) return {0, true, 0};
+    if (!mine.ends) mine.ends = !gh_overflowed(t, home.left_first);  // b1 full
     return mine;
 }
 
