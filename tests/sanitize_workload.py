@@ -94,8 +94,8 @@ for dtype, low in ((torch.int32, -50), (torch.int64, -3)):
         gh.join(left, right, how=how, memory_budget=20_000)
 # a table past L2 (48 MB of slots): the probe's warps read first buckets together
 big = torch.randint(0, 2**30, (3_000_000,), dtype=torch.int32).cuda()
-for how in ("inner", "left", "semi"):
-    gh.join(big[::3].contiguous(), big, how=how)
+for how in ("inner", "left", "full", "semi"):
+    gh.join(big.flip(0).contiguous(), big, how=how)  # each side 3M rows: either builds
 # one int32 column read directly, then refitted: its build holds the two largest values
 extreme = torch.tensor([2**31 - 1, 5, 2**31 - 2, -(2**31)] * 300, dtype=torch.int32).cuda()
 for how in ("inner", "full", "semi"):

@@ -345,9 +345,10 @@ def test_cuda_edge_cases_match_cpu_engine():
         assert as_pairs(_cpu(got), "full") == expected
 
 
-def _probe_both(table, probe, valid, **options):
+def _probe_both(table, probe, valid, code=(0, 0, 0), **options):
     """multi_join_probe of one table's bytes on the CPU and the CUDA engine: each engine's
-    pairs as a sorted list, and its build_hit / probe_hit masks when asked for."""
+    pairs as a sorted list, and its build_hit / probe_hit masks when asked for. ``code``:
+    how a probe value becomes a key code (shape, low, high; 0: the column holds codes)."""
     answers = []
     for t in (table, table.to("cuda")):
         device = t._state.slots.device
@@ -355,7 +356,7 @@ def _probe_both(table, probe, valid, **options):
         marks = {name: torch.zeros(options[name][0], dtype=options[name][1], device=device)
                  for name in options if name not in flags}
         probe_rows, build_rows, unplaced = t._engine.multi_join_probe(
-            t._state, probe.to(device), None if valid is None else valid.to(device), 0, 0, 0,
+            t._state, probe.to(device), None if valid is None else valid.to(device), *code,
             **flags, **marks)
         pairs = sorted(zip(probe_rows.tolist(), build_rows.tolist()))
         answers.append((pairs, unplaced, {k: v.cpu().tolist() for k, v in marks.items()}))
@@ -370,10 +371,12 @@ def _probe_both(table, probe, valid, **options):
 def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_dtype, load,
                                                              together, monkeypatch):
     """The probe kernel's paths, against the CPU engine over the same table bytes: first
-    buckets read by the warp together (one copy or none, the bucket with room; forced here,
-    the engine does it for tables past L2), the lane's own walk (first bucket full, or several
-    copies in it), the two reserved keys and a last warp of fewer than 32 rows. Loads 0.5 /
-    0.9 / 0.97 give every slot layout and bucket width a join table can have (packed and pair
+    buckets read by the warp together (one copy or none, the bucket with room or full with the
+    key's filter bit clear; forced here, the engine does it for tables past L2), the lane's
+    own walk (copies past the first bucket, or several in it), keys and values that need all
+    64 bits, keys next to the reserved patterns and the patterns themselves, a probe column
+    wider than the table's keys, and a last warp of fewer than 32 rows. Loads 0.5 / 0.9 /
+    0.97 give every slot layout and bucket width a join table can have (packed and pair
     slots, 4- and 8-slot buckets)."""
     from gpuhash.engines import cuda
 
@@ -383,18 +386,31 @@ def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_d
     table = gh.MultiMap(key_dtype=key_dtype, value_dtype=value_dtype, capacity=capacity,
                         max_load_factor=load, growable=False)
     rows = int(capacity * 0.98)
-    keys = torch.cat([torch.randint(0, 300, (rows // 4,), generator=generator),
-                      torch.randint(0, 2**30, (rows - rows // 4,), generator=generator)])
-    table.insert(keys.to(key_dtype), torch.arange(rows, dtype=value_dtype))
+    # 64-bit keys with their high half in use: a 32-bit compare would match k with k + 2**32
+    # and take 0x1_ffffffff for an EMPTY slot
+    edge = [2**32 + 5, 5, 0x1_FFFFFFFF, 0x1_FFFFFFFE] if key_dtype == torch.int64 else [-3, 5]
+    keys = torch.cat([torch.tensor(edge),
+                      torch.randint(0, 300, (rows // 4,), generator=generator),
+                      torch.randint(0, 2**30, (rows - rows // 4 - len(edge),),
+                                    generator=generator)])
+    # 64-bit build rows past 2**32 (a value cut to 32 bits would show); build_hit indexes by
+    # build row, so it runs on the 32-bit tables only
+    offset = 2**33 if value_dtype == torch.int64 else 0
+    table.insert(keys.to(key_dtype), torch.arange(rows, dtype=value_dtype) + offset)
     probe = torch.cat([keys[torch.randperm(rows, generator=generator)],
                        torch.randint(0, 2**30, (3_000,), generator=generator),
-                       torch.tensor([-1, -2, 7])]).to(key_dtype)
+                       torch.tensor([-1, -2, 7, 2**32 + 6])]).to(key_dtype)
     valid = torch.rand(probe.shape[0], generator=generator) > 0.05
-    for options in ({}, {"keep_unmatched": True}, {"build_hit": (rows, torch.uint8)},
-                    {"probe_hit": (probe.shape[0], torch.bool)}):
+    marks = [{"build_hit": (rows, torch.uint8)}] if not offset else []
+    for options in ({}, {"keep_unmatched": True}, {"probe_hit": (probe.shape[0], torch.bool)},
+                    *marks):
         for v in (None, valid):
             cpu, cuda = _probe_both(table, probe, v, **options)
             assert cuda == cpu, (options, v is None)
+    if key_dtype == torch.int32:  # an int64 column probing 32-bit codes: code = value - low
+        wide = torch.cat([probe.to(torch.int64) + 10, torch.tensor([2**40, -(2**40)])])
+        cpu, cuda = _probe_both(table, wide, None, code=(1, 10, 2**32 + 7), keep_unmatched=True)
+        assert cuda == cpu
     spec = table._state.spec
     assert spec.bucket_slots == (8 if load > 0.75 and spec.words_per_slot == 1 or load > 0.95
                                  else 4)

@@ -411,7 +411,7 @@ struct GhFirstLook {
 // Layouts with the value beside the key only.
 template <class T>
 __device__ __forceinline__ GhFirstLook gh_warp_first_bucket(const T& t, gh_u64 key, bool active) {
-    static_assert(T::LAYOUT != GH_ROWS, "the value must be in the slot words");
+    static_assert(T::LAYOUT != GH_ROWS && T::VALUE_BYTES > 0, "the value must be in the slots");
     using Key = typename GhIf<T::KEY_BYTES == 4, gh_u32, gh_u64>::type;  // shuffled as is
     using Value = typename GhIf<T::VALUE_BYTES <= 4, gh_u32, gh_u64>::type;
     constexpr int PIECES = T::BUCKET * T::WORDS / 2;  // 16-byte pieces of a bucket: 2 to 8
