@@ -6,15 +6,19 @@ the encoding of key columns (integers as they are; strings, dictionaries and eve
 through one dictionary encoding of both sides together, so equal values get equal codes), and
 the gathers: fixed-width numeric columns with torch on the join's device, the rest with
 Arrow's ``take``; a -1 in a gather map gives a null (a zero plus a found mask for tensors).
+Each side's map is made ready once (``GatherMap``) for all the columns it gathers: on a GPU
+every small operation per column is a launch, and on Arrow's path a host copy.
 
 Example:
     >>> import torch
-    >>> gather_tensor(torch.tensor([5., 6.]), torch.tensor([1, -1]))
+    >>> side = GatherMap(torch.tensor([1, -1]), torch.device("cpu"))
+    >>> side.take(torch.tensor([5., 6.])), side.found
     (tensor([6., 0.]), tensor([ True, False]))
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any
 
@@ -124,46 +128,72 @@ def _numeric(type_) -> bool:
     return ((pt.is_integer(type_) or pt.is_floating(type_)) and not pt.is_float16(type_))
 
 
-def take_arrow(array, rows: torch.Tensor, device: torch.device):
-    """``array`` gathered at ``rows`` (int64, -1 for null): numeric columns by torch on
-    ``device``, others by Arrow's take."""
-    import pyarrow as pa
-
-    missing = rows < 0
-    any_missing = bool(missing.any())
-    if len(array) == 0:  # every row is -1: a column of nulls
-        return pa.nulls(rows.shape[0], type=array.type)
-    if _numeric(array.type):
-        values, valid = _integer_key(array)
-        values = values.to(device)
-        index = rows.to(device).clamp(min=0)
-        taken = values.index_select(0, index).cpu().numpy()  # not [ ]: slow on the CPU
-        null = missing.cpu().numpy() if any_missing else None
-        if valid is not None:
-            lost = ~valid.to(device).index_select(0, index).cpu().numpy()
-            null = lost if null is None else null | lost
-        return pa.array(taken, type=array.type, mask=null)
-    index = rows.cpu().numpy()
-    indices = pa.array(index, mask=index < 0) if any_missing else pa.array(index)
-    return array.take(indices)
-
-
-def gather_tensor(column: torch.Tensor, rows: torch.Tensor):
-    """``column`` gathered at ``rows`` with zeros where a row is -1, and the found mask.
+class GatherMap:
+    """One side's gather map (int64 rows, -1 where an output row lacks the side), ready for
+    every column it gathers: the rows on ``device``, clamped to 0 where -1, and where they
+    are -1. ``may_miss`` False says no row is -1 (the inner join's sides, the left side of a
+    left join), and the mask and its fill are skipped.
 
     Example:
-        >>> gather_tensor(torch.tensor([1, 2]), torch.tensor([0, 0]))[0].tolist()
-        [1, 1]
+        >>> GatherMap(torch.tensor([1, 0]), torch.device("cpu"), may_miss=False).take(
+        ...     torch.tensor([5, 6])).tolist()
+        [6, 5]
     """
-    found = rows >= 0
-    rows = rows.to(column.device)
-    if column.shape[0] == 0:  # every row is -1
-        return column.new_zeros((rows.shape[0], *column.shape[1:])), found.to(column.device)
-    taken = column.index_select(0, rows.clamp(min=0))
-    found = found.to(column.device)
-    zero = torch.zeros((), dtype=column.dtype, device=column.device)
-    shape = (-1,) + (1,) * (taken.dim() - 1)
-    return torch.where(found.view(shape), taken, zero), found
+
+    def __init__(self, rows: torch.Tensor, device: torch.device, *, may_miss: bool = True):
+        rows = rows.to(device)
+        self.rows = rows
+        self.missing = (rows < 0) if may_miss else None
+        self.index = rows.clamp(min=0) if may_miss else rows
+
+    @functools.cached_property
+    def found(self) -> torch.Tensor:
+        """Whether each output row has this side (bool, on the map's device)."""
+        if self.missing is None:
+            return torch.ones(self.rows.shape[0], dtype=torch.bool, device=self.rows.device)
+        return ~self.missing
+
+    @functools.cached_property
+    def any_missing(self) -> bool:
+        """Whether some row is -1 (one synchronisation, the first time it is asked)."""
+        return self.missing is not None and bool(self.missing.any())
+
+    @functools.cached_property
+    def host_missing(self) -> np.ndarray | None:
+        """The -1 rows as a NumPy mask, or None when there are none."""
+        return self.missing.cpu().numpy() if self.any_missing else None
+
+    def take(self, column: torch.Tensor) -> torch.Tensor:
+        """``column`` gathered by the map, zeros where a row is -1."""
+        index = self.index if self.index.device == column.device else self.index.to(column.device)
+        if column.shape[0] == 0:  # every row is -1
+            return column.new_zeros((index.shape[0], *column.shape[1:]))
+        taken = column.index_select(0, index)
+        if self.missing is not None:
+            missing = self.missing.to(column.device)
+            taken.masked_fill_(missing.view((-1,) + (1,) * (taken.dim() - 1)), 0)
+        return taken
+
+
+def take_arrow(array, rows: GatherMap):
+    """``array`` gathered by ``rows``, null where a row is -1: numeric columns by torch on the
+    map's device, others by Arrow's take."""
+    import pyarrow as pa
+
+    if len(array) == 0:  # every row is -1: a column of nulls
+        return pa.nulls(rows.rows.shape[0], type=array.type)
+    if _numeric(array.type):
+        values, valid = _integer_key(array)
+        values = values.to(rows.index.device)
+        taken = values.index_select(0, rows.index).cpu().numpy()  # not [ ]: slow on the CPU
+        null = rows.host_missing
+        if valid is not None:
+            lost = ~valid.to(rows.index.device).index_select(0, rows.index).cpu().numpy()
+            null = lost if null is None else null | lost
+        return pa.array(taken, type=array.type, mask=null)
+    index = rows.rows.cpu().numpy()
+    indices = pa.array(index, mask=index < 0) if rows.any_missing else pa.array(index)
+    return array.take(indices)
 
 
 def coalesce_arrow(left, right):

@@ -29,11 +29,11 @@ from . import _arrays
 from ._join_frames import (
     POLARS,
     TENSORS,
+    GatherMap,
     arrow_key_pair,
     coalesce_arrow,
     frame_kind,
     from_arrow,
-    gather_tensor,
     take_arrow,
     to_arrow,
 )
@@ -219,16 +219,27 @@ def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
     coalesced = {b for a, b in zip(left_keys, right_keys) if a == b}
     left_out, right_out = _output_names(left_table.column_names, right_table.column_names,
                                         coalesced, suffixes, kind, how)
+    map_l, map_r = _gather_maps(rows_l, rows_r, how, device)
     columns = {}
     for name, out in left_out.items():
-        column = take_arrow(left_table.column(name).combine_chunks(), rows_l, device)
+        column = take_arrow(left_table.column(name).combine_chunks(), map_l)
         if name in coalesced and how in ("right", "full"):
-            other_key = take_arrow(right_table.column(name).combine_chunks(), rows_r, device)
+            other_key = take_arrow(right_table.column(name).combine_chunks(), map_r)
             column = coalesce_arrow(column, other_key)
         columns[out] = column
     for name, out in right_out.items():
-        columns[out] = take_arrow(right_table.column(name).combine_chunks(), rows_r, device)
+        columns[out] = take_arrow(right_table.column(name).combine_chunks(), map_r)
     return pa.table(columns)
+
+
+def _gather_maps(rows_l: torch.Tensor, rows_r: torch.Tensor | None, how: str,
+                 device: torch.device) -> tuple[GatherMap, GatherMap | None]:
+    """Both sides' gather maps, each made ready once; a side holds -1 only where ``how`` keeps
+    rows the other side lacks (right, full: the left map; left, full: the right map)."""
+    map_l = GatherMap(rows_l, device, may_miss=how in ("right", "full"))
+    if rows_r is None:
+        return map_l, None
+    return map_l, GatherMap(rows_r, device, may_miss=how in ("left", "full"))
 
 
 def _match(pairs, how, nulls_equal, device, memory_budget, explain, left_rows, right_rows,
@@ -269,26 +280,25 @@ def _merge_tensors(left, right, on, left_on, right_on, how, suffixes, validate, 
     coalesced = {b for a, b in zip(left_keys, right_keys) if a == b}
     left_out, right_out = _output_names(list(left_cols), list(right_cols), coalesced,
                                         suffixes, "dict", how)
-    out, found_l, found_r = {}, None, None
+    map_l, map_r = _gather_maps(rows_l, rows_r, how, device)
+    out = {}
     for name, new in left_out.items():
         tensor, kind = left_cols[name]
-        column, found_l = gather_tensor(tensor, rows_l)
+        column = map_l.take(tensor)
         if name in coalesced and how in ("right", "full"):
-            other, found_r = gather_tensor(right_cols[name][0], rows_r)
+            other = map_r.take(right_cols[name][0])
             wide = torch.promote_types(column.dtype, other.dtype)
-            column = torch.where(found_l, column.to(wide), other.to(wide))
+            found = map_l.found.to(column.device)
+            column = torch.where(found, column.to(wide), other.to(wide))
         out[new] = _arrays.to_kind(column, kind)
     for name, new in right_out.items():
         tensor, kind = right_cols[name]
-        column, found_r = gather_tensor(tensor, rows_r)
-        out[new] = _arrays.to_kind(column, kind)
-    for flag, found, sides in (("_left_found", found_l, ("right", "full")),
-                               ("_right_found", found_r, ("left", "full"))):
+        out[new] = _arrays.to_kind(map_r.take(tensor), kind)
+    for flag, side, sides in (("_left_found", map_l, ("right", "full")),
+                              ("_right_found", map_r, ("left", "full"))):
         if how in sides:
             if flag in out:
                 raise ValueError(f"the output already has a column {flag!r}, which marks "
                                  f"the rows a side lacks; rename it")
-            if found is None:
-                found = (rows_l if flag == "_left_found" else rows_r) >= 0
-            out[flag] = found
+            out[flag] = side.found
     return out
