@@ -97,6 +97,47 @@ def test_dict_of_tensors_marks_the_rows_a_side_lacks():
     assert set(cross) == {"k_l", "v_l", "k_r", "v_r"} and cross["k_l"].shape[0] == 4
 
 
+@pytest.mark.parametrize("how", ["inner", "left", "right", "full", "semi", "anti"])
+@pytest.mark.parametrize("budget", [None, 64])
+def test_dict_columns_of_every_dtype_gather_as_the_join_maps_say(how, budget):
+    """Each output column of a dict merge is its side's column at the join's gather map, zero
+    where the map has -1: every how (each side's map prepared once, masked only where the how
+    lets that side lack rows), with and without a tiny memory budget, and dtypes torch gathers
+    only as signed integers (unsigned, float8), 1-D and 2-D; the inputs are left unchanged."""
+    generator = torch.Generator().manual_seed(7)
+    left_keys = torch.randint(0, 30, (40,), generator=generator)
+    right_keys = torch.randint(10, 40, (25,), generator=generator)
+    def columns(rows):
+        values = torch.randint(1, 100, (rows, 2), generator=generator)
+        return {"u32": values.to(torch.uint32), "f8": values[:, 0].float().to(torch.float8_e4m3fn),
+                "b": values[:, 1] % 2 == 0}
+    left = {"k": left_keys, **{f"{n}_l": c for n, c in columns(40).items()}}
+    right = {"k": right_keys, **{f"{n}_r": c for n, c in columns(25).items()}}
+    before = [{n: c.clone() for n, c in side.items()} for side in (left, right)]
+    out = gh.merge(left, right, on="k", how=how, memory_budget=budget)
+    result = gh.join(left_keys, right_keys, how=how, memory_budget=budget)
+    rows_l, rows_r = result if isinstance(result, tuple) else (result, None)
+    def expected(column, rows):
+        wide = column.to(torch.float64) if column.dtype != torch.bool else column.double()
+        taken = wide[rows.clamp(min=0)]
+        taken[rows < 0] = 0
+        return taken
+    def as_set(pairs):
+        return sorted(map(repr, pairs))
+    got = [[out[n].to(torch.float64)[i].tolist() for n in out if n.endswith("_l")]
+           for i in range(rows_l.shape[0])]
+    want = [[expected(left[n], rows_l)[i].tolist() for n in out if n.endswith("_l")]
+            for i in range(rows_l.shape[0])]
+    if rows_r is not None:
+        got = [g + [out[n].to(torch.float64)[i].tolist() for n in out if n.endswith("_r")]
+               for i, g in enumerate(got)]
+        want = [w + [expected(right[n], rows_r)[i].tolist() for n in out if n.endswith("_r")]
+                for i, w in enumerate(want)]
+    assert as_set(got) == as_set(want)
+    for side, kept in zip((left, right), before):
+        assert all(torch.equal(c, kept[n]) for n, c in side.items())
+
+
 def test_validate():
     left = pd.DataFrame({"k": [1, 2, 2]})
     right = pd.DataFrame({"k": [1, 2]})

@@ -128,6 +128,10 @@ def _numeric(type_) -> bool:
     return ((pt.is_integer(type_) or pt.is_floating(type_)) and not pt.is_float16(type_))
 
 
+_BITS_ALIAS = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64,
+               torch.float8_e4m3fn: torch.int8, torch.float8_e5m2: torch.int8}
+
+
 class GatherMap:
     """One side's gather map (int64 rows, -1 where an output row lacks the side), ready for
     every column it gathers: the rows on ``device``, clamped to 0 where -1, and where they
@@ -163,16 +167,25 @@ class GatherMap:
         """The -1 rows as a NumPy mask, or None when there are none."""
         return self.missing.cpu().numpy() if self.any_missing else None
 
+    @functools.cached_property
+    def host_rows(self) -> np.ndarray:
+        """The rows as a NumPy array (one copy from the device, for Arrow's take)."""
+        return self.rows.cpu().numpy()
+
     def take(self, column: torch.Tensor) -> torch.Tensor:
         """``column`` gathered by the map, zeros where a row is -1."""
         index = self.index if self.index.device == column.device else self.index.to(column.device)
         if column.shape[0] == 0:  # every row is -1
             return column.new_zeros((index.shape[0], *column.shape[1:]))
-        taken = column.index_select(0, index)
+        # torch gathers and fills some dtypes only as the signed integers of their width
+        # (unsigned, float8); zero bits are zero in each
+        alias = _BITS_ALIAS.get(column.dtype)
+        source = column if alias is None else column.view(alias)
+        taken = source.index_select(0, index)
         if self.missing is not None:
             missing = self.missing.to(column.device)
             taken.masked_fill_(missing.view((-1,) + (1,) * (taken.dim() - 1)), 0)
-        return taken
+        return taken if alias is None else taken.view(column.dtype)
 
 
 def take_arrow(array, rows: GatherMap):
@@ -191,7 +204,7 @@ def take_arrow(array, rows: GatherMap):
             lost = ~valid.to(rows.index.device).index_select(0, rows.index).cpu().numpy()
             null = lost if null is None else null | lost
         return pa.array(taken, type=array.type, mask=null)
-    index = rows.rows.cpu().numpy()
+    index = rows.host_rows
     indices = pa.array(index, mask=index < 0) if rows.any_missing else pa.array(index)
     return array.take(indices)
 

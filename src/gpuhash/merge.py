@@ -294,11 +294,12 @@ def _merge_tensors(left, right, on, left_on, right_on, how, suffixes, validate, 
     for name, new in right_out.items():
         tensor, kind = right_cols[name]
         out[new] = _arrays.to_kind(map_r.take(tensor), kind)
-    for flag, side, sides in (("_left_found", map_l, ("right", "full")),
-                              ("_right_found", map_r, ("left", "full"))):
+    for flag, side, cols, sides in (("_left_found", map_l, left_cols, ("right", "full")),
+                                    ("_right_found", map_r, right_cols, ("left", "full"))):
         if how in sides:
             if flag in out:
                 raise ValueError(f"the output already has a column {flag!r}, which marks "
                                  f"the rows a side lacks; rename it")
-            out[flag] = side.found
+            # beside the side's own columns (the join may have run on another device)
+            out[flag] = side.found.to(next(iter(cols.values()))[0].device)
     return out
