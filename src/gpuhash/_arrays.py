@@ -14,7 +14,10 @@ import torch
 from ._format import KEY_DTYPES, TableSpec
 
 TORCH, NUMPY, CUPY = "torch", "numpy", "cupy"
-_UNSIGNED = {torch.uint32: torch.int32, torch.uint64: torch.int64}
+# dtypes torch lacks kernels for (hashing, gathers, fills), used as the signed integers of
+# their width: the same bits, and zero bits are zero in each
+SIGNED_VIEW = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64,
+               torch.float8_e4m3fn: torch.int8, torch.float8_e5m2: torch.int8}
 
 
 def as_tensor(array: Any, name: str) -> tuple[torch.Tensor, str]:
@@ -66,8 +69,8 @@ def check_keys(array: Any, spec: TableSpec, device: torch.device,
     keys, kind = as_tensor(array, "keys")
     if (keys.dtype is spec.key_dtype and keys.dim() == 1 and keys.get_device() == device_index
             and keys.is_contiguous()):  # the common case, checked cheaply: small calls are
-        if keys.dtype in _UNSIGNED:     # dominated by host overhead
-            keys = keys.view(_UNSIGNED[keys.dtype])
+        if keys.dtype in SIGNED_VIEW:   # dominated by host overhead
+            keys = keys.view(SIGNED_VIEW[keys.dtype])
         return keys, kind
     if keys.dtype not in KEY_DTYPES:
         raise TypeError(f"keys must hold integers of dtype {spec.key_dtype}, got {keys.dtype}")
@@ -78,8 +81,8 @@ def check_keys(array: Any, spec: TableSpec, device: torch.device,
         raise ValueError(f"keys must be 1-D, got shape {tuple(keys.shape)}")
     _check_device(keys, "keys", device)
     _check_contiguous(keys, "keys")
-    if keys.dtype in _UNSIGNED:  # engines take raw bits as signed ints (torch lacks uint ops)
-        keys = keys.view(_UNSIGNED[keys.dtype])
+    if keys.dtype in SIGNED_VIEW:  # engines take raw bits as signed ints (torch lacks uint ops)
+        keys = keys.view(SIGNED_VIEW[keys.dtype])
     return keys, kind
 
 

@@ -201,8 +201,13 @@ def bucket_slots_for(spec: TableSpec, slots: int) -> int:
     ``slots`` slots."""
     if spec.words_per_slot == 2:
         return WIDE_BUCKET_SLOTS if spec.max_load_factor > PAIR_WIDE_ABOVE else BUCKET_SLOTS
-    small = slots * spec.bytes_per_slot() <= L2_TABLE_BYTES
+    small = fits_l2(slots, spec)
     return BUCKET_SLOTS if small and spec.max_load_factor <= NARROW_MAX_LOAD else WIDE_BUCKET_SLOTS
+
+
+def fits_l2(slots: int, spec: TableSpec) -> bool:
+    """Whether ``slots`` slots of this spec's width count as L2-resident (L2_TABLE_BYTES)."""
+    return slots * spec.bytes_per_slot() <= L2_TABLE_BYTES
 
 
 def buckets_for(entries: int, max_load_factor: float, bucket_slots: int) -> int:

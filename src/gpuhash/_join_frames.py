@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._arrays import SIGNED_VIEW
+
 ARROW, PANDAS, POLARS, TENSORS = "pyarrow", "pandas", "polars", "dict"
 
 
@@ -128,10 +130,6 @@ def _numeric(type_) -> bool:
     return ((pt.is_integer(type_) or pt.is_floating(type_)) and not pt.is_float16(type_))
 
 
-_BITS_ALIAS = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64,
-               torch.float8_e4m3fn: torch.int8, torch.float8_e5m2: torch.int8}
-
-
 class GatherMap:
     """One side's gather map (int64 rows, -1 where an output row lacks the side), ready for
     every column it gathers: the rows on ``device``, clamped to 0 where -1, and where they
@@ -177,9 +175,7 @@ class GatherMap:
         index = self.index if self.index.device == column.device else self.index.to(column.device)
         if column.shape[0] == 0:  # every row is -1
             return column.new_zeros((index.shape[0], *column.shape[1:]))
-        # torch gathers and fills some dtypes only as the signed integers of their width
-        # (unsigned, float8); zero bits are zero in each
-        alias = _BITS_ALIAS.get(column.dtype)
+        alias = SIGNED_VIEW.get(column.dtype)  # gathered and filled as signed bits
         source = column if alias is None else column.view(alias)
         taken = source.index_select(0, index)
         if self.missing is not None:

@@ -39,11 +39,11 @@ import numpy as np
 import torch
 
 from . import _join_plan
+from ._arrays import SIGNED_VIEW
 from ._join_keys import canonical
 from ._join_plan import JoinPlan
 from .join import _MIX, _PART_SHIFT, JoinBuild, _Side, _take
 
-_SIGNED_VIEW = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
 # chunks queued ahead of the one being joined (the planner counts them and the copies in
 # flight against the budget: _join_plan.STAGED_CHUNKS)
 _AHEAD = _join_plan.STAGED_AHEAD
@@ -263,7 +263,7 @@ def _run_parts(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
 def _select(column: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """``column[rows]``; wide unsigned columns through their signed view (torch has no
     index_select for them)."""
-    signed = _SIGNED_VIEW.get(column.dtype)
+    signed = SIGNED_VIEW.get(column.dtype)
     if signed is None:
         return _take(column, rows)
     return _take(column.view(signed), rows).view(column.dtype)

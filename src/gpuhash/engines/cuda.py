@@ -19,7 +19,6 @@ from .._cuda.compile import has_cas128, load_module
 from .._cuda.launch import launch
 from .._format import (
     COUNTS_LEN,
-    L2_TABLE_BYTES,
     LAYOUT_CODES,
     PAIR,
     ROWS,
@@ -27,6 +26,7 @@ from .._format import (
     TableState,
     check_buckets,
     filter_words,
+    fits_l2,
 )
 
 MAP_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_rehash",
@@ -430,4 +430,4 @@ JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)
 def _past_l2(spec: TableSpec) -> bool:
     """Whether a table's slots outgrow L2, where the probe's warps read first buckets together
     (kernels/multimap.cu: GH_JOIN_WARP_READS): the format's own L2 bound."""
-    return spec.num_slots * spec.bytes_per_slot() > L2_TABLE_BYTES
+    return not fits_l2(spec.num_slots, spec)
