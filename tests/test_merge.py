@@ -99,7 +99,8 @@ def test_dict_of_tensors_marks_the_rows_a_side_lacks():
 
 @pytest.mark.parametrize("how", ["inner", "left", "right", "full", "semi", "anti"])
 @pytest.mark.parametrize("budget", [None, 64])
-def test_dict_columns_of_every_dtype_gather_as_the_join_maps_say(how, budget):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_dict_columns_of_every_dtype_gather_as_the_join_maps_say(how, budget, device):
     """Each output column of a dict merge is its side's column at the join's gather map, zero
     where the map has -1: every how (each side's map prepared once, masked only where the how
     lets that side lack rows), with and without a tiny memory budget, and dtypes torch gathers
@@ -114,7 +115,10 @@ def test_dict_columns_of_every_dtype_gather_as_the_join_maps_say(how, budget):
     left = {"k": left_keys, **{f"{n}_l": c for n, c in columns(40).items()}}
     right = {"k": right_keys, **{f"{n}_r": c for n, c in columns(25).items()}}
     before = [{n: c.clone() for n, c in side.items()} for side in (left, right)]
-    out = gh.merge(left, right, on="k", how=how, memory_budget=budget)
+    moved = [{n: c.to(device) for n, c in side.items()} for side in (left, right)]
+    out = gh.merge(*moved, on="k", how=how, memory_budget=budget)
+    assert all(c.device.type == device for c in out.values())
+    out = {n: c.cpu() for n, c in out.items()}
     result = gh.join(left_keys, right_keys, how=how, memory_budget=budget)
     rows_l, rows_r = result if isinstance(result, tuple) else (result, None)
     def expected(column, rows):
@@ -134,8 +138,31 @@ def test_dict_columns_of_every_dtype_gather_as_the_join_maps_say(how, budget):
         want = [w + [expected(right[n], rows_r)[i].tolist() for n in out if n.endswith("_r")]
                 for i, w in enumerate(want)]
     assert as_set(got) == as_set(want)
-    for side, kept in zip((left, right), before):
-        assert all(torch.equal(c, kept[n]) for n, c in side.items())
+    for side, kept in zip(moved, before):
+        assert all(torch.equal(c.cpu(), kept[n]) for n, c in side.items())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["inner", "left", "right", "full", "semi", "anti"])
+def test_frames_merged_on_the_gpu_match_the_cpu_merge(how):
+    """pandas frames (nullable int and string keys, float, int and string payloads) merged on
+    the GPU (device="cuda") and on the CPU engine give the same rows, also under a small
+    budget."""
+    generator = torch.Generator().manual_seed(3)
+    def side(rows, payload):
+        keys = torch.randint(0, rows // 3, (rows,), generator=generator).tolist()
+        return pd.DataFrame({
+            "k": pd.array([None if k % 17 == 0 else k for k in keys], dtype="Int64"),
+            "s": pd.array([f"s{k % 5}" for k in keys], dtype="string"),
+            payload: torch.rand(rows, generator=generator).tolist(),
+            f"{payload}_i": torch.arange(rows).tolist(),
+        })
+    left, right = side(12_000, "x"), side(4_000, "y")
+    for on in (["k"], ["k", "s"]):
+        expected = records(gh.merge(left, right, on=on, how=how, device="cpu"))
+        for budget in (None, 150_000):
+            got = gh.merge(left, right, on=on, how=how, device="cuda", memory_budget=budget)
+            assert records(got) == expected, (on, budget)
 
 
 def test_validate():
