@@ -78,3 +78,15 @@ def test_quick_cpu_bench_writes_json(tmp_path, capsys):
     ours = peers["peers"]["gpuhash CPU engine"]
     assert ours["engine_find_speedup"] == 1.0 and ours["find_ms"] > 0
     assert peers["rows_u64_f32x8"]["ratio"] > 0
+
+
+def test_quick_cpu_join_bench_writes_json_and_a_plot(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path, picture = tmp_path / "join.json", tmp_path / "join.png"
+    assert main(["bench", "join", "--quick", "--cpu", "--runs", "2", "--json", str(path),
+                 "--plot", str(picture)]) == 0
+    assert "gpuhash join" in capsys.readouterr().out
+    report = json.loads(path.read_text())
+    assert report["suite"] == "join" and [r["name"] for r in report["results"]] == ["J1", "J2"]
+    assert all(r["gpuhash_ms"] > 0 for r in report["results"])
+    assert picture.stat().st_size > 10_000 and picture.read_bytes()[:4] == b"\x89PNG"

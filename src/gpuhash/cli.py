@@ -193,7 +193,8 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     bench.add_argument("--quick", action="store_true", help="fewer sizes, loads and runs")
     bench.add_argument("--json", metavar="PATH", help="write every figure as JSON")
     bench.add_argument("--plot", metavar="PATH",
-                       help="throughput vs load factor (matplotlib; GPU only)")
+                       help="a plot (matplotlib): map and cache, throughput against load "
+                            "(GPU only); join, each join's time beside its peers'")
     bench.add_argument("--layouts", action="store_true",
                        help="add seed 000's V1/V2/V3 layouts as fixed kernels (GPU only)")
     bench.add_argument("--runs", type=_positive, metavar="N",
@@ -244,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         return _join_files(args, on_gpu)
     if not on_gpu:
         why = "--cpu was given" if args.cpu else "no CUDA device was found"
-        for option, given in (("--plot", args.plot), ("--layouts", args.layouts)):
+        plot = args.plot and args.suite != "join"  # the join plot draws any run's figures
+        for option, given in (("--plot", plot), ("--layouts", args.layouts)):
             if given:
                 bench.error(f"{option} needs a GPU ({why}; the CPU benchmark has no "
                             f"{'plot' if option == '--plot' else 'fixed-layout kernels'})")
@@ -252,15 +254,17 @@ def main(argv: list[str] | None = None) -> int:
     from .bench import report as show
 
     if args.suite == "join":
-        from .bench import join_suite
+        from .bench import join_report, join_suite
 
         if args.layouts:
             bench.error("--layouts belongs to the map suite")
         report = join_suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu,
                                 header=_header)
-        join_suite.print_report(report)
+        join_report.print_report(report)
         if args.json:
             show.write_json(report, args.json)
+        if args.plot:
+            join_report.plot_join(report, args.plot)
         return 0
     if args.suite == "cache":
         from .bench import cache_report
