@@ -17,9 +17,17 @@ pytestmark = pytest.mark.gpu
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
 
-def twin_caches(**options):
+def twin_caches(gpu="cuda", **options):
     return [gh.CacheMap(key_dtype=torch.int64, device=device, **options)
-            for device in ("cuda", "cpu")]
+            for device in (gpu, "cpu")]
+
+
+def two_gpus():
+    """A second GPU, made the non-current one: every launch must follow the cache there."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    torch.cuda.set_device(0)
+    return "cuda:1"
 
 
 def contents(cache) -> dict:
@@ -41,59 +49,86 @@ def test_gpu_cache_behaves_like_its_model(policy):
                           (torch.float64, (), 32), (torch.int64, (4,), 64)], ids=str)
 @pytest.mark.parametrize("split", [False, True], ids=["hbm", "half_in_host_memory"])
 def test_cuda_cache_matches_cpu_engine_below_capacity(value_dtype, shape, width, split):
+    below_capacity_against_the_cpu_engine("cuda", value_dtype, shape, width, split)
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["hbm", "half_in_host_memory"])
+def test_a_cache_on_the_second_gpu_matches_the_cpu_engine(split):
+    device = two_gpus()
+    below_capacity_against_the_cpu_engine(device, torch.float32, (8,), 128, split)
+    assert torch.cuda.current_device() == 0
+
+
+def below_capacity_against_the_cpu_engine(device, value_dtype, shape, width, split):
+    """Every operation on fresh random batches below capacity, CUDA on ``device`` against
+    the CPU engine: statuses, found flags, rows by slot, and contents."""
     row_bytes = value_dtype.itemsize * (shape[0] if shape else 1)
     hbm = (1 << 15) * row_bytes if split else None  # the rows of half the slots
-    gpu, cpu = twin_caches(value_dtype=value_dtype, value_shape=shape, capacity=1 << 16,
-                           bucket_slots=width, policy="lfu", max_hbm_bytes=hbm)
+    gpu, cpu = twin_caches(device, value_dtype=value_dtype, value_shape=shape,
+                           capacity=1 << 16, bucket_slots=width, policy="lfu",
+                           max_hbm_bytes=hbm)
     if split:
         assert gpu.values.hbm_slots == 1 << 15 and gpu.values.host.is_pinned()
     for _ in range(3):
         keys = torch.randint(0, 20_000, (10_000,))
         values = torch.randn(10_000, *shape).mul(50).to(value_dtype)
-        got = gpu.insert_or_assign(keys.cuda(), values.cuda())
+        got = gpu.insert_or_assign(keys.to(device), values.to(device))
         want = cpu.insert_or_assign(keys, values)
         assert torch.equal(got.cpu(), want)
         probe = torch.randint(0, 25_000, (5_000,))
         for cache in (gpu, cpu):  # lfu counts touched keys once per call
             cache.find(probe.to(cache.device), update_scores=True)
-        index, found = gpu.find_or_insert_index(probe.cuda(), init=1)
+        index, found = gpu.find_or_insert_index(probe.to(device), init=1)
         index_cpu, found_cpu = cpu.find_or_insert_index(probe, init=1)
         assert torch.equal(found.cpu(), found_cpu) and torch.equal(index.cpu() >= 0,
                                                                     index_cpu >= 0)
         erase = torch.randint(0, 20_000, (2_000,))
         # which row of a repeated key reports the erase may differ; the keys erased may not
-        erased_gpu = set(erase[gpu.erase(erase.cuda()).cpu()].tolist())
+        erased_gpu = set(erase[gpu.erase(erase.to(device)).cpu()].tolist())
         assert erased_gpu == set(erase[cpu.erase(erase)].tolist())
         # rows read and written by slot, wherever they live (slots differ between engines:
         # the rows are matched by key)
-        index, found = gpu.find_index(probe.cuda())
+        index, found = gpu.find_index(probe.to(device))
         index_cpu, found_cpu = cpu.find_index(probe)
         assert torch.equal(gpu.values[index[found]].cpu(), cpu.values[index_cpu[found_cpu]])
         chosen = probe[found.cpu()].unique()
         new_rows = torch.randn(chosen.shape[0], *shape).mul(50).to(value_dtype)
-        gpu.values[gpu.find_index(chosen.cuda())[0]] = new_rows.cuda()
+        gpu.values[gpu.find_index(chosen.to(device))[0]] = new_rows.to(device)
         cpu.values[cpu.find_index(chosen)[0]] = new_rows
         add = torch.rand(probe.shape[0]) < 0.5
         deltas = torch.ones(probe.shape[0], *shape).to(value_dtype)
-        assert torch.equal(gpu.accum_or_assign(probe.cuda(), deltas.cuda(), add.cuda()).cpu(),
-                           cpu.accum_or_assign(probe, deltas, add))
+        got = gpu.accum_or_assign(probe.to(device), deltas.to(device), add.to(device))
+        assert torch.equal(got.cpu(), cpu.accum_or_assign(probe, deltas, add))
     assert len(gpu) == len(cpu)
     assert contents(gpu) == contents(cpu)
     moved = gpu.to("cpu")
     assert contents(moved) == contents(cpu)
-    assert contents(moved.to("cuda")) == contents(cpu)
+    assert contents(moved.to(device)) == contents(cpu)
 
 
 @pytest.mark.parametrize(("width", "hbm_buckets", "pairs"),
                          [(16, None, 1), (128, None, 1), (16, 40, 1), (32, None, 4),
                           (128, None, 4)])
 def test_eviction_at_full_load_loses_nothing_without_a_status(width, hbm_buckets, pairs):
+    evictions_lose_nothing("cuda", width, hbm_buckets, pairs)
+
+
+@pytest.mark.parametrize("hbm_buckets", [None, 40])
+def test_evictions_on_the_second_gpu_lose_nothing(hbm_buckets):
+    device = two_gpus()
+    evictions_lose_nothing(device, 32, hbm_buckets, 4)
+    assert torch.cuda.current_device() == 0
+
+
+def evictions_lose_nothing(device, width, hbm_buckets, pairs):
+    """Batches of custom scores into a full cache on ``device``: every status accounted for,
+    every evicted entry returned whole, the contents what the statuses say."""
     # hbm_buckets: the value rows of the first buckets in GPU memory, the rest in host memory;
     # pairs of int64 a value: 4 makes 64-byte rows, which the evict launch copies out before
     # the slot is rewritten (rows up to 32 bytes wait in registers: kernels/cache.cu)
     hbm = None if hbm_buckets is None else hbm_buckets * width * 16 * pairs
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.int64,
-                        value_shape=(2 * pairs,), capacity=64 * width, device="cuda",
+                        value_shape=(2 * pairs,), capacity=64 * width, device=device,
                         policy="custom", bucket_slots=width, max_hbm_bytes=hbm)
     stored: dict[int, int] = {}  # key -> score, as the statuses and evictions report them
     generator = torch.Generator().manual_seed(width)
@@ -102,7 +137,7 @@ def test_eviction_at_full_load_loses_nothing_without_a_status(width, hbm_buckets
         scores = torch.randint(0, 2**40, keys.shape, generator=generator)
         values = torch.stack([keys, scores] * pairs, 1)
         status, (gone, gone_values, gone_scores) = cache.insert_and_evict(
-            keys.cuda(), values.cuda(), scores=scores.cuda())
+            keys.to(device), values.to(device), scores=scores.to(device))
         status = status.cpu()
         assert set(status.unique().tolist()) <= {gh.INSERTED, gh.ASSIGNED,
                                                   gh.INSERTED_EVICTING, gh.REFUSED}
@@ -283,15 +318,20 @@ def test_caches_on_two_gpus_interleaved_from_one_thread():
 
 
 @pytest.mark.parametrize("max_hbm_bytes", [None, 2048 * 4])
-def test_a_growing_cuda_cache_matches_the_cpu_engine(max_hbm_bytes):
-    gpu, cpu = twin_caches(value_dtype=torch.float32, capacity=8192, initial_capacity=256,
-                           bucket_slots=32, policy="lru", max_hbm_bytes=max_hbm_bytes)
+@pytest.mark.parametrize("second_gpu", [False, True], ids=["cuda", "cuda_1"])
+def test_a_growing_cuda_cache_matches_the_cpu_engine(max_hbm_bytes, second_gpu):
+    device = two_gpus() if second_gpu else "cuda"
+    gpu, cpu = twin_caches(device, value_dtype=torch.float32, capacity=8192,
+                           initial_capacity=256, bucket_slots=32, policy="lru",
+                           max_hbm_bytes=max_hbm_bytes)
     for start in range(0, 6000, 1000):
         keys = torch.arange(start, start + 1000)
-        assert torch.equal(gpu.insert_or_assign(keys.cuda(), keys.float().cuda()).cpu(),
-                           cpu.insert_or_assign(keys, keys.float()))
+        got = gpu.insert_or_assign(keys.to(device), keys.float().to(device))
+        assert torch.equal(got.cpu(), cpu.insert_or_assign(keys, keys.float()))
         assert gpu.capacity == cpu.capacity
     gpu.reserve(8000)
     cpu.reserve(8000)
     assert gpu.capacity == cpu.capacity == 8192
     assert contents(gpu) == contents(cpu) and len(gpu) == 6000
+    if max_hbm_bytes is None:  # the rows moved with the growth, on the cache's GPU
+        assert gpu.values.device == torch.device("cuda", 1 if second_gpu else 0)

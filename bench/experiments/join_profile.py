@@ -4,7 +4,8 @@ one more J4 join, whose build and probe launches are the process's last two gh_m
   ncu --kernel-name regex:gh_multi_join --launch-skip <2 x joins before> --launch-count 2
   --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis
   --section Occupancy python bench/experiments/join_profile.py
-(without --trace: 2 joins before the profiled one, so --launch-skip 4).
+(without --trace: 2 joins before the profiled one, so --launch-skip 4). A shape's name among
+the arguments (J1-J5) profiles that shape instead of J4.
 On the GPU machine: PYTHONPATH=src python bench/experiments/join_profile.py --trace"""
 
 import sys
@@ -30,7 +31,8 @@ if "--trace" in sys.argv:
                    if e.device_type.name == "CUDA"]
         print(name, kernels, flush=True)
 else:
-    build, probe = make_inputs(Shape("J4", *FULL["J4"]), DEVICE)
+    name = next((a for a in sys.argv[1:] if a in FULL), "J4")
+    build, probe = make_inputs(Shape(name, *FULL[name]), DEVICE)
     for _ in range(3):
         gh.join(probe, build)
     torch.cuda.synchronize()
