@@ -253,42 +253,29 @@ def main(argv: list[str] | None = None) -> int:
 
     from .bench import report as show
 
+    if args.layouts and args.suite != "map":
+        bench.error("--layouts belongs to the map suite")
     if args.suite == "join":
         from .bench import join_report, join_suite
 
-        if args.layouts:
-            bench.error("--layouts belongs to the map suite")
         report = join_suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu,
                                 header=_header)
-        join_report.print_report(report)
-        if args.json:
-            show.write_json(report, args.json)
-        if args.plot:
-            join_report.plot_join(report, args.plot)
-        return 0
-    if args.suite == "cache":
+        printed, plotted = join_report.print_report, join_report.plot_join
+    elif args.suite == "cache":
         from .bench import cache_report
 
-        if args.layouts:
-            bench.error("--layouts belongs to the map suite")
         report = _bench_cache(args, on_gpu)
-        cache_report.print_cache(report)
-        if args.json:
-            show.write_json(report, args.json)
-        if args.plot:
-            cache_report.plot_cache(report, args.plot)
-        return 0
-    report = _bench_map_gpu(args) if on_gpu else _bench_map_cpu(args)
-    if on_gpu:
-        show.print_gpu(report)
+        printed, plotted = cache_report.print_cache, cache_report.plot_cache
     else:
-        show.print_cpu(report["cpu"])
+        report = _bench_map_gpu(args) if on_gpu else _bench_map_cpu(args)
+        printed = show.print_gpu if on_gpu else (lambda report: show.print_cpu(report["cpu"]))
+        plotted = show.plot
+    printed(report)
     if args.json:
         show.write_json(report, args.json)
     if args.plot:
-        show.plot(report, args.plot)
+        plotted(report, args.plot)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
