@@ -118,6 +118,18 @@ class _Table:
         self._adopt(_engine_for(device).empty_state(spec, device), growable=growable,
                     duplicates=duplicates, used=0)
 
+    @classmethod
+    def _empty(cls, spec: TableSpec, device: torch.device, *, growable: bool,
+               duplicates: str) -> _Table:
+        """An empty table of a sized ``spec`` on ``device`` (a torch device with its index),
+        for internal callers whose arguments are right by construction (the join's build
+        tables): the constructor's checks and sizing cost more host time than a small join's
+        kernels take (bench/RESULTS.md)."""
+        table = object.__new__(cls)
+        table._adopt(_engine_for(device).empty_state(spec, device), growable=growable,
+                     duplicates=duplicates, used=0)
+        return table
+
     def _adopt(self, state: TableState, *, growable: bool, duplicates: str,
                used: int | None = None) -> None:
         """Take ``state`` as this table's; ``used``: its used slots when known (an empty

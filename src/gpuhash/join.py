@@ -17,11 +17,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 
 from . import _arrays, _join_plan
+from ._format import TableSpec
 from ._join_keys import Direct32, KeyEncoder, build_encoder, check_sides, check_valid, key_columns
 from ._join_plan import HOWS, JoinPlan, plan_join
 from ._table import _resolve_device, stream_context
@@ -94,10 +96,8 @@ class _RowTable:
         self._unique: bool | None = None
 
     def _fill(self, encoder) -> None:
-        value_dtype = torch.int32 if self.rows < 2**31 else torch.int64
-        multi = MultiMap(key_dtype=encoder.key_dtype, value_dtype=value_dtype,
-                         capacity=max(self.rows, 1), max_load_factor=self.LOAD,
-                         growable=False, device=self.device)
+        multi = MultiMap._empty(_build_spec(encoder.key_dtype, self.rows), self.device,
+                                growable=False, duplicates="any")
         multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build))
         self._built = (encoder, multi)  # one assignment: a probe never sees half a refit
 
@@ -146,6 +146,16 @@ class _RowTable:
             probe, _ = self.pairs(*self._build)
             self._unique = probe.shape[0] == len(self.multi)
         return self._unique
+
+
+@functools.lru_cache(maxsize=256)
+def _build_spec(key_dtype: torch.dtype, rows: int) -> TableSpec:
+    """The spec of a build table of ``rows`` rows: MultiMap(capacity=rows,
+    max_load_factor=LOAD, growable=False)'s, row numbers as values (worked out once a size:
+    a small join's host time is most of it)."""
+    value_dtype = torch.int32 if rows < 2**31 else torch.int64
+    return TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=(),
+                     num_buckets=1, max_load_factor=_RowTable.LOAD).sized_for(max(rows, 1))
 
 
 class _Matches:

@@ -76,6 +76,15 @@ def kernel_names(spec: TableSpec, *, multi: bool) -> dict[str, str]:
     return names
 
 
+@functools.lru_cache(maxsize=1024)
+def _kernel_key(spec: TableSpec) -> tuple:
+    """What a table's kernels depend on (not its size or seed), as _kernels' cache key;
+    cached a spec, since every join makes a new table."""
+    key = tuple(sorted((field, getattr(spec, field)) for field in
+                       ("key_dtype", "value_dtype", "value_shape", "bucket_slots")))
+    return key + (("num_buckets", 1),)
+
+
 @functools.cache
 def _kernels(spec_key: tuple, multi: bool, device_index: int, arch: str | None) -> dict:
     spec = TableSpec(**dict(spec_key))
@@ -93,23 +102,31 @@ def _fill_kernel(device_index: int, arch: str | None):
 def empty_state(spec: TableSpec, device: torch.device) -> TableState:
     """A table with no entries, byte for byte _format.empty_state's, in one allocation set by
     one launch (kernels/fill.cu): slot words, then the counters, then the overflow bits,
-    each tensor a view of its part. (A value row table's rows are a second allocation.)"""
+    each tensor a view of its part. (A value row table's rows are a second allocation.)
+    Two more zero words close the allocation, outside every view: the counters of the
+    table's first join probe (multi_join_probe), which would otherwise cost a launch."""
     check_buckets(spec)
     device = torch.device(device)
     index = device.index if device.index is not None else torch.cuda.current_device()
     rows = spec.num_slots + 2
     slot_words = rows * spec.words_per_slot
     bits = filter_words(spec)
-    total = slot_words + COUNTS_LEN + (bits + 1) // 2
+    end = slot_words + COUNTS_LEN + (bits + 1) // 2
+    total = end + _PROBE_COUNTERS
     words = torch.empty(total, dtype=torch.int64, device=device)
     launch(_fill_kernel(index, os.environ.get(ARCH_ENV)), total, words.data_ptr(), slot_words,
            total, spec.num_slots * spec.words_per_slot, device=index)
     values = None
     if spec.layout == ROWS:
         values = torch.zeros((rows, *spec.value_shape), dtype=spec.value_dtype, device=device)
-    return TableState(spec, words[:slot_words].view(rows, spec.words_per_slot), values,
-                      words[slot_words + COUNTS_LEN:].view(torch.int32)[:bits],
-                      words[slot_words:slot_words + COUNTS_LEN])
+    state = TableState(spec, words[:slot_words].view(rows, spec.words_per_slot), values,
+                       words[slot_words + COUNTS_LEN:end].view(torch.int32)[:bits],
+                       words[slot_words:slot_words + COUNTS_LEN])
+    state.__dict__["_zeroed_counters"] = words[end:]  # taken by the first probe only
+    return state
+
+
+_PROBE_COUNTERS = 2  # a join probe's counters: pairs, unplaced build rows
 
 
 def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...], int]:
@@ -122,10 +139,7 @@ def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...], int]:
         args = (state.slots.data_ptr(), values, state.overflow.data_ptr(),
                 state.counts.data_ptr(), spec.num_buckets, spec.signed_seed)
         index = state.slots.get_device()
-        key = tuple(sorted((field, getattr(spec, field)) for field in
-                           ("key_dtype", "value_dtype", "value_shape", "bucket_slots")))
-        key += (("num_buckets", 1),)
-        kernels = _kernels(key, state.multi, index, os.environ.get(ARCH_ENV))
+        kernels = _kernels(_kernel_key(spec), state.multi, index, os.environ.get(ARCH_ENV))
         info = (kernels, args, index)
         state.__dict__["_cuda_launch_info"] = info
     return info
@@ -412,8 +426,12 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
              | (JOIN_FLAGS["warp_reads"] if _past_l2(state.spec) else 0))
     launch_rows = max(1, -(-rows // JOIN_ITEMS))  # one block even for no rows: total[1]
     capacity = 0 if probe_hit is not None else rows
+    # the new table's zeroed words serve the first probe (ordered after the table's fill, as
+    # the probe must be after its build); later probes and a second run zero their own
+    counters = state.__dict__.pop("_zeroed_counters", None)
     while True:
-        counters = keys.new_zeros(2, dtype=torch.int64)  # pairs, unplaced build rows
+        if counters is None:
+            counters = keys.new_zeros(_PROBE_COUNTERS, dtype=torch.int64)
         out_probe, out_build = keys.new_empty((2, capacity), dtype=torch.int64)  # one alloc
         launch(kernel, launch_rows, *table, keys.data_ptr(), _ptr(valid), rows, shape, low,
                high, flags, out_probe.data_ptr(), out_build.data_ptr(), capacity,
@@ -422,6 +440,7 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
         if unplaced or total <= capacity:
             return out_probe[:min(total, capacity)], out_build[:min(total, capacity)], unplaced
         capacity = total  # repeated build keys made more pairs than probe rows: run again
+        counters = None
 
 
 JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)
