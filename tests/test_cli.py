@@ -1,5 +1,6 @@
 """The command line on the CPU: help, version, refused options and a quick CPU benchmark."""
 
+import importlib.util
 import json
 
 import pytest
@@ -33,15 +34,34 @@ def test_bench_map_help_says_what_it_measures(capsys):
         assert words in text, words
 
 
-@pytest.mark.parametrize("option", [["--plot", "x.png"], ["--layouts"]], ids=lambda o: o[0])
-def test_gpu_only_options_refused_on_the_cpu(option, capsys, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("suite", "option", "refusal"), [
+    ("map", ["--plot", "x.png"], "--plot needs a GPU"),
+    ("map", ["--layouts"], "--layouts needs a GPU"),
+    ("cache", ["--plot", "x.png"], "--plot needs a GPU"),
+    ("cache", ["--layouts"], "--layouts belongs to the map suite"),
+    ("join", ["--layouts"], "--layouts belongs to the map suite"),
+], ids=str)
+def test_options_refused_on_the_cpu(suite, option, refusal, capsys, tmp_path, monkeypatch):
+    """Refused before anything runs: plots of map and cache need a GPU's figures, fixed
+    layouts belong to the map suite. (join --plot on the CPU runs: see below.)"""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "map", "--quick", "--cpu", *option])
+        main(["bench", suite, "--quick", "--cpu", *option])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert f"{option[0]} needs a GPU" in err and "--cpu was given" in err
+    assert refusal in err
+    assert "needs a GPU" not in refusal or "--cpu was given" in err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_plot_refused_without_matplotlib_before_the_run(capsys, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "join", "--quick", "--cpu", "--plot", "x.png"])
+    assert exit_info.value.code == 2
+    assert "pip install 'gpuhash[plot]'" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without a GPU")

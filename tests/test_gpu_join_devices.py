@@ -72,7 +72,9 @@ def test_joins_on_the_second_gpu_match_the_cpu_engine(how):
         first = got if isinstance(got, torch.Tensor) else got[0]
         assert first.device == torch.device("cuda:1")
         assert pairs(got, how) == expected
-        budget = gh.join(**on_1, how=how, memory_budget=rows_r * 40)  # chunked or partitioned
+        plan = gh.explain_join(**on_1, how=how, memory_budget=rows_r * 40)
+        assert plan.strategy == "hash-partitioned" and plan.parts > 1, plan
+        budget = gh.join(**on_1, how=how, memory_budget=rows_r * 40)  # part by part
         assert pairs(budget, how) == expected
         build = gh.JoinBuild(right.to("cuda:1"))
         for _ in range(2):  # reusable

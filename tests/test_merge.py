@@ -153,7 +153,8 @@ def test_frames_merged_on_the_gpu_match_the_cpu_merge(how):
         keys = torch.randint(0, rows // 3, (rows,), generator=generator).tolist()
         return pd.DataFrame({
             "k": pd.array([None if k % 17 == 0 else k for k in keys], dtype="Int64"),
-            "s": pd.array([f"s{k % 5}" for k in keys], dtype="string"),
+            "s": pd.array([f"s{t}" for t in torch.randint(0, 3, (rows,), generator=generator)
+                           .tolist()], dtype="string"),  # drawn apart from k: a second key
             payload: torch.rand(rows, generator=generator).tolist(),
             f"{payload}_i": torch.arange(rows).tolist(),
         })

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import os
 import platform
 import subprocess
@@ -166,7 +167,16 @@ M keys/s by wall clock; the CPU engine against a Python dict building and lookin
 the same 256K int64 keys (--quick: 64K); and 5M int64 -> float32 keys (--quick: 256K) built
 and found by the CPU engine, pandas, polars (a left join), a dict and torch sort +
 searchsorted (pandas and polars when installed), beside a numpy random-gather ceiling.
---plot and --layouts need a GPU.
+The map and cache plots (--plot) and --layouts need a GPU.
+"""
+
+BENCH_JOIN = """\
+join: issue 12's J1-J5 (int32 keys, distinct build keys, half the probe rows matching, gather
+maps out) beside DuckDB, pyarrow, polars (when installed) and torch sort + searchsorted, with
+the copy ceiling of the same bytes; then variants of J3 (many-to-many, Zipf skew, int64 and
+two-column keys, left / full / semi / anti), a merge with two payload columns a side, and host
+keys streamed through a 4 GiB budget beside the host link. On a CPU: J1-J3 at 1/100 of their
+rows. --plot draws every time beside its peers' on any machine.
 """
 
 
@@ -187,7 +197,8 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     parser.add_argument("--version", action="version", version=f"gpuhash {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench = commands.add_parser(
-        "bench", help="run a benchmark suite", description=BENCH_MAP + "\n" + BENCH_CACHE,
+        "bench", help="run a benchmark suite",
+        description="\n".join((BENCH_MAP, BENCH_CACHE, BENCH_JOIN)),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     bench.add_argument("suite", choices=["map", "cache", "join"], help="what to benchmark")
     bench.add_argument("--quick", action="store_true", help="fewer sizes, loads and runs")
@@ -243,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     on_gpu = torch.cuda.is_available() and not args.cpu
     if args.command == "join":
         return _join_files(args, on_gpu)
+    if args.layouts and args.suite != "map":
+        bench.error("--layouts belongs to the map suite")
     if not on_gpu:
         why = "--cpu was given" if args.cpu else "no CUDA device was found"
         plot = args.plot and args.suite != "join"  # the join plot draws any run's figures
@@ -250,11 +263,11 @@ def main(argv: list[str] | None = None) -> int:
             if given:
                 bench.error(f"{option} needs a GPU ({why}; the CPU benchmark has no "
                             f"{'plot' if option == '--plot' else 'fixed-layout kernels'})")
+    if args.plot and importlib.util.find_spec("matplotlib") is None:  # before a long run
+        bench.error("--plot needs matplotlib: pip install 'gpuhash[plot]'")
 
     from .bench import report as show
 
-    if args.layouts and args.suite != "map":
-        bench.error("--layouts belongs to the map suite")
     if args.suite == "join":
         from .bench import join_report, join_suite
 
@@ -276,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plotted(report, args.plot)
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())
