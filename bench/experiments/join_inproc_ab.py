@@ -5,6 +5,7 @@ J4's 100M probe rows take 5 calls a round instead of 30; a name ending in "hit",
 draws every probe key from the build keys).
 Trees: bench/experiments/_inproc.py.
 """
+import importlib
 import json
 import os
 import statistics
@@ -13,10 +14,11 @@ import time
 import torch
 from _inproc import trees
 
-from gpuhash.bench.join_suite import FULL, Shape, make_inputs
-
 mods = trees()
 names = list(mods)
+# the inputs from the first tree's suite: no `gpuhash` need be importable beside the trees
+suite = importlib.import_module(f"{names[0]}.bench.join_suite")
+FULL, Shape, make_inputs = suite.FULL, suite.Shape, suite.make_inputs
 
 for shape in os.environ.get("AB_SHAPES", "J1,J2,J3").split(","):
     calls = 5 if shape[:2] in ("J4", "J5") else 30

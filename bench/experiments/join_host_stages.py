@@ -1,0 +1,73 @@
+"""Where a small join's host time goes, stage by stage: gh.join of tiny CUDA inputs (100 x
+1,000 int32 keys, so the kernels take microseconds and a call's wall time is the host's),
+then the same path cut into its stages, each timed alone over many calls, and the price of
+the primitives it is made of (a torch allocation, a fill, a launch, a one-word read). Reads
+internals, patches nothing. On the GPU machine: PYTHONPATH=src python
+bench/experiments/join_host_stages.py"""
+
+import cProfile
+import importlib
+import pstats
+import time
+
+import torch
+
+import gpuhash as gh
+from gpuhash._join_keys import build_encoder
+
+J = importlib.import_module("gpuhash.join")
+DEVICE = torch.device("cuda")
+
+
+def per_call_us(call, calls=3000):
+    for _ in range(200):
+        call()
+    torch.cuda.synchronize()
+    began = time.perf_counter()
+    for _ in range(calls):
+        call()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - began) / calls * 1e6
+
+
+def main():
+    generator = torch.Generator().manual_seed(1)
+    build = (torch.randperm(100, generator=generator) * 2).to(torch.int32).to(DEVICE)
+    probe = torch.randint(0, 200, (1000,), generator=generator, dtype=torch.int32).to(DEVICE)
+    print(f"gh.join whole: {per_call_us(lambda: gh.join(probe, build)):.1f} us a call")
+    left, right = J._sides(probe, build, None, None)
+    plan = J._plan(left, right, "inner", None, left.device)
+    print(f"plan: {plan.strategy}, build side {plan.build_side}")
+    stages = {
+        "_sides + check": lambda: J._sides(probe, build, None, None),
+        "_plan": lambda: J._plan(left, right, "inner", None, left.device),
+        "build_encoder": lambda: build_encoder(right.columns, None),
+        "JoinBuild._of (table + build launch)": lambda: J.JoinBuild._of(right),
+    }
+    joined = J.JoinBuild._of(right)
+    stages["_match (probe, one sync)"] = lambda: joined._match(left, "inner", False, None)
+    matches = joined._match(left, "inner", False, None)
+    stages["assemble"] = matches.assemble
+    stages["MultiMap(...)"] = lambda: gh.MultiMap(
+        key_dtype=torch.int32, value_dtype=torch.int32, capacity=100, max_load_factor=0.5,
+        growable=False, device=DEVICE)
+    word = torch.zeros(2, dtype=torch.int64, device=DEVICE)
+    stages["torch new_zeros(2)"] = lambda: word.new_zeros(2)
+    stages["torch new_empty((2, 1000))"] = lambda: word.new_empty((2, 1000))
+    stages["torch empty(1000)"] = lambda: torch.empty(1000, dtype=torch.int64, device=DEVICE)
+    stages["tolist of 2 words (sync)"] = word.tolist
+    stages["slice"] = lambda: word[:1]
+    stages["torch.cuda.current_device"] = torch.cuda.current_device
+    for name, call in stages.items():
+        print(f"{name:40s} {per_call_us(call):8.1f} us", flush=True)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(2000):
+        gh.join(probe, build)
+    torch.cuda.synchronize()
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
+
+
+if __name__ == "__main__":
+    main()
