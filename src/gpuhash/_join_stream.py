@@ -41,8 +41,9 @@ import torch
 from . import _join_plan
 from ._arrays import SIGNED_VIEW
 from ._join_keys import canonical
+from ._join_matches import _take
 from ._join_plan import JoinPlan
-from .join import _MIX, _PART_SHIFT, JoinBuild, _Side, _take
+from .join import _MIX, _PART_SHIFT, JoinBuild, _Side
 
 # chunks queued ahead of the one being joined (the planner counts them and the copies in
 # flight against the budget: _join_plan.STAGED_CHUNKS)

@@ -6,7 +6,7 @@ row number on the keys' device, filled and probed by the engines' join operation
 from the key columns, so the same code runs on the CUDA and the CPU engines. The strategy (in
 memory, probe streamed in chunks, both sides partitioned, tiny inputs on the CPU) comes from
 the cost model in ``_join_plan``; this module owns the semantics every strategy shares: which
-rows match, how nulls behave, and how each ``how`` is assembled from the matching pairs.
+rows match and how nulls behave (``_join_matches`` assembles each ``how`` from the matches).
 
 Example:
     >>> import torch, gpuhash as gh
@@ -25,18 +25,13 @@ import torch
 from . import _arrays, _join_plan
 from ._format import TableSpec
 from ._join_keys import Direct32, KeyEncoder, build_encoder, check_sides, check_valid, key_columns
+from ._join_matches import _Matches, _take
 from ._join_plan import HOWS, JoinPlan, plan_join
 from ._table import _resolve_device, stream_context
 from .multimap import MultiMap
 
 _MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: spreads codes over the top bits
 _PART_SHIFT = 54             # the top 10 bits pick one of up to 1024 parts
-
-
-def _take(tensor: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``tensor[rows]`` by index_select: on the CPU, torch's indexing by a tensor costs about
-    8 ms a call whatever its size (torch 2.13, 2 cores), index_select microseconds."""
-    return tensor.index_select(0, rows)
 
 
 def _check_how(how: Any) -> str:
@@ -156,94 +151,6 @@ def _build_spec(key_dtype: torch.dtype, rows: int) -> TableSpec:
     value_dtype = torch.int32 if rows < 2**31 else torch.int64
     return TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=(),
                      num_buckets=1, max_load_factor=_RowTable.LOAD).sized_for(max(rows, 1))
-
-
-class _Matches:
-    """What a strategy found, as probe / build row pieces: matching pairs (with the probe
-    side's unmatched rows when the join keeps them), a mask of the build rows that matched
-    (when the join keeps the build side's unmatched rows), or for semi / anti the matched
-    mask of the probe rows, which never materialises pairs (one key in half the rows stays
-    cheap)."""
-
-    def __init__(self, how: str, probe_is_left: bool, probe_rows: int, build_rows: int,
-                 device: torch.device, *, store=None):
-        # ``store(piece, lane)`` takes each piece as it is found, lane "probe", "build" or
-        # "picked" naming the result it belongs to (the streamed join copies it to the host,
-        # which then holds the result: self.device); the build rows' marks stay on ``device``
-        self.how, self.device = how, device
-        self.store = store or (lambda piece, lane: piece)
-        self.pairs = how not in ("semi", "anti")
-        outer_left, outer_right = how in ("left", "full"), how in ("right", "full")
-        self.keep_probe = outer_left if probe_is_left else outer_right
-        keep_build = outer_right if probe_is_left else outer_left
-        self.probe_is_left = probe_is_left
-        self.keep_probe_here = False  # set when the kernels cannot emit them (nulls_equal)
-        self.probe_rows, self.build_rows = probe_rows, build_rows
-        self.build_hit = (torch.zeros(build_rows, dtype=torch.uint8, device=device)
-                          if keep_build else None)
-        self.probe: list[torch.Tensor] = []
-        self.build: list[torch.Tensor] = []
-        self.hit: list[tuple[torch.Tensor | None, torch.Tensor]] = []  # (probe rows, matched)
-        # semi / anti pieces stored elsewhere: the rows they return, picked on the device
-        # (pieces come in row order), so no mask of every probe row is made there
-        self.picked: list[torch.Tensor] | None = [] if store is not None else None
-        self.allocate = None  # (rows, dtype) -> a 1-D tensor for a concatenation, if given
-
-    def add_pairs(self, probe: torch.Tensor, build: torch.Tensor) -> None:
-        self.probe.append(self.store(probe, "probe"))
-        self.build.append(self.store(build, "build"))
-
-    def add_hits(self, rows: torch.Tensor | None, matched: torch.Tensor) -> None:
-        """``matched`` for the probe rows ``rows`` (None: all of them, in order)."""
-        if self.picked is not None:
-            picked = (matched if self.how == "semi" else ~matched).nonzero().squeeze(1)
-            self.picked.append(self.store(picked if rows is None else _take(rows, picked),
-                                          "picked"))
-            return
-        self.hit.append((rows, matched))
-
-    def assemble(self, device: torch.device | None = None):
-        """The gather maps, (left rows, right rows), or the left rows of semi / anti, on
-        ``device`` (default: the matches' device)."""
-        self.device = device or self.device
-        if self.picked is not None and not self.pairs:
-            return self._joined(self.picked)
-        if not self.pairs:
-            if len(self.hit) == 1 and self.hit[0][0] is None:
-                matched = self.hit[0][1]
-            else:
-                matched = torch.zeros(self.probe_rows, dtype=torch.bool, device=self.device)
-                for rows, hit in self.hit:
-                    if rows is None:
-                        matched = hit
-                    else:
-                        matched[rows] = hit
-            return (matched if self.how == "semi" else ~matched).nonzero().squeeze(1)
-        probe, build = self._joined(self.probe), self._joined(self.build)
-        if self.keep_probe and self.keep_probe_here:
-            seen = torch.zeros(self.probe_rows, dtype=torch.bool, device=self.device)
-            seen[probe] = True
-            missing = (~seen).nonzero().squeeze(1)
-            probe = torch.cat([probe, missing])
-            build = torch.cat([build, torch.full_like(missing, -1)])
-        if self.build_hit is not None:
-            missing = (self.build_hit == 0).nonzero().squeeze(1).to(self.device)
-            probe = torch.cat([probe, torch.full_like(missing, -1)])
-            build = torch.cat([build, missing])
-        return (probe, build) if self.probe_is_left else (build, probe)
-
-    def _joined(self, pieces: list[torch.Tensor]) -> torch.Tensor:
-        """The row pieces as one int64 tensor on the matches' device: a view spanning them
-        when they lie one after another in one storage (the streamed join's), else a copy."""
-        if len(pieces) == 1:
-            return pieces[0]
-        if pieces and _consecutive(pieces):
-            total = sum(p.shape[0] for p in pieces)
-            return pieces[0].as_strided((total,), (1,), pieces[0].storage_offset())
-        if self.allocate is None or not pieces:
-            return torch.cat([torch.zeros(0, dtype=torch.int64, device=self.device), *pieces])
-        out = self.allocate(sum(p.shape[0] for p in pieces), pieces[0].dtype)
-        return torch.cat(pieces, out=out)
 
 
 class JoinBuild:
@@ -380,18 +287,6 @@ class JoinBuild:
             if matches.build_hit is not None and nulls.shape[0]:
                 matches.build_hit[build_nulls] = 1
         return matches
-
-
-def _consecutive(pieces: list[torch.Tensor]) -> bool:
-    """Whether 1-D contiguous pieces lie one after another in one storage."""
-    storage = pieces[0].untyped_storage().data_ptr()
-    at = pieces[0].storage_offset()
-    for piece in pieces:
-        if (piece.dim() != 1 or not piece.is_contiguous() or piece.storage_offset() != at
-                or piece.untyped_storage().data_ptr() != storage):
-            return False
-        at += piece.shape[0]
-    return True
 
 
 def _slices(probe: _Side, chunk_rows: int | None):
