@@ -1,40 +1,27 @@
 """Where a small join's host time goes, stage by stage: gh.join of tiny CUDA inputs (100 x
 1,000 int32 keys, so the kernels take microseconds and a call's wall time is the host's),
 then the same path cut into its stages, each timed alone over many calls, and the price of
-the primitives it is made of (a torch allocation, a fill, a launch, a one-word read). Reads
-internals, patches nothing. On the GPU machine: PYTHONPATH=src python
-bench/experiments/join_host_stages.py"""
+the primitives it is made of (a torch allocation, a fill, a launch, a one-word read); the
+cProfile of the same path is join_host.py's. Reads internals, patches nothing.
+On the GPU machine: PYTHONPATH=src python bench/experiments/join_host_stages.py"""
 
-import cProfile
 import importlib
-import pstats
-import time
 
 import torch
 
 import gpuhash as gh
 from gpuhash._join_keys import build_encoder
+from gpuhash.bench.harness import time_host_calls
 
 J = importlib.import_module("gpuhash.join")
 DEVICE = torch.device("cuda")
-
-
-def per_call_us(call, calls=3000):
-    for _ in range(200):
-        call()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(calls):
-        call()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - began) / calls * 1e6
 
 
 def main():
     generator = torch.Generator().manual_seed(1)
     build = (torch.randperm(100, generator=generator) * 2).to(torch.int32).to(DEVICE)
     probe = torch.randint(0, 200, (1000,), generator=generator, dtype=torch.int32).to(DEVICE)
-    print(f"gh.join whole: {per_call_us(lambda: gh.join(probe, build)):.1f} us a call")
+    print(f"gh.join whole: {time_host_calls(lambda: gh.join(probe, build)):.1f} us a call")
     left, right = J._sides(probe, build, None, None)
     plan = J._plan(left, right, "inner", None, left.device)
     print(f"plan: {plan.strategy}, build side {plan.build_side}")
@@ -59,14 +46,7 @@ def main():
     stages["slice"] = lambda: word[:1]
     stages["torch.cuda.current_device"] = torch.cuda.current_device
     for name, call in stages.items():
-        print(f"{name:40s} {per_call_us(call):8.1f} us", flush=True)
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(2000):
-        gh.join(probe, build)
-    torch.cuda.synchronize()
-    profiler.disable()
-    pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
+        print(f"{name:40s} {time_host_calls(call):8.1f} us", flush=True)
 
 
 if __name__ == "__main__":
