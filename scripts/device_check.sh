@@ -8,6 +8,8 @@
 # with its numpy 2.5.2, and the CPU engine (the GPU tests' reference) needs numba. Here, once:
 # echo /.whl/ >> .git/info/exclude; pip download --no-deps --only-binary=:all: --python-version
 # 3.12 --implementation cp --platform manylinux_2_28_x86_64 -d .whl numba==0.68.1
+# The machine's copy of .git may lag the tree it was sent (a figure's JSON then names an older
+# commit): pass the tree's commit as GPUHASH_COMMIT=<hash> (the JSON header uses it first).
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" > /dev/null; then
