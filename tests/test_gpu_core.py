@@ -213,14 +213,18 @@ def test_a_new_cuda_table_holds_the_bytes_of_a_new_cpu_table(key_dtype, value_dt
                     if name != "values")
         # the caching allocator hands the next table the block freed here: a fill that skipped
         # any word would leave this pattern, not the bytes of a fresh table
-        torch.empty(words, dtype=torch.uint8, device="cuda").fill_(0x5A)
+        torch.empty(words + 16, dtype=torch.uint8, device="cuda").fill_(0x5A)
         made = cuda_engine.empty_state(spec, "cuda")
         got = made.tensors()
         for name, tensor in expected.tensors().items():
             assert torch.equal(got[name].cpu(), tensor), (spec, name)
+        # two more words close the allocation: a join's first probe counts in them
+        assert made.__dict__["_zeroed_counters"].cpu().tolist() == [0, 0], spec
         made.counts.fill_(7)
         made.overflow.fill_(-1)
+        made.__dict__["_zeroed_counters"].fill_(9)
         assert torch.equal(made.slots.cpu(), expected.slots), spec  # untouched by the others
+        assert torch.equal(made.overflow.cpu(), torch.full_like(expected.overflow, -1)), spec
         assert int(made.counts.sum()) == 7 * made.counts.shape[0]
 
 

@@ -51,6 +51,31 @@ def test_a_join_on_a_busy_stream_waits_for_its_keys(build_rows):
     assert torch.equal(got_right[order], row_of[truth[expect_left].long()])
 
 
+@pytest.mark.parametrize("how", ["inner", "left"])  # left marks build rows: stray writes
+def test_a_build_prepared_on_a_busy_stream_is_whole_before_a_probe_on_another(how):
+    """JoinBuild on a stream held up by a long sleep; a probe issued at once on another stream
+    must wait for the build (it would read an unfilled table otherwise)."""
+    right, row_of = unique_build(4_000_000, "cuda")
+    left = torch.randint(0, 8_000_000, (6_000_000,), device="cuda", dtype=torch.int32)
+    torch.cuda.synchronize()
+    build_stream, probe_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(build_stream):
+        torch.cuda._sleep(200_000_000)
+    built = gh.JoinBuild(right, stream=build_stream)
+    got_left, got_right = built.probe(left, how=how, stream=probe_stream)
+    probe_stream.synchronize()
+    hit = left.long() < 4_000_000
+    matched = got_right >= 0
+    order = torch.argsort(got_left[matched])
+    expect_left = torch.nonzero(hit).flatten()
+    assert torch.equal(got_left[matched][order], expect_left)
+    assert torch.equal(got_right[matched][order], row_of[left[expect_left].long()])
+    assert int((~matched).sum()) == (int((~hit).sum()) if how == "left" else 0)
+    if how == "left":  # the probe rows without a match, each once, -1 on the right
+        assert torch.equal(torch.sort(got_left[~matched]).values,
+                           torch.nonzero(~hit).flatten())
+
+
 def two_gpus():
     return pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 

@@ -435,16 +435,18 @@ def test_cpu_small_strategy_joins_on_the_cpu_and_returns_cuda_tensors(monkeypatc
 
 @pytest.mark.parametrize("rows", [0, 1, 100, 5000, 3_000_000])
 @pytest.mark.parametrize("key_dtype", [torch.int32, torch.int64])
-def test_the_build_tables_spec_is_the_constructors(rows, key_dtype):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_the_build_tables_spec_is_the_constructors(rows, key_dtype, device):
     """A join's build table skips MultiMap's constructor (host time): it must be the table
     MultiMap(capacity=rows, max_load_factor=LOAD, growable=False) would make."""
     from gpuhash.join import _build_spec, _RowTable
 
     made = gh.MultiMap(key_dtype=key_dtype, value_dtype=torch.int32, capacity=max(rows, 1),
-                       max_load_factor=_RowTable.LOAD, growable=False)
-    spec = _build_spec(key_dtype, rows)
+                       max_load_factor=_RowTable.LOAD, growable=False, device=device)
+    spec = _build_spec(key_dtype, rows, _RowTable.LOAD)
     assert spec == made._state.spec
-    lean = gh.MultiMap._empty(spec, torch.device("cpu"), growable=False, duplicates="any")
+    lean = gh.MultiMap._empty(spec, made.device, growable=False, duplicates="any")
     assert all(torch.equal(a, made._state.tensors()[n]) for n, a in lean._state.tensors().items())
-    assert (lean._growable, lean._duplicates, lean._used_bound) == (
-        made._growable, made._duplicates, made._used_bound)
+    assert (lean._growable, lean._duplicates, lean._used_bound, lean._device_index,
+            lean._state.multi) == (made._growable, made._duplicates, made._used_bound,
+                                   made._device_index, made._state.multi)

@@ -84,17 +84,22 @@ class _RowTable:
     LOAD = 0.5
 
     def __init__(self, encoder, columns: list[torch.Tensor], valid: torch.Tensor | None,
-                 rows: int, device: torch.device):
+                 rows: int, device: torch.device, *, ordered: bool = False):
         self.rows, self.device = rows, device
         self._build = (columns, valid)
-        self._fill(encoder)
+        self._fill(encoder, ordered=ordered)
         self._unique: bool | None = None
 
-    def _fill(self, encoder) -> None:
-        multi = MultiMap._empty(_build_spec(encoder.key_dtype, self.rows), self.device,
-                                growable=False, duplicates="any")
+    def _fill(self, encoder, *, ordered: bool) -> None:
+        """Build the table on the current stream. ``ordered``: probes may come on other
+        streams (a prepared JoinBuild, or any probe after a refit, which another thread's probe
+        may have caused), so each waits for an event after the build; one join's own probes
+        run on its stream and need none."""
+        multi = MultiMap._empty(_build_spec(encoder.key_dtype, self.rows, self.LOAD),
+                                self.device, growable=False, duplicates="any")
         multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build))
-        self._built = (encoder, multi)  # one assignment: a probe never sees half a refit
+        ready = _event_after_queued_work(self.device) if ordered else None
+        self._built = (encoder, multi, ready)  # one assignment: a probe never sees half a refit
 
     @property
     def encoder(self):
@@ -109,14 +114,16 @@ class _RowTable:
     def _probe(self, columns: list[torch.Tensor], valid: torch.Tensor | None, **options
                ) -> tuple[torch.Tensor, torch.Tensor]:
         build_hit = options.get("build_hit")
-        encoder, multi = self._built
+        encoder, multi, ready = self._built
+        if ready is not None:
+            torch.cuda.current_stream(self.device).wait_event(ready)
         probe, build, unplaced = multi._engine.multi_join_probe(
             multi._state, *encoder.kernel_input(columns, valid), **options)
         if not unplaced:
             return probe, build
         if not encoder.refit:
             raise RuntimeError(f"{unplaced} build rows were not placed in the join table")
-        self._fill(KeyEncoder(*self._build))
+        self._fill(KeyEncoder(*self._build), ordered=True)
         if build_hit is not None:
             build_hit.zero_()  # marks of the partial table's matches are redone
         return self._probe(columns, valid, **options)
@@ -143,14 +150,24 @@ class _RowTable:
         return self._unique
 
 
+def _event_after_queued_work(device: torch.device) -> torch.cuda.Event | None:
+    """A CUDA event recorded after the work queued so far on ``device``'s current stream (None
+    off CUDA): a stream that waits on it sees that work done."""
+    if device.type != "cuda":
+        return None
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(device))
+    return event
+
+
 @functools.lru_cache(maxsize=256)
-def _build_spec(key_dtype: torch.dtype, rows: int) -> TableSpec:
+def _build_spec(key_dtype: torch.dtype, rows: int, load: float) -> TableSpec:
     """The spec of a build table of ``rows`` rows: MultiMap(capacity=rows,
-    max_load_factor=LOAD, growable=False)'s, row numbers as values (worked out once a size:
+    max_load_factor=load, growable=False)'s, row numbers as values (worked out once a size:
     a small join's host time is most of it)."""
     value_dtype = torch.int32 if rows < 2**31 else torch.int64
     return TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=(),
-                     num_buckets=1, max_load_factor=_RowTable.LOAD).sized_for(max(rows, 1))
+                     num_buckets=1, max_load_factor=load).sized_for(max(rows, 1))
 
 
 class JoinBuild:
@@ -158,8 +175,9 @@ class JoinBuild:
 
     Keys are a 1-D integer array or a tuple of them (multi-column keys), torch / NumPy /
     CuPy / DLPack; ``right_valid`` marks null rows (False). The table lives on the keys'
-    device. Building synchronises with the device a few times (key ranges, a uniqueness
-    test); a probe once or twice (Python must learn the output size).
+    device, built on ``stream``; a probe on any stream waits for the build (an event), so
+    probes may run on other streams. Building synchronises with the device a few times (key
+    ranges, a uniqueness test); a probe once or twice (Python must learn the output size).
 
     Example:
         >>> import torch, gpuhash as gh
@@ -190,7 +208,7 @@ class JoinBuild:
             self._side = side
             self._stream = stream
             self._table = _RowTable(build_encoder(side.columns, side.valid), side.columns,
-                                    side.valid, side.rows, side.device)
+                                    side.valid, side.rows, side.device, ordered=snapshot)
             # the null rows, needed by nulls_equal probes only: found now for a prepared
             # build (the caller's mask may change later; finding them synchronises), on
             # first need inside one join call

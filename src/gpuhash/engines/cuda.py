@@ -2,7 +2,8 @@
 
 Same operation names and signatures as engines/cpu.py (the Engine protocol of
 engines/__init__.py). Each operation allocates its outputs with torch on the current stream of
-the table's device and launches kernels from kernels/map.cu or kernels/multimap.cu, the
+the table's device (a join's first probe counts in two zero words of its table's allocation,
+ordered with the table) and launches kernels from kernels/map.cu or kernels/multimap.cu, the
 template instances for the table's type. Nothing here synchronises with the host except
 ``multi_find_all`` and ``multi_join_probe``, which must learn how many matches to allocate.
 """
