@@ -24,6 +24,7 @@ import torch
 
 from . import _arrays, _join_plan
 from ._format import TableSpec
+from ._join_dense import DenseTable
 from ._join_keys import Direct32, KeyEncoder, build_encoder, check_sides, check_valid, key_columns
 from ._join_matches import _Matches, _take
 from ._join_plan import HOWS, JoinPlan, plan_join
@@ -207,8 +208,11 @@ class JoinBuild:
                 side = side.clone()  # on the build's stream, like everything it reads
             self._side = side
             self._stream = stream
-            self._table = _RowTable(build_encoder(side.columns, side.valid), side.columns,
-                                    side.valid, side.rows, side.device, ordered=snapshot)
+            encoder = build_encoder(side.columns, side.valid)
+            self._table = (DenseTable.build(encoder, side.columns, side.valid, side.rows,
+                                            side.device)
+                           or _RowTable(encoder, side.columns, side.valid, side.rows,
+                                        side.device, ordered=snapshot))
             # the null rows, needed by nulls_equal probes only: found now for a prepared
             # build (the caller's mask may change later; finding them synchronises), on
             # first need inside one join call
