@@ -43,7 +43,7 @@ def chosen(right, valid=None) -> bool:
 def test_the_array_joins_as_the_hash_table_does(how, repeats, nulls, monkeypatch):
     generator = torch.Generator().manual_seed(HOWS.index(how) * 10 + repeats)
     rows = 6000 * repeats
-    right = (torch.randperm(rows, generator=generator) // repeats * 3 - 5000).to(torch.int32)
+    right = (torch.randperm(rows, generator=generator) // repeats * 3 // 2 - 5000).to(torch.int32)
     left = torch.randint(-9000, 20000, (30000,), generator=generator, dtype=torch.int32)
     left_valid = torch.rand(30000, generator=generator) > 0.03 if nulls else None
     right_valid = torch.rand(rows, generator=generator) > 0.03 if nulls else None

@@ -26,7 +26,10 @@ import torch
 
 from ._join_keys import Direct32, canonical
 
-DENSE_SPAN = 4         # the key range at most this many times the build's non-null rows
+# the key range at most this many times the build's non-null rows: distinct keys then take
+# at most the hash table's bytes (4-byte rows a key against 16 bytes a row at load 0.5), which
+# is what the planner's memory budget counts
+DENSE_SPAN = 2
 DENSE_MIN_ROWS = 4096  # smaller build sides: the hash table costs as little
 
 
@@ -62,12 +65,13 @@ class DenseTable:
         if build_rows is None:
             build_rows = torch.arange(rows)
         offset = values - low
-        counts = torch.bincount(offset, minlength=span)
-        if int(counts.max()) <= 1:
-            first = torch.full((span,), -1, dtype=torch.int64).index_copy_(0, offset,
-                                                                           build_rows)
+        row_type = torch.int32 if rows < 2**31 else torch.int64
+        first = torch.full((span,), -1, dtype=row_type)
+        first.index_copy_(0, offset, build_rows.to(row_type))
+        if bool((first.index_select(0, offset) == build_rows).all()):  # no key repeats
             return cls(encoder, low, span, rows, device, first=first, counts=None,
                        offsets=None, ordered_rows=None)
+        counts = torch.bincount(offset, minlength=span)
         order = torch.argsort(offset, stable=True)
         return cls(encoder, low, span, rows, device, first=None, counts=counts,
                    offsets=torch.cumsum(counts, 0) - counts,
@@ -93,7 +97,7 @@ class DenseTable:
             found = self._first.index_select(0, offset)
             hit = inside & (found >= 0)
             probe = hit.nonzero().squeeze(1)
-            build = found.index_select(0, probe)
+            build = found.index_select(0, probe).to(torch.int64)
         else:
             count = torch.where(inside, self._counts.index_select(0, offset), 0)
             hit = count > 0
