@@ -81,7 +81,7 @@ def test_wider_probes_and_unsigned_keys(how, monkeypatch):
 
 def test_where_the_array_is_chosen():
     keys = torch.arange(5000, dtype=torch.int32)
-    assert chosen(keys * _join_dense.DENSE_SPAN)  # a range of 4 x 5000 - 3 values
+    assert chosen(keys * _join_dense.DENSE_SPAN)  # a range of DENSE_SPAN x 5000 - 1 values
     assert not chosen(keys * (_join_dense.DENSE_SPAN + 1))  # past it
     assert not chosen(keys[:100])  # too few rows
     assert not chosen(keys.to(torch.int64))  # not one 32-bit column

@@ -3,8 +3,9 @@ column whose values span at most DENSE_SPAN times its rows (dense integer ids), 
 
 A probe row then reads one entry at ``key - low`` instead of walking a hash bucket (DuckDB
 calls this a perfect hash join). Distinct build keys keep each key's build row in the array
-(-1 where none); repeated keys keep the rows sorted by key with each key's count and first
-position. The same interface as the hash table (``join._RowTable``): ``pairs``, ``matched``,
+(-1 where none); repeated keys keep the rows sorted by key and where each key's rows start,
+all in 4-byte entries when the build has fewer than 2**31 rows. The same interface as the
+hash table (``join._RowTable``): ``pairs``, ``matched``,
 ``unique`` and ``encoder``, so every strategy and ``how`` works unchanged. CPU only: sizing
 the array needs the keys' range, a host synchronisation on a GPU beside the one a join may
 make (bench/RESULTS.md, fifteenth session).
@@ -37,12 +38,13 @@ class DenseTable:
     """Build rows by key offset (see the module docstring)."""
 
     def __init__(self, encoder, low: int, span: int, rows: int, device: torch.device, *,
-                 first: torch.Tensor | None, counts: torch.Tensor | None,
-                 offsets: torch.Tensor | None, ordered_rows: torch.Tensor | None):
+                 first: torch.Tensor | None, starts: torch.Tensor | None,
+                 ordered_rows: torch.Tensor | None):
         self.encoder, self.low, self.span, self.rows, self.device = (
             encoder, low, span, rows, device)
         self._first = first  # distinct keys: the build row of each offset, -1 where none
-        self._counts, self._offsets, self._ordered_rows = counts, offsets, ordered_rows
+        # repeated keys: the rows sorted by key, offset o's from starts[o] to starts[o + 1]
+        self._starts, self._ordered_rows = starts, ordered_rows
 
     @classmethod
     def build(cls, encoder, columns: list[torch.Tensor], valid: torch.Tensor | None, rows: int,
@@ -69,13 +71,19 @@ class DenseTable:
         first = torch.full((span,), -1, dtype=row_type)
         first.index_copy_(0, offset, build_rows.to(row_type))
         if bool((first.index_select(0, offset) == build_rows).all()):  # no key repeats
-            return cls(encoder, low, span, rows, device, first=first, counts=None,
-                       offsets=None, ordered_rows=None)
-        counts = torch.bincount(offset, minlength=span)
+            return cls(encoder, low, span, rows, device, first=first, starts=None,
+                       ordered_rows=None)
+        del first
+        starts = torch.zeros(span + 1, dtype=row_type)  # 4-byte entries: under the table's
+        torch.cumsum(torch.bincount(offset, minlength=span), 0, out=starts[1:])
         order = torch.argsort(offset, stable=True)
-        return cls(encoder, low, span, rows, device, first=None, counts=counts,
-                   offsets=torch.cumsum(counts, 0) - counts,
-                   ordered_rows=build_rows.index_select(0, order))
+        return cls(encoder, low, span, rows, device, first=None, starts=starts,
+                   ordered_rows=build_rows.index_select(0, order).to(row_type))
+
+    def _counts_at(self, offset: torch.Tensor) -> torch.Tensor:
+        """Build rows holding each offset's key (repeated keys), int64."""
+        after = self._starts.index_select(0, offset + 1).to(torch.int64)
+        return after.sub_(self._starts.index_select(0, offset))
 
     def _offsets_of(self, columns: list[torch.Tensor], valid: torch.Tensor | None
                     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,14 +107,17 @@ class DenseTable:
             probe = hit.nonzero().squeeze(1)
             build = found.index_select(0, probe).to(torch.int64)
         else:
-            count = torch.where(inside, self._counts.index_select(0, offset), 0)
+            count = self._counts_at(offset).mul_(inside)
             hit = count > 0
             probe = torch.repeat_interleave(torch.arange(count.shape[0]), count)
             # a pair's place among its probe row's matches, added to the key's first position
-            before = (torch.cumsum(count, 0) - count).index_select(0, probe)
-            place = torch.arange(probe.shape[0]) - before
-            start = self._offsets.index_select(0, offset.index_select(0, probe))
-            build = self._ordered_rows.index_select(0, start + place)
+            # (in place: the output-sized temporaries are what a many-to-many join holds)
+            place = torch.arange(probe.shape[0])
+            place.sub_((torch.cumsum(count, 0).sub_(count)).index_select(0, probe))
+            del count
+            place.add_(self._starts.index_select(0, offset.index_select(0, probe)))
+            build = self._ordered_rows.index_select(0, place).to(torch.int64)
+            del place
         if build_hit is not None:
             build_hit.index_fill_(0, build, 1)
         if keep_unmatched:
@@ -120,7 +131,7 @@ class DenseTable:
         offset, inside = self._offsets_of(columns, valid)
         if self._first is not None:
             return inside & (self._first.index_select(0, offset) >= 0)
-        return inside & (self._counts.index_select(0, offset) > 0)
+        return inside & (self._counts_at(offset) > 0)
 
     def unique(self) -> bool:
         """True when no non-null build key repeats."""
