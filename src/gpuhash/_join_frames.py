@@ -194,7 +194,10 @@ def take_arrow(array, rows: GatherMap):
     if _numeric(array.type):
         values, valid = _integer_key(array)
         values = values.to(rows.index.device)
-        taken = values.index_select(0, rows.index).cpu().numpy()  # not [ ]: slow on the CPU
+        alias = SIGNED_VIEW.get(values.dtype)  # torch gathers unsigned ints as signed bits
+        source = values if alias is None else values.view(alias)
+        taken = source.index_select(0, rows.index)  # not [ ]: slow on the CPU
+        taken = (taken if alias is None else taken.view(values.dtype)).cpu().numpy()
         null = rows.host_missing
         if valid is not None:
             lost = ~valid.to(rows.index.device).index_select(0, rows.index).cpu().numpy()
