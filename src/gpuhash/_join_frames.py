@@ -193,11 +193,7 @@ def take_arrow(array, rows: GatherMap):
         return pa.nulls(rows.rows.shape[0], type=array.type)
     if _numeric(array.type):
         values, valid = _integer_key(array)
-        values = values.to(rows.index.device)
-        alias = SIGNED_VIEW.get(values.dtype)  # torch gathers unsigned ints as signed bits
-        source = values if alias is None else values.view(alias)
-        taken = source.index_select(0, rows.index)  # not [ ]: slow on the CPU
-        taken = (taken if alias is None else taken.view(values.dtype)).cpu().numpy()
+        taken = rows.take(values.to(rows.index.device)).cpu().numpy()  # nulls masked below
         null = rows.host_missing
         if valid is not None:
             lost = ~valid.to(rows.index.device).index_select(0, rows.index).cpu().numpy()
