@@ -96,6 +96,15 @@ for dtype, low in ((torch.int32, -50), (torch.int64, -3)):
 big = torch.randint(0, 2**30, (3_000_000,), dtype=torch.int32).cuda()
 for how in ("inner", "left", "full", "semi"):
     gh.join(big.flip(0).contiguous(), big, how=how)  # each side 3M rows: either builds
+# dense distinct int32 build keys: the direct array holds them (every how, nulls on both
+# sides); one repeated key, and two keys equal modulo its size, give it up for the table
+dense = (torch.randperm(20_000, dtype=torch.int32) * 2 - 7000).cuda()
+dense_valid = (torch.rand(20_000) > 0.1).cuda()
+probe = torch.randint(-8000, 40_000, (30_000,), dtype=torch.int32).cuda()
+for right in (dense, torch.cat([dense, dense[:1]]), torch.cat([dense, dense[:1] + 2**16])):
+    for how in ("inner", "left", "right", "full", "semi", "anti"):
+        gh.join(probe, right, how=how)
+    gh.join(probe, dense, how="full", right_valid=dense_valid, nulls_equal=True)
 # one int32 column read directly, then refitted: its build holds the two largest values
 extreme = torch.tensor([2**31 - 1, 5, 2**31 - 2, -(2**31)] * 300, dtype=torch.int32).cuda()
 for how in ("inner", "full", "semi"):

@@ -175,6 +175,7 @@ class Direct32:
     """
 
     key_dtype = torch.int32
+    code_span = None  # any 32-bit code, bar the two reserved ones
     refit = True  # a build row out of range means: fit a KeyEncoder and build again
 
     def __init__(self, dtype: torch.dtype):
@@ -246,6 +247,7 @@ class KeyEncoder:
             self.steps.append(("column", i, fitted))
         self.columns = len(values)
         self.key_dtype = torch.int64 if total is None or total > SPAN_32 else torch.int32
+        self.code_span = total  # codes lie in [0, code_span) (None: any 64-bit pattern)
 
     def kernel_input(self, columns: list[torch.Tensor], valid: torch.Tensor | None
                      ) -> tuple[torch.Tensor, torch.Tensor | None, int, int, int]:

@@ -78,7 +78,9 @@ class _Side:
 class _RowTable:
     """The build side as a MultiMap from key code to build row number, filled and probed by
     the join kernels straight from the key columns (engines: multi_join_build and
-    multi_join_probe), at load at most LOAD so a probe reads one bucket. A table whose
+    multi_join_probe), at load at most LOAD so a probe reads one bucket; 32-bit codes try
+    a direct array first (``_direct_array``), which spares the table its entries and a probe
+    its bucket walk where the keys are dense and distinct. A table whose
     encoder may not hold every build key (``refit``: :class:`Direct32`) learns so from the
     first probe's unplaced count, then refits a :class:`KeyEncoder` and builds again."""
 
@@ -98,9 +100,12 @@ class _RowTable:
         run on its stream and need none."""
         multi = MultiMap._empty(_build_spec(encoder.key_dtype, self.rows, self.LOAD),
                                 self.device, growable=False, duplicates="any")
-        multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build))
+        direct = _direct_array(encoder, self.rows, self.device)
+        multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build),
+                                       direct=direct)
         ready = _event_after_queued_work(self.device) if ordered else None
-        self._built = (encoder, multi, ready)  # one assignment: a probe never sees half a refit
+        # one assignment: a probe never sees half a refit
+        self._built = (encoder, multi, ready, direct)
 
     @property
     def encoder(self):
@@ -115,11 +120,11 @@ class _RowTable:
     def _probe(self, columns: list[torch.Tensor], valid: torch.Tensor | None, **options
                ) -> tuple[torch.Tensor, torch.Tensor]:
         build_hit = options.get("build_hit")
-        encoder, multi, ready = self._built
+        encoder, multi, ready, direct = self._built
         if ready is not None:
             torch.cuda.current_stream(self.device).wait_event(ready)
         probe, build, unplaced = multi._engine.multi_join_probe(
-            multi._state, *encoder.kernel_input(columns, valid), **options)
+            multi._state, *encoder.kernel_input(columns, valid), direct=direct, **options)
         if not unplaced:
             return probe, build
         if not encoder.refit:
@@ -146,9 +151,25 @@ class _RowTable:
         """True when no key code repeats: the build side probed by itself finds exactly one
         match per stored row."""
         if self._unique is None:
-            probe, _ = self.pairs(*self._build)
-            self._unique = probe.shape[0] == len(self.multi)
+            direct = self._built[3]
+            if direct is not None and int(direct[-1]) == 0:  # it holds each key once
+                self._unique = True
+            else:
+                probe, _ = self.pairs(*self._build)
+                self._unique = probe.shape[0] == len(self.multi)
         return self._unique
+
+
+def _direct_array(encoder, rows: int, device: torch.device) -> torch.Tensor | None:
+    """The zeroed direct array a build side tries before its hash table (entries and the
+    word saying whether it failed; kernels/multimap.cu: gh_join_direct_build), or None. On
+    a GPU only: on the CPU the dense table (_join_dense) takes dense 32-bit keys, sized from
+    their range, which a GPU would need a second host sync to learn. (The CPU engine has
+    the array's operations too, as the CUDA engine's twin.)"""
+    if device.type != "cuda" or encoder.key_dtype != torch.int32:
+        return None
+    entries = _join_plan.direct_entries(rows, encoder.code_span)
+    return torch.zeros(entries + 1, dtype=torch.int64, device=device) if entries else None
 
 
 def _event_after_queued_work(device: torch.device) -> torch.cuda.Event | None:
@@ -455,8 +476,8 @@ class _Coded:
 
     refit = False
 
-    def __init__(self, key_dtype: torch.dtype):
-        self.key_dtype = key_dtype
+    def __init__(self, key_dtype: torch.dtype, code_span: int | None):
+        self.key_dtype, self.code_span = key_dtype, code_span
 
     def kernel_input(self, columns: list[torch.Tensor], valid: torch.Tensor | None):
         return columns[0].contiguous(), valid, 0, 0, 0
@@ -470,7 +491,7 @@ def _run_partitioned(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: boo
     build, probe = (left, right) if plan.build_side == "left" else (right, left)
     device = build.device
     encoder = KeyEncoder(build.columns, build.valid)
-    coded = _Coded(encoder.key_dtype)
+    coded = _Coded(encoder.key_dtype, encoder.code_span)
     sides = []
     for side in (build, probe):
         codes, ok = encoder.encode(side.columns)

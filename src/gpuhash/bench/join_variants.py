@@ -11,6 +11,9 @@ probe keys drawn below twice the largest, so about half the probe rows match.
 - ``int64``: random 64-bit build keys (full range), half the probe rows drawn from them.
 - ``2 columns``: J3's keys split into (key // 1000, key % 1000), two int32 columns.
 - ``left``, ``full``, ``semi``, ``anti``: J3's inputs with that ``how``.
+- ``sparse``: distinct random 31-bit build keys, half the probe rows drawn from them: J3
+  through the hash table (J3's own keys are dense, so a GPU build holds them in its direct
+  array: join._direct_array).
 
 Example:
     >>> [v.name for v in VARIANTS][:3]
@@ -72,9 +75,20 @@ def _two_columns(build: int, probe: int, g: torch.Generator):
     return [b // 1000, b % 1000], [p // 1000, p % 1000]
 
 
+def _sparse(build: int, probe: int, g: torch.Generator):
+    top = 2**31 - 2  # below Direct32's two reserved values
+    drawn = torch.randint(0, top, (build + build // 8,), generator=g, dtype=torch.int64).unique()
+    keys = drawn.index_select(0, torch.randperm(drawn.shape[0], generator=g)[:build])
+    hits = keys.index_select(0, torch.randint(0, build, (probe,), generator=g))
+    others = torch.randint(0, top, (probe,), generator=g, dtype=torch.int64)
+    chosen = torch.where(torch.rand(probe, generator=g) < 0.5, hits, others)
+    return [keys.to(torch.int32)], [chosen.to(torch.int32)]
+
+
 VARIANTS = [Variant("m:n x10", "inner", _many), Variant("zipf 1.0", "inner", _zipf),
             Variant("int64", "inner", _wide), Variant("2 columns", "inner", _two_columns),
-            *(Variant(how, how, _j3) for how in ("left", "full", "semi", "anti"))]
+            *(Variant(how, how, _j3) for how in ("left", "full", "semi", "anti")),
+            Variant("sparse", "inner", _sparse)]
 
 
 def _duckdb(build_cols: list[np.ndarray], probe_cols: list[np.ndarray], how: str):

@@ -372,11 +372,34 @@ def _usable_rows(codes: torch.Tensor, usable: torch.Tensor
     return codes.index_select(0, rows), rows
 
 
+def _direct_build(direct: torch.Tensor, codes: torch.Tensor, usable: torch.Tensor,
+                  valid: torch.Tensor | None) -> bool:
+    """Fill the direct array as kernels/multimap.cu's gh_join_direct_build does; whether it
+    holds the build side. Where it does not, only its last word (failed = 1) is defined."""
+    failed = bool((~usable).any()) if valid is None else bool((valid & ~usable).any())
+    codes, rows = _usable_rows(codes, usable)
+    if rows is None:
+        rows = torch.arange(codes.shape[0])
+    codes = codes.to(torch.int64) & _M32  # a 4-byte table's codes as the unsigned kernel's
+    at = codes & (direct.shape[0] - 2)
+    if not failed and at.shape[0] and int(torch.bincount(at).max()) > 1:
+        failed = True  # an entry claimed twice
+    if failed:
+        direct[-1] = 1
+        return False
+    direct[at] = ((rows + 1) << 32) | codes
+    return True
+
+
 def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
-                     shape: int, low: int, high: int) -> None:
+                     shape: int, low: int, high: int, *, direct: torch.Tensor | None = None
+                     ) -> None:
     """Insert every usable build row as key code -> row number; a non-null row outside the
-    code range is counted as unplaced (counts[2]), as the kernel does."""
+    code range is counted as unplaced (counts[2]), as the kernel does. ``direct``: the
+    direct array, tried first; where it holds every row the table is left empty."""
     codes, usable = join_codes(state, keys, valid, shape, low, high)
+    if direct is not None and _direct_build(direct, codes, usable, valid):
+        return
     outside = int((~usable).sum()) if valid is None else int((valid & ~usable).sum())
     if outside:
         state.counts[2] += outside
@@ -395,22 +418,36 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     _place(state, codes, rows.to(state.spec.value_dtype), multi=True)
 
 
+def _direct_matches(direct: torch.Tensor, codes: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(position in ``codes``, build row) of each code's entry in a direct array."""
+    codes = codes.to(torch.int64) & _M32
+    entries = direct.index_select(0, codes & (direct.shape[0] - 2))
+    hit = ((entries & _M32) == codes) & (entries != 0)
+    found = hit.nonzero().squeeze(1)
+    return found, (entries.index_select(0, found) >> 32) - 1
+
+
 def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
                      shape: int, low: int, high: int, *, keep_unmatched: bool = False,
                      build_hit: torch.Tensor | None = None,
-                     probe_hit: torch.Tensor | None = None
+                     probe_hit: torch.Tensor | None = None,
+                     direct: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(probe row, build row) of every match, plus (row, -1) for rows without one when
     ``keep_unmatched``; ``build_hit`` marked at matched build rows; with ``probe_hit`` only
     that mask is written. Last, the build rows the table lacks (counts[2]), as the kernel
-    reports them."""
+    reports them. ``direct``: read instead of the table where it holds the build side."""
     unplaced = int(state.counts[2])
     codes, usable = join_codes(state, keys, valid, shape, low, high)
     codes, rows = _usable_rows(codes, usable)
-    probe, slots = _matches(state, codes)
+    if direct is not None and int(direct[-1]) == 0:
+        probe, build = _direct_matches(direct, codes)
+    else:
+        probe, slots = _matches(state, codes)
+        build = state.value_view().index_select(0, slots).to(torch.int64)
     if rows is not None:
         probe = rows.index_select(0, probe)
-    build = state.value_view().index_select(0, slots).to(torch.int64)
     if build_hit is not None:
         build_hit[build] = 1
     if probe_hit is not None:

@@ -34,7 +34,7 @@ MAP_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_r
                "gh_rehash_deferred")
 MULTI_KERNELS = ("gh_multi_insert", "gh_multi_count", "gh_multi_retrieve", "gh_multi_erase",
                  "gh_multi_rehash")
-JOIN_KERNELS = ("gh_multi_join_build", "gh_multi_join_probe")
+JOIN_KERNELS = ("gh_multi_join_build", "gh_multi_join_probe", "gh_join_direct_build")
 JOIN_ROW_DTYPES = (torch.int32, torch.int64)  # a join build's values: its row numbers
 JOIN_FLAGS = {"keep_unmatched": 1, "mark_build": 2, "hits_only": 4,  # kernels/multimap.cu
               "warp_reads": 8}
@@ -398,26 +398,37 @@ def multi_erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 
 # --- join (a multimap of build rows) -----------------------------------------------------
 def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
-                     shape: int, low: int, high: int) -> None:
+                     shape: int, low: int, high: int, *, direct: torch.Tensor | None = None
+                     ) -> None:
     """Insert every usable row of a build key column as key code -> row number. ``shape``,
     ``low`` and ``high`` say how a row's code derives from its key (kernels/multimap.cu:
-    gh_join_code; the CPU engine's join_codes is the same rule)."""
+    gh_join_code; the CPU engine's join_codes is the same rule). ``direct`` (int64, zeroed:
+    a power of two entries and one word more) is tried first, and the table is left empty
+    where it holds every row (kernels/multimap.cu: gh_join_direct_build)."""
     kernels, table, device = _launch_info(state)
-    launch(kernels[f"gh_multi_join_build_{keys.element_size()}"], keys.shape[0], *table,
-           keys.data_ptr(), _ptr(valid), keys.shape[0], shape, low, high, device=device)
+    width, rows = keys.element_size(), keys.shape[0]
+    if direct is not None:
+        launch(kernels[f"gh_join_direct_build_{width}"], rows, keys.data_ptr(), _ptr(valid),
+               rows, shape, low, high, direct.data_ptr(), direct.shape[0] - 2, device=device)
+    failed = 0 if direct is None else direct.data_ptr() + 8 * (direct.shape[0] - 1)
+    launch(kernels[f"gh_multi_join_build_{width}"], rows, *table, keys.data_ptr(), _ptr(valid),
+           rows, shape, low, high, failed, device=device)
 
 
 def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
                      shape: int, low: int, high: int, *, keep_unmatched: bool = False,
                      build_hit: torch.Tensor | None = None,
-                     probe_hit: torch.Tensor | None = None
+                     probe_hit: torch.Tensor | None = None,
+                     direct: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(probe row, build row) of every match of a probe key column, plus (row, -1) for rows
     without one when ``keep_unmatched``; in no particular order; and the number of build rows
     the table lacks (unplaced: out of the encoding's range, or no slot), which must be zero
     for the pairs to be complete. ``build_hit`` (a byte per build row) gets 1 at every matched
     build row. With ``probe_hit`` (a bool per probe row) only that mask is written and no
-    pairs are made. Synchronises once: the pair count and the unplaced count in one read."""
+    pairs are made. ``direct``: the build's direct array (multi_join_build), read instead of
+    the table where it holds the build side. Synchronises once: the pair count and the
+    unplaced count in one read."""
     kernels, table, device = _launch_info(state)
     kernel = kernels[f"gh_multi_join_probe_{keys.element_size()}"]
     rows = keys.shape[0]
@@ -436,7 +447,8 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
         out_probe, out_build = keys.new_empty((2, capacity), dtype=torch.int64)  # one alloc
         launch(kernel, launch_rows, *table, keys.data_ptr(), _ptr(valid), rows, shape, low,
                high, flags, out_probe.data_ptr(), out_build.data_ptr(), capacity,
-               counters.data_ptr(), _ptr(build_hit), _ptr(probe_hit), device=device)
+               counters.data_ptr(), _ptr(build_hit), _ptr(probe_hit), _ptr(direct),
+               0 if direct is None else direct.shape[0] - 2, device=device)
         total, unplaced = counters.tolist()
         if unplaced or total <= capacity:
             return out_probe[:min(total, capacity)], out_build[:min(total, capacity)], unplaced

@@ -123,10 +123,42 @@ __device__ __forceinline__ gh_i64 gh_join_row(const T& t, gh_u64 slot) {
     return *reinterpret_cast<const gh_i64*>(t.value(slot));
 }
 
-// Every usable build row becomes an entry: its key code -> its row number.
+// A build side of dense keys needs no hash table: its codes are distinct modulo a power of two
+// at least its row count (integer ids over a range about their count are), so each code owns
+// the entry at code & mask of an array of 64-bit words, ((build row + 1) << 32) | code, 0 when
+// empty. The array is tried first, without the keys' range (learning it would cost the host a
+// sync): an entry claimed twice (a repeated key, or two codes equal modulo the size) or a
+// non-null row without a 32-bit code sets the word past the array (`failed`), and then the
+// hash table is built and probed as if there were no array. So the array is used only when
+// it holds every non-null build row. One row a thread (_cuda/launch.py), so no early exit.
+template <class T, int IN_BYTES>
+__global__ void gh_join_direct_build(const char* keys, const gh_u8* valid, gh_u64 n,
+                                     gh_u64 shape, gh_i64 low, gh_i64 high, gh_u64* direct,
+                                     gh_u64 mask) {
+    volatile gh_u64* failed = direct + mask + 1;
+    for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
+        if (valid != nullptr && !valid[row]) continue;  // nulls match nothing: not stored
+        gh_u64 code;
+        if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
+            code > 0xffffffffull || row >= 0xffffffffull) {
+            *failed = 1;
+            continue;
+        }
+        const gh_u64 entry = ((row + 1) << 32) | code;
+        if (atomicCAS(reinterpret_cast<unsigned long long*>(direct + (code & mask)), 0ull,
+                      static_cast<unsigned long long>(entry)) != 0ull) {
+            *failed = 1;
+        }
+    }
+}
+
+// Every usable build row becomes an entry: its key code -> its row number. With a direct
+// array (`direct_failed`: the word past it, else null) that holds the build side, nothing.
 template <class T, int IN_BYTES>
 __global__ void gh_multi_join_build(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid,
-                                    gh_u64 n, gh_u64 shape, gh_i64 low, gh_i64 high) {
+                                    gh_u64 n, gh_u64 shape, gh_i64 low, gh_i64 high,
+                                    const gh_u64* direct_failed) {
+    if (direct_failed != nullptr && *direct_failed == 0) return;
     const T t = GH_REF(T);
     gh_i64 placed = 0;
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
@@ -167,7 +199,7 @@ __global__ void __launch_bounds__(256, GH_JOIN_BLOCKS)
 gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u64 n,
                     gh_u64 shape, gh_i64 low, gh_i64 high, gh_u64 flags, gh_i64* out_probe,
                     gh_i64* out_build, gh_u64 capacity, gh_i64* total, gh_u8* build_hit,
-                    gh_u8* probe_hit) {
+                    gh_u8* probe_hit, const gh_u64* direct, gh_u64 direct_mask) {
     using Row = typename GhIf<T::VALUE_BYTES == 4, gh_u32, gh_i64>::type;
     const T t = GH_REF(T);
     __shared__ Row first[GH_JOIN_ITEMS][256];     // blocks of 256 threads (_cuda/launch.py)
@@ -178,9 +210,41 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
     const bool keep = flags & GH_JOIN_KEEP_UNMATCHED, mark = flags & GH_JOIN_MARK_BUILD;
     const bool together = flags & GH_JOIN_WARP_READS;  // the same for every lane
     const gh_u64 tile_rows = static_cast<gh_u64>(blockDim.x) * GH_JOIN_ITEMS;
+    // the direct array (gh_join_direct_build), where it holds the build side: one read a row.
+    // The engines pass one to tables of 4-byte codes only; others compile without its path.
+    bool direct_used = false;
+    if constexpr (T::KEY_BYTES == 4) direct_used = direct != nullptr && direct[direct_mask + 1] == 0;
     if (blockIdx.x == 0 && threadIdx.x == 0) total[1] = t.counts[2];  // the build is done
     for (gh_u64 tile = blockIdx.x * tile_rows; tile < n; tile += gridDim.x * tile_rows) {
         gh_u64 mine = 0;  // pairs this thread emits in the tile
+        const auto record = [&](int i, gh_u64 row, Row found, gh_u32 matches) {
+            if ((flags & GH_JOIN_HITS_ONLY) && row < n) probe_hit[row] = matches > 0;
+            first[i][me] = found;
+            count[i][me] = matches;
+            mine += matches ? matches : (keep && row < n ? 1 : 0);
+        };
+        if (direct_used) {  // unrolled: a thread's eight reads in flight at once
+            gh_u64 code[GH_JOIN_ITEMS], entry[GH_JOIN_ITEMS];
+#pragma unroll
+            for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
+                const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
+                entry[i] = 0;
+                if (row < n && gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high,
+                                                         &code[i])) {
+                    entry[i] = direct[code[i] & direct_mask];
+                } else {
+                    code[i] = ~0ull;  // matches no entry: an entry's code is below 2**32
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
+                const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
+                const bool hit = entry[i] != 0 && (entry[i] & 0xffffffffull) == code[i];
+                const Row found = hit ? static_cast<Row>((entry[i] >> 32) - 1) : 0;
+                if (hit && mark) build_hit[found] = 1;
+                record(i, row, found, hit ? 1 : 0);
+            }
+        } else {
 #pragma unroll 1
         for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
             const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
@@ -212,10 +276,8 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
                     if (mark) build_hit[build_row] = 1;
                 });
             }
-            if ((flags & GH_JOIN_HITS_ONLY) && row < n) probe_hit[row] = matches > 0;
-            first[i][me] = found;
-            count[i][me] = matches;
-            mine += matches ? matches : (keep && row < n ? 1 : 0);
+            record(i, row, found, matches);
+        }
         }
         if (flags & GH_JOIN_HITS_ONLY) continue;  // uniform: no barrier is skipped unevenly
 
