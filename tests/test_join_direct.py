@@ -1,5 +1,5 @@
 """The direct array a join build tries before its hash table (kernels/multimap.cu:
-gh_join_direct_build; join._direct_array): dense distinct keys are held and probed through it,
+gh_join_direct_build; join._direct_entries): dense distinct keys are held and probed through it,
 repeated keys, keys colliding modulo its size and rows without a 32-bit code give it up for the
 table, and every how, null rule, chunked probe and refit gives the pairs of the table alone.
 
@@ -29,23 +29,22 @@ def pairs(result, how) -> list:
 
 
 def _any_device(encoder, rows, device):
-    """join._direct_array without its GPU-only rule."""
+    """join._direct_entries without its GPU-only rule."""
     if encoder.key_dtype != torch.int32:
-        return None
-    entries = _join_plan.direct_entries(rows, encoder.code_span)
-    return torch.zeros(entries + 1, dtype=torch.int64, device=device) if entries else None
+        return 0
+    return _join_plan.direct_entries(rows, encoder.code_span)
 
 
 @pytest.fixture
 def direct_anywhere(monkeypatch):
     """CPU joins through the hash table's path with a direct array (no dense table)."""
     monkeypatch.setattr(_join_dense, "DENSE_MIN_ROWS", 1 << 62)
-    monkeypatch.setattr(join, "_direct_array", _any_device)
+    monkeypatch.setattr(join, "_direct_entries", _any_device)
 
 
 def without_direct(monkeypatch, *args, **options):
     with monkeypatch.context() as patch:
-        patch.setattr(join, "_direct_array", lambda *_: None)
+        patch.setattr(join, "_direct_entries", lambda *_: 0)
         return gh.join(*args, **options)
 
 
@@ -182,12 +181,17 @@ def test_both_engines_write_the_same_array_and_pairs(right):
 @pytest.mark.parametrize("how", HOWS)
 def test_gpu_joins_through_the_array_match_the_cpu(how):
     generator = torch.Generator().manual_seed(20 + HOWS.index(how))
-    for right in (dense_keys(300_000, 11), dense_keys(8000, 12).to(torch.uint32),
-                  dense_keys(50_000, 13, torch.int64) + 2**40):
-        left = (torch.randint(-200_000, 700_000, (400_000,), generator=generator)
-                + (2**40 if right.dtype == torch.int64 else 0)).to(right.dtype)
-        left_valid = torch.rand(400_000, generator=generator) > 0.05
-        right_valid = torch.rand(right.shape[0], generator=generator) > 0.05
+    # (uint32 keys past 2**31, clear of the dtype's two largest values, which Direct32 cannot
+    # code: those give the array up, as test_the_array_joins_as_the_table_does checks)
+    for right, offset in ((dense_keys(300_000, 11), 0),
+                          ((dense_keys(8000, 12).to(torch.int64) + 2**31).to(torch.uint32),
+                           2**31),
+                          (dense_keys(50_000, 13, torch.int64) + 2**40, 2**40)):
+        left = torch.randint(-200_000, 700_000, (400_000,), generator=generator) + offset
+        left = left.to(right.dtype)
+        # few nulls: with nulls_equal every null pair is output
+        left_valid = torch.rand(400_000, generator=generator) > 0.001
+        right_valid = torch.rand(right.shape[0], generator=generator) > 0.001
         built = gh.JoinBuild(right.cuda(), right_valid=right_valid.cuda())
         assert holds(built) is True
         for nulls_equal in (False, True):

@@ -305,9 +305,12 @@ def filter_words(spec: TableSpec) -> int:
     return (spec.num_buckets * FILTER_BITS + 31) // 32
 
 
-def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
+def empty_state(spec: TableSpec, device: torch.device | str, *, spare_words: int = 0
+                ) -> TableState:
     """A table with no entries: every bucket slot EMPTY, both out-of-band slots absent. (The
-    CPU engine's; the CUDA engine makes the same bytes in one launch.)"""
+    CPU engine's; the CUDA engine makes the same bytes in one launch.) ``spare_words``: zero
+    int64 words for the caller, ``state.__dict__["_spare"]`` (the CUDA engine's ride in the
+    table's allocation)."""
     check_buckets(spec)
     device = torch.device(device)
     rows = spec.num_slots + 2
@@ -320,6 +323,8 @@ def empty_state(spec: TableSpec, device: torch.device | str) -> TableState:
     counts = torch.zeros((COUNTS_LEN,), dtype=torch.int64, device=device)
     state = TableState(spec, slots, state_values, overflow, counts)
     reset_out_of_band(state)
+    if spare_words:
+        state.__dict__["_spare"] = torch.zeros(spare_words, dtype=torch.int64, device=device)
     return state
 
 

@@ -79,7 +79,7 @@ class _RowTable:
     """The build side as a MultiMap from key code to build row number, filled and probed by
     the join kernels straight from the key columns (engines: multi_join_build and
     multi_join_probe), at load at most LOAD so a probe reads one bucket; 32-bit codes try
-    a direct array first (``_direct_array``), which spares the table its entries and a probe
+    a direct array first (``_direct_entries``), which spares the table its entries and a probe
     its bucket walk where the keys are dense and distinct. A table whose
     encoder may not hold every build key (``refit``: :class:`Direct32`) learns so from the
     first probe's unplaced count, then refits a :class:`KeyEncoder` and builds again."""
@@ -98,9 +98,11 @@ class _RowTable:
         streams (a prepared JoinBuild, or any probe after a refit, which another thread's probe
         may have caused), so each waits for an event after the build; one join's own probes
         run on its stream and need none."""
+        entries = _direct_entries(encoder, self.rows, self.device)
         multi = MultiMap._empty(_build_spec(encoder.key_dtype, self.rows, self.LOAD),
-                                self.device, growable=False, duplicates="any")
-        direct = _direct_array(encoder, self.rows, self.device)
+                                self.device, growable=False, duplicates="any",
+                                spare_words=entries + 1 if entries else 0)
+        direct = multi._state.__dict__.pop("_spare", None)  # zeroed with the table
         multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build),
                                        direct=direct)
         ready = _event_after_queued_work(self.device) if ordered else None
@@ -160,16 +162,15 @@ class _RowTable:
         return self._unique
 
 
-def _direct_array(encoder, rows: int, device: torch.device) -> torch.Tensor | None:
-    """The zeroed direct array a build side tries before its hash table (entries and the
-    word saying whether it failed; kernels/multimap.cu: gh_join_direct_build), or None. On
-    a GPU only: on the CPU the dense table (_join_dense) takes dense 32-bit keys, sized from
-    their range, which a GPU would need a second host sync to learn. (The CPU engine has
-    the array's operations too, as the CUDA engine's twin.)"""
+def _direct_entries(encoder, rows: int, device: torch.device) -> int:
+    """Entries of the direct array a build side tries before its hash table (0: none; the
+    array has one word more, saying whether it failed: kernels/multimap.cu:
+    gh_join_direct_build). On a GPU only: on the CPU the dense table (_join_dense) takes
+    dense 32-bit keys, sized from their range, which a GPU would need a second host sync to
+    learn. (The CPU engine has the array's operations too, as the CUDA engine's twin.)"""
     if device.type != "cuda" or encoder.key_dtype != torch.int32:
-        return None
-    entries = _join_plan.direct_entries(rows, encoder.code_span)
-    return torch.zeros(entries + 1, dtype=torch.int64, device=device) if entries else None
+        return 0
+    return _join_plan.direct_entries(rows, encoder.code_span)
 
 
 def _event_after_queued_work(device: torch.device) -> torch.cuda.Event | None:

@@ -19,8 +19,10 @@ from .._format import TableSpec, TableState
 class Engine(Protocol):
     """The operations every engine offers, with the same names and signatures."""
 
-    def empty_state(self, spec: TableSpec, device: torch.device) -> TableState:
-        """A table of ``spec`` with no entries on ``device`` (_format.empty_state's bytes)."""
+    def empty_state(self, spec: TableSpec, device: torch.device, *, spare_words: int = 0
+                    ) -> TableState:
+        """A table of ``spec`` with no entries on ``device`` (_format.empty_state's bytes),
+        and ``spare_words`` zero words for the caller."""
 
     def last_rows(self, state: TableState, keys: torch.Tensor) -> torch.Tensor:
         """True on the last row of each distinct key of a batch (batch order)."""
@@ -68,19 +70,24 @@ class Engine(Protocol):
         """Remove every copy of each key; copies removed by each row."""
 
     def multi_join_build(self, state: TableState, keys: torch.Tensor,
-                         valid: torch.Tensor | None, shape: int, low: int, high: int) -> None:
+                         valid: torch.Tensor | None, shape: int, low: int, high: int, *,
+                         direct: torch.Tensor | None = None) -> None:
         """A join's build side: every usable row of a key column as code -> row number; a
-        non-null row outside the code range is counted as unplaced (counts[2])."""
+        non-null row outside the code range is counted as unplaced (counts[2]). ``direct``
+        (zeroed): a direct array tried first; where it holds every row the table stays
+        empty."""
 
     def multi_join_probe(self, state: TableState, keys: torch.Tensor,
                          valid: torch.Tensor | None, shape: int, low: int, high: int, *,
                          keep_unmatched: bool = False, build_hit: torch.Tensor | None = None,
-                         probe_hit: torch.Tensor | None = None
+                         probe_hit: torch.Tensor | None = None,
+                         direct: torch.Tensor | None = None
                          ) -> tuple[torch.Tensor, torch.Tensor, int]:
         """(probe row, build row) of every match of a key column (and (row, -1) for rows
         without one when ``keep_unmatched``); marks ``build_hit``; with ``probe_hit`` only
-        that mask. Last, the build rows the table lacks: the result is complete only when
-        it is zero."""
+        that mask; ``direct``: the build's direct array, read in place of the table where
+        it holds the build side. Last, the build rows the table lacks: the result is
+        complete only when it is zero."""
 
     def stashed(self, state: TableState,
                 count: int) -> tuple[torch.Tensor, torch.Tensor] | None:

@@ -100,12 +100,14 @@ def _fill_kernel(device_index: int, arch: str | None):
     return load_module("fill.cu", (), device_index, arch).get_kernel("gh_fill_table")
 
 
-def empty_state(spec: TableSpec, device: torch.device) -> TableState:
+def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0) -> TableState:
     """A table with no entries, byte for byte _format.empty_state's, in one allocation set by
     one launch (kernels/fill.cu): slot words, then the counters, then the overflow bits,
     each tensor a view of its part. (A value row table's rows are a second allocation.)
     Two more zero words close the allocation, outside every view: the counters of the
-    table's first join probe (multi_join_probe), which would otherwise cost a launch."""
+    table's first join probe (multi_join_probe), which would otherwise cost a launch; then
+    ``spare_words`` zero words for the caller (``state.__dict__["_spare"]``: a join build's
+    direct array), which would too."""
     check_buckets(spec)
     device = torch.device(device)
     index = device.index if device.index is not None else torch.cuda.current_device()
@@ -113,7 +115,7 @@ def empty_state(spec: TableSpec, device: torch.device) -> TableState:
     slot_words = rows * spec.words_per_slot
     bits = filter_words(spec)
     end = slot_words + COUNTS_LEN + (bits + 1) // 2
-    total = end + _PROBE_COUNTERS
+    total = end + _PROBE_COUNTERS + spare_words
     words = torch.empty(total, dtype=torch.int64, device=device)
     launch(_fill_kernel(index, os.environ.get(ARCH_ENV)), total, words.data_ptr(), slot_words,
            total, spec.num_slots * spec.words_per_slot, device=index)
@@ -123,7 +125,9 @@ def empty_state(spec: TableSpec, device: torch.device) -> TableState:
     state = TableState(spec, words[:slot_words].view(rows, spec.words_per_slot), values,
                        words[slot_words + COUNTS_LEN:end].view(torch.int32)[:bits],
                        words[slot_words:slot_words + COUNTS_LEN])
-    state.__dict__["_zeroed_counters"] = words[end:]  # taken by the first probe only
+    state.__dict__["_zeroed_counters"] = words[end:end + _PROBE_COUNTERS]  # the first probe's
+    if spare_words:
+        state.__dict__["_spare"] = words[end + _PROBE_COUNTERS:]
     return state
 
 
