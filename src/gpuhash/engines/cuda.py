@@ -412,8 +412,9 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     kernels, table, device = _launch_info(state)
     width, rows = keys.element_size(), keys.shape[0]
     if direct is not None:
-        launch(kernels[f"gh_join_direct_build_{width}"], rows, keys.data_ptr(), _ptr(valid),
-               rows, shape, low, high, direct.data_ptr(), direct.shape[0] - 2, device=device)
+        launch(kernels[f"gh_join_direct_build_{width}"], -(-rows // DIRECT_ROWS),
+               keys.data_ptr(), _ptr(valid), rows, shape, low, high, direct.data_ptr(),
+               direct.shape[0] - 2, device=device)
     failed = 0 if direct is None else direct.data_ptr() + 8 * (direct.shape[0] - 1)
     launch(kernels[f"gh_multi_join_build_{width}"], rows, *table, keys.data_ptr(), _ptr(valid),
            rows, shape, low, high, failed, device=device)
@@ -461,6 +462,7 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
 
 
 JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)
+DIRECT_ROWS = 4  # build rows per thread of gh_join_direct_build: fewer blocks, fewer writes
 
 
 def _past_l2(spec: TableSpec) -> bool:

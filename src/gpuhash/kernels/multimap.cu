@@ -130,32 +130,28 @@ __device__ __forceinline__ gh_i64 gh_join_row(const T& t, gh_u64 slot) {
 // sync): an entry claimed twice (a repeated key, or two codes equal modulo the size) or a
 // non-null row without a 32-bit code sets the word past the array (`failed`), and then the
 // hash table is built and probed as if there were no array. So the array is used only when
-// it holds every non-null build row. Sparse keys collide at a third of their rows or more, so
-// a warp writes `failed` once (one word written by every colliding thread cost 0.12 ms on a
-// 1M-row build) and skips its claims once it is set.
+// it holds every non-null build row. One word read or written by every warp costs as much as
+// the claims (a 1M-row build: 22 us with dense keys, 111 with sparse ones, whose claims
+// collide), so a block writes `failed` once, at its end, and nothing reads it here; a thread
+// takes several rows (engines/cuda.py: DIRECT_ROWS), so a 1M-row build has ~1,000 blocks.
 template <class T, int IN_BYTES>
 __global__ void gh_join_direct_build(const char* keys, const gh_u8* valid, gh_u64 n,
                                      gh_u64 shape, gh_i64 low, gh_i64 high, gh_u64* direct,
                                      gh_u64 mask) {
-    volatile gh_u64* failed = direct + mask + 1;
-    const gh_u64 stride = gh_stride();
-    for (gh_u64 base = gh_row() - (threadIdx.x & 31); base < n; base += stride) {
-        const gh_u64 row = base + (threadIdx.x & 31);  // the warp's lanes stay together
-        bool lost = false;
-        if (row < n && (valid == nullptr || valid[row]) && *failed == 0) {  // nulls: not stored
-            gh_u64 code;
-            if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
-                code > 0xffffffffull || row >= 0xffffffffull) {
-                lost = true;
-            } else {
-                const gh_u64 entry = ((row + 1) << 32) | code;
-                lost = atomicCAS(reinterpret_cast<unsigned long long*>(direct + (code & mask)),
-                                 0ull, static_cast<unsigned long long>(entry)) != 0ull;
-            }
+    bool lost = false;
+    for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
+        if (valid != nullptr && !valid[row]) continue;  // nulls match nothing: not stored
+        gh_u64 code;
+        if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
+            code > 0xffffffffull || row >= 0xffffffffull) {
+            lost = true;
+            continue;
         }
-        const unsigned losers = __ballot_sync(0xffffffffu, lost);
-        if (losers && (threadIdx.x & 31) == static_cast<unsigned>(__ffs(losers) - 1)) *failed = 1;
+        const gh_u64 entry = ((row + 1) << 32) | code;
+        lost |= atomicCAS(reinterpret_cast<unsigned long long*>(direct + (code & mask)), 0ull,
+                          static_cast<unsigned long long>(entry)) != 0ull;
     }
+    if (__syncthreads_or(lost) && threadIdx.x == 0) direct[mask + 1] = 1;  // failed
 }
 
 // Every usable build row becomes an entry: its key code -> its row number. With a direct
@@ -223,34 +219,6 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
     if (blockIdx.x == 0 && threadIdx.x == 0) total[1] = t.counts[2];  // the build is done
     for (gh_u64 tile = blockIdx.x * tile_rows; tile < n; tile += gridDim.x * tile_rows) {
         gh_u64 mine = 0;  // pairs this thread emits in the tile
-        const auto record = [&](int i, gh_u64 row, Row found, gh_u32 matches) {
-            if ((flags & GH_JOIN_HITS_ONLY) && row < n) probe_hit[row] = matches > 0;
-            first[i][me] = found;
-            count[i][me] = matches;
-            mine += matches ? matches : (keep && row < n ? 1 : 0);
-        };
-        if (direct_used) {  // unrolled: a thread's eight reads in flight at once
-            gh_u64 code[GH_JOIN_ITEMS], entry[GH_JOIN_ITEMS];
-#pragma unroll
-            for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
-                const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
-                entry[i] = 0;
-                if (row < n && gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high,
-                                                         &code[i])) {
-                    entry[i] = direct[code[i] & direct_mask];
-                } else {
-                    code[i] = ~0ull;  // matches no entry: an entry's code is below 2**32
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
-                const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
-                const bool hit = entry[i] != 0 && (entry[i] & 0xffffffffull) == code[i];
-                const Row found = hit ? static_cast<Row>((entry[i] >> 32) - 1) : 0;
-                if (hit && mark) build_hit[found] = 1;
-                record(i, row, found, hit ? 1 : 0);
-            }
-        } else {
 #pragma unroll 1
         for (int i = 0; i < GH_JOIN_ITEMS; ++i) {
             const gh_u64 row = tile + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
@@ -259,12 +227,23 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
             gh_u64 code = 0;
             const bool usable =
                 row < n && gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code);
-            bool walk = usable;
+            bool walk = usable && !direct_used;
+            // one entry: this code's, another's, or none. In the item loop, not unrolled
+            // apart: eight reads in flight a thread took the kernel from 48 registers to 64,
+            // five resident blocks an SM to four, and the table's probes 198 -> 221 us (J3)
+            if (direct_used && usable) {
+                const gh_u64 entry = direct[code & direct_mask];
+                if (entry != 0 && (entry & 0xffffffffull) == code) {
+                    found = static_cast<Row>((entry >> 32) - 1);
+                    matches = 1;
+                    if (mark) build_hit[found] = 1;
+                }
+            }
             // Tables past L2: the warp reads first buckets together. From L2 the shuffles
             // cost more than the wavefronts they save, so there each lane walks alone
             // (both measured: bench/RESULTS.md, fourteenth session).
             if constexpr (T::LAYOUT != GH_ROWS) {
-                if (together) {
+                if (together && !direct_used) {
                     const GhFirstLook look = gh_warp_first_bucket(t, code, usable);
                     walk = usable && !(look.ends && look.copies <= 1);
                     if (!walk && look.copies) {
@@ -282,8 +261,10 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
                     if (mark) build_hit[build_row] = 1;
                 });
             }
-            record(i, row, found, matches);
-        }
+            if ((flags & GH_JOIN_HITS_ONLY) && row < n) probe_hit[row] = matches > 0;
+            first[i][me] = found;
+            count[i][me] = matches;
+            mine += matches ? matches : (keep && row < n ? 1 : 0);
         }
         if (flags & GH_JOIN_HITS_ONLY) continue;  // uniform: no barrier is skipped unevenly
 
