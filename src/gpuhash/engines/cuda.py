@@ -462,7 +462,9 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
 
 
 JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)
-DIRECT_ROWS = 4  # build rows per thread of gh_join_direct_build: fewer blocks, fewer writes
+# build rows per thread of gh_join_direct_build, a round each: its blocks stop at the first
+# round with a failed claim, so sparse keys claim about 1 / DIRECT_ROWS of their rows
+DIRECT_ROWS = 8
 
 
 def _past_l2(spec: TableSpec) -> bool:

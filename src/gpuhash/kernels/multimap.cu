@@ -132,26 +132,33 @@ __device__ __forceinline__ gh_i64 gh_join_row(const T& t, gh_u64 slot) {
 // hash table is built and probed as if there were no array. So the array is used only when
 // it holds every non-null build row. One word read or written by every warp costs as much as
 // the claims (a 1M-row build: 22 us with dense keys, 111 with sparse ones, whose claims
-// collide), so a block writes `failed` once, at its end, and nothing reads it here; a thread
-// takes several rows (engines/cuda.py: DIRECT_ROWS), so a 1M-row build has ~1,000 blocks.
+// collide), so nothing reads `failed` here, and a block writes it once, when a claim of its
+// fails; it then stops, since the array is given up (sparse keys collide in a block's first
+// round). A thread takes several rows, a round at a time (engines/cuda.py: DIRECT_ROWS).
 template <class T, int IN_BYTES>
 __global__ void gh_join_direct_build(const char* keys, const gh_u8* valid, gh_u64 n,
                                      gh_u64 shape, gh_i64 low, gh_i64 high, gh_u64* direct,
                                      gh_u64 mask) {
-    bool lost = false;
-    for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
-        if (valid != nullptr && !valid[row]) continue;  // nulls match nothing: not stored
+    for (gh_u64 first = static_cast<gh_u64>(blockIdx.x) * blockDim.x; first < n;
+         first += gh_stride()) {  // the same rounds for every thread of a block
+        const gh_u64 row = first + threadIdx.x;
+        bool lost = false;
         gh_u64 code;
-        if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
-            code > 0xffffffffull || row >= 0xffffffffull) {
+        if (row >= n || (valid != nullptr && !valid[row])) {
+            // past the end, or null: nulls match nothing and are not stored
+        } else if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
+                   code > 0xffffffffull || row >= 0xffffffffull) {
             lost = true;
-            continue;
+        } else {
+            const gh_u64 entry = ((row + 1) << 32) | code;
+            lost = atomicCAS(reinterpret_cast<unsigned long long*>(direct + (code & mask)),
+                             0ull, static_cast<unsigned long long>(entry)) != 0ull;
         }
-        const gh_u64 entry = ((row + 1) << 32) | code;
-        lost |= atomicCAS(reinterpret_cast<unsigned long long*>(direct + (code & mask)), 0ull,
-                          static_cast<unsigned long long>(entry)) != 0ull;
+        if (__syncthreads_or(lost)) {
+            if (threadIdx.x == 0) direct[mask + 1] = 1;  // failed
+            return;
+        }
     }
-    if (__syncthreads_or(lost) && threadIdx.x == 0) direct[mask + 1] = 1;  // failed
 }
 
 // Every usable build row becomes an entry: its key code -> its row number. With a direct
