@@ -303,3 +303,22 @@ def test_a_growable_cpu_table_gives_back_what_repeats_did_not_use():
     distinct = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32)
     distinct.insert(torch.arange(100_000), torch.ones(100_000))
     assert len(distinct) == 100_000 and distinct.capacity >= 100_000
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_one_key_held_many_times_is_counted_and_found_once_a_copy(device):
+    """A key whose copies fill buckets far past the random steps (walks into the linear part,
+    where the revisit check reads only the steps before it) and a small table whose random
+    steps revisit buckets: every copy is counted and found once, on either engine."""
+    for buckets_worth, copies in ((40, 250), (3000, 9000)):
+        table = gh.MultiMap(key_dtype=torch.int64, value_dtype=torch.int64,
+                            capacity=buckets_worth * 8, max_load_factor=0.97, growable=False,
+                            device=device)
+        keys = torch.full((copies,), 5, dtype=torch.int64)
+        others = torch.arange(100, 100 + copies // 9, dtype=torch.int64)
+        table.insert(torch.cat([keys, others]).to(device),
+                     torch.arange(copies + others.shape[0]).to(device))
+        assert table.count(torch.tensor([5, 100, 7]).to(device)).tolist() == [copies, 1, 0]
+        rows, index = table.find_all(torch.tensor([7, 5]).to(device))
+        assert rows.tolist() == [1] * copies
+        assert sorted(table.values[index].tolist()) == list(range(copies))

@@ -252,9 +252,11 @@ def lookup(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, to
 
 @numba.njit(inline="always", **_JIT)
 def _visited_before(h, b1, b2, step, bucket, num_buckets):
-    """Whether the key's sequence reached ``bucket`` before ``step`` (gh_visited_before)."""
+    """Whether the key's sequence reached ``bucket`` before ``step`` (gh_visited_before). Only
+    the steps before the linear part can come back: a walk is too short for the linear part
+    to come round to itself, so at most 2 + RANDOM_STEPS earlier steps are read."""
     earlier = b1
-    for j in range(step):
+    for j in range(min(step, 2 + RANDOM_STEPS)):
         if earlier == bucket:
             return True
         earlier = next_bucket(h, b2, j, earlier, num_buckets)
@@ -274,11 +276,14 @@ def each_match(table, overflow, key, key_bytes, seed, num_buckets, width, empty,
     bucket = b1
     found = 0
     for step in range(num_buckets + RANDOM_STEPS + 2):
-        again = step > 0 and _visited_before(h, b1, b2, step, bucket, num_buckets)
+        again = -1  # worked out at the bucket's first copy only
         room = False
         for lane in range(width):
             word = _key_at(table, bucket * width + lane, key_bytes)
-            if word == key and not again:
+            if word == key and again < 0:
+                again = np.int64(step > 0 and _visited_before(h, b1, b2, step, bucket,
+                                                              num_buckets))
+            if word == key and again == 0:
                 if out.shape[0] > 0 and found < limit:
                     out[start + found] = bucket * width + lane
                 found += 1

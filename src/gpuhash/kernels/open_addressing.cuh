@@ -356,12 +356,17 @@ __device__ GhSlot gh_probe(const T& t, gh_u64 key, gh_u64 vbits) {
 }
 
 // Whether a key's sequence visited `bucket` before `step` (small tables revisit buckets; a
-// multimap must count each copy once). Long walks are rare, so the quadratic cost is too.
+// multimap must count each copy once). Only the steps before the linear part can come back:
+// a walk (at most num_buckets steps past them) is too short for the linear part to come round
+// to itself, so at most 2 + GH_RANDOM_STEPS earlier steps are read. (Unbounded, the check made
+// a walk past one key's many copies quadratic: 54 s to probe ten rows of a key held 50,000
+// times, bench/RESULTS.md.)
 template <class T>
 __device__ __forceinline__ bool gh_visited_before(const T& t, const GhHome& home, gh_u64 step,
                                                   gh_u64 bucket) {
     gh_u64 earlier = home.b1;
-    for (gh_u64 j = 0; j < step; ++j) {
+    const gh_u64 steps = step < 2 + GH_RANDOM_STEPS ? step : 2 + GH_RANDOM_STEPS;
+    for (gh_u64 j = 0; j < steps; ++j) {
         if (earlier == bucket) return true;
         earlier = gh_next_bucket(t, home, j, earlier);
     }
@@ -378,13 +383,19 @@ __device__ __forceinline__ void gh_for_each_match(const T& t, gh_u64 key, F&& f)
     gh_walk<T, true, COHERENT, false>(t, home, [&](gh_u64 bucket, gh_u64 step,
                                                    gh_u64 (&w)[T::BUCKET],
                                                    gh_u64 (&)[T::BUCKET]) {
-        const bool again = step > 0 && gh_visited_before(t, home, step, bucket);
-        bool room = false;
+        bool room = false, copies = false;
 #pragma unroll
         for (int i = 0; i < T::BUCKET; ++i) {
             const gh_u64 part = w[i] & T::KEY_MASK;
-            if (part == key && !again) f(bucket * T::BUCKET + i);
+            copies |= part == key;
             room |= part == T::EMPTY;
+        }
+        // worked out only where the bucket holds copies
+        if (copies && !(step > 0 && gh_visited_before(t, home, step, bucket))) {
+#pragma unroll
+            for (int i = 0; i < T::BUCKET; ++i) {
+                if ((w[i] & T::KEY_MASK) == key) f(bucket * T::BUCKET + i);
+            }
         }
         return room;
     });
