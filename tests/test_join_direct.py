@@ -62,7 +62,7 @@ def dense_keys(rows: int, seed: int, dtype=torch.int32) -> torch.Tensor:
 RIGHTS = {  # name -> (build keys, whether the array holds them)
     "distinct": (dense_keys(6000, 1), True),
     "repeated": (torch.cat([dense_keys(6000, 2), dense_keys(6000, 2)[:5]]), False),
-    # 2**15 entries for 6,001 rows: a key 2**15 above another takes its entry
+    # 2**14 entries for 6,001 rows: a key 2**15 above another takes its entry
     "colliding": (torch.cat([dense_keys(6000, 3), dense_keys(6000, 3)[:1] + 2**15]), False),
     # Direct32 cannot code the largest int32 value: the table refits an encoder, which
     # knows the span (wider than the rows allow) and tries no array
@@ -125,7 +125,7 @@ def test_uniqueness_and_sizes(direct_anywhere):
     assert holds(gh.JoinBuild(dense_keys(4095, 8))) is None  # too few rows to try one
     # the planner counts the array for a GPU's join, and only there
     assert (_join_plan.table_bytes(6000, 4, direct=True) - _join_plan.table_bytes(6000, 4)
-            == 8 * _join_plan.direct_entries(6000) == 8 * 2**14)
+            == 8 * (_join_plan.direct_entries(6000) + 1) == 8 * (2**14 + 1))
     assert _join_plan.direct_entries(2**22) == 0  # 64 MB of entries: past L2
     assert _join_plan.direct_entries(6000, code_span=13000) == 2**14  # at most 2x the rows
     assert _join_plan.direct_entries(6000, code_span=20000) == 0  # wider
@@ -156,15 +156,17 @@ def _engine_build(device, keys, valid, direct_words):
 @pytest.mark.parametrize("right", list(RIGHTS))
 def test_both_engines_write_the_same_array_and_pairs(right):
     build, held = RIGHTS[right]
-    valid = torch.rand(build.shape[0]) > 0.1
+    generator = torch.Generator().manual_seed(list(RIGHTS).index(right))
+    valid = torch.rand(build.shape[0], generator=generator) > 0.1
+    valid[:5] = valid[-5:] = True  # the rows that give the array up are not null
     words = _join_plan.direct_entries(build.shape[0]) + 1
     (cpu, cpu_direct), (gpu, gpu_direct) = (_engine_build(d, build, valid, words)
                                             for d in ("cpu", "cuda"))
     assert int(cpu_direct[-1]) == int(gpu_direct[-1]) == (0 if held else 1)
     if held:  # a failed array's entries depend on the order rows claimed them
         assert torch.equal(cpu_direct, gpu_direct.cpu())
-    left = torch.randint(-5000, 14000, (30000,), dtype=torch.int32)
-    left_valid = torch.rand(30000) > 0.1
+    left = torch.randint(-5000, 14000, (30000,), generator=generator, dtype=torch.int32)
+    left_valid = torch.rand(30000, generator=generator) > 0.1
     for options in ({}, {"keep_unmatched": True}):
         answers = []
         for table in (cpu, gpu):
@@ -203,3 +205,29 @@ def test_gpu_joins_through_the_array_match_the_cpu(how):
             got = built.probe(left.cuda(), how=how, left_valid=left_valid.cuda(),
                               nulls_equal=nulls_equal)
             assert pairs(got, how) == expected
+
+
+def test_the_cpu_twin_reads_rows_past_two_to_the_31():
+    """An entry's row is the high half, unsigned: a build row past 2**31 reads back whole."""
+    from gpuhash.engines import cpu
+
+    direct = torch.zeros(2**12 + 1, dtype=torch.int64)
+    row, code = 2**31 + 5, 77
+    direct[code] = ((row + 1) << 32) - 2**64 + code  # the kernel's bits, as int64
+    found, rows = cpu._direct_matches(direct, torch.tensor([3, code], dtype=torch.int32))
+    assert found.tolist() == [1] and rows.tolist() == [row]
+
+
+def test_a_gpu_plan_counts_each_parts_array():
+    """Split by key hash, each part keeps the whole code span, so its array may be as large as
+    its rows allow: the parts are sized with it (a CUDA plan needs no GPU to be made)."""
+    budget = 1_500_000
+    plan = _join_plan.plan_join(200_000, 40_000, how="inner", key_bytes=4,
+                                device=torch.device("cuda"), memory_budget=budget)
+    assert plan.strategy == "hash-partitioned"
+    part = 40_000 // plan.parts + 1
+    assert _join_plan.direct_entries(part) > 0
+    assert _join_plan.table_bytes(part, 4, direct=True) <= budget // 2
+    cpu = _join_plan.plan_join(200_000, 40_000, how="inner", key_bytes=4,
+                               device=torch.device("cpu"), memory_budget=budget)
+    assert cpu.parts < plan.parts  # no array there

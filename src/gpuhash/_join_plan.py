@@ -160,7 +160,8 @@ def default_budget(device: torch.device, need: int) -> int:
 def table_bytes(rows: int, key_bytes: int, *, direct: bool = False) -> int:
     """Bytes a build table of ``rows`` entries may take: key and row id, at the worst load;
     with ``direct``, the direct array a GPU build tries before it too."""
-    array = 8 * direct_entries(rows) if direct else 0
+    entries = direct_entries(rows) if direct else 0
+    array = 8 * (entries + 1) if entries else 0
     return int(rows * (key_bytes + (4 if rows < 2**31 else 8)) / LOAD) + 64 + array
 
 
@@ -204,17 +205,18 @@ def _usable(name: str) -> bool:
 
 
 def _partition(plan: JoinPlan, build: int, probe: int, key_bytes: int, per_row: int,
-               build_row: int = 0) -> int:
+               build_row: int = 0, *, direct: bool = False) -> int:
     """Parts for a build table past half the budget (each part's table, with ``build_row``
-    more bytes a build row, fits half of it), and chunk rows when a part's probe rows still
-    pass the budget; returns the parts."""
+    more bytes a build row and its direct array where ``direct``, fits half of it), and
+    chunk rows when a part's probe rows still pass the budget; returns the parts."""
     budget = plan.memory_budget
-    built = table_bytes(build, key_bytes) + build * build_row
     parts = 2
-    while parts < MAX_PARTS and built / parts > budget // 2:
+    while parts < MAX_PARTS and (table_bytes(build // parts + 1, key_bytes, direct=direct)
+                                 + (build // parts + 1) * build_row) > budget // 2:
         parts *= 2
     plan.parts = parts
-    part_built = table_bytes(build // parts + 1, key_bytes) + (build // parts + 1) * build_row
+    part_built = (table_bytes(build // parts + 1, key_bytes, direct=direct)
+                  + (build // parts + 1) * build_row)
     if part_built + (probe // parts + 1) * per_row > budget:
         plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget // 2) // per_row)
     return parts
@@ -290,7 +292,8 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                            f"so it is copied over in chunks while the previous chunk is "
                            f"joined")
         else:
-            parts = _partition(plan, build, probe, key_bytes, streamed, row_input)
+            parts = _partition(plan, build, probe, key_bytes, streamed, row_input,
+                               direct=True)
             reasons.append(f"the keys are in host memory and the table (~{built} bytes) passes"
                            f" half the budget of {budget} bytes, so both sides are split by "
                            f"key hash on the host into {parts} parts, each streamed")
@@ -306,7 +309,8 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                        f"{budget} bytes, so it is streamed through the table in chunks")
     else:
         plan.strategy = "hash-partitioned"
-        parts = _partition(plan, build, probe, key_bytes, per_row)
+        parts = _partition(plan, build, probe, key_bytes, per_row,
+                           direct=device.type == "cuda")
         reasons.append(f"the table (~{built} bytes) passes half the budget of {budget} "
                        f"bytes, so both sides are split by key hash into {parts} parts")
     plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)

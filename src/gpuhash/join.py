@@ -153,7 +153,9 @@ class _RowTable:
         """True when no key code repeats: the build side probed by itself finds exactly one
         match per stored row."""
         if self._unique is None:
-            direct = self._built[3]
+            _, _, ready, direct = self._built
+            if ready is not None:  # built on another stream (a refit by another probe)
+                torch.cuda.current_stream(self.device).wait_event(ready)
             if direct is not None and int(direct[-1]) == 0:  # it holds each key once
                 self._unique = True
             else:

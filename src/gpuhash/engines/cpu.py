@@ -382,7 +382,9 @@ def _direct_build(direct: torch.Tensor, codes: torch.Tensor, usable: torch.Tenso
         rows = torch.arange(codes.shape[0])
     codes = codes.to(torch.int64) & _M32  # a 4-byte table's codes as the unsigned kernel's
     at = codes & (direct.shape[0] - 2)
-    if not failed and at.shape[0] and int(torch.bincount(at).max()) > 1:
+    if rows.shape[0] and int(rows[-1]) >= _M32:
+        failed = True  # row + 1 must fit the entry's 32 bits
+    elif not failed and at.shape[0] and int(torch.bincount(at).max()) > 1:
         failed = True  # an entry claimed twice
     if failed:
         direct[-1] = 1
@@ -425,7 +427,7 @@ def _direct_matches(direct: torch.Tensor, codes: torch.Tensor
     entries = direct.index_select(0, codes & (direct.shape[0] - 2))
     hit = ((entries & _M32) == codes) & (entries != 0)
     found = hit.nonzero().squeeze(1)
-    return found, (entries.index_select(0, found) >> 32) - 1
+    return found, ((entries.index_select(0, found) >> 32) & _M32) - 1  # not sign-extended
 
 
 def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
