@@ -231,3 +231,12 @@ def test_a_gpu_plan_counts_each_parts_array():
     cpu = _join_plan.plan_join(200_000, 40_000, how="inner", key_bytes=4,
                                device=torch.device("cpu"), memory_budget=budget)
     assert cpu.parts < plan.parts  # no array there
+
+
+def test_a_gpu_plan_says_it_tries_the_array():
+    plan = _join_plan.plan_join(1_000_000, 100_000, how="inner", key_bytes=4,
+                                device=torch.device("cuda"), memory_budget=2**30)
+    assert "direct array of 262144 entries" in str(plan)
+    cpu = _join_plan.plan_join(1_000_000, 100_000, how="inner", key_bytes=4,
+                               device=torch.device("cpu"), memory_budget=2**30)
+    assert "direct array" not in str(cpu)
