@@ -313,9 +313,10 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                            direct=device.type == "cuda")
         reasons.append(f"the table (~{built} bytes) passes half the budget of {budget} "
                        f"bytes, so both sides are split by key hash into {parts} parts")
-    if device.type == "cuda" and plan.parts == 1 and direct_entries(build):
-        reasons.append(f"a build of 32-bit key codes first tries a direct array of "
-                       f"{direct_entries(build)} entries, used where the build's keys are "
-                       f"distinct and dense (one entry read a probe row)")
+    entries = direct_entries(build) if device.type == "cuda" and plan.parts == 1 else 0
+    if entries:
+        reasons.append(f"a build of 32-bit key codes first tries a direct array of {entries} "
+                       f"entries, used where the build's keys are distinct and dense (one "
+                       f"entry read a probe row)")
     plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
     return plan
