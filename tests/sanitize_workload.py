@@ -65,6 +65,14 @@ for key_dtype, value_dtype, shape in APPLY_LAYOUTS:
     assert len(multi) > 0
     torch.cuda.synchronize()
 
+# one key held far more often than its random steps can place: walks into the linear part,
+# where the revisit check reads only the steps before it
+crowded = gh.MultiMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=40 * 8,
+                      max_load_factor=0.97, growable=False, device="cuda")
+crowded.insert(torch.full((250,), 5, dtype=torch.int64).cuda(), torch.arange(250).cuda())
+assert crowded.count(torch.tensor([5]).cuda()).tolist() == [250]
+assert crowded.find_all(torch.tensor([5]).cuda())[0].tolist() == [250]
+
 # rows layout at load 0.99: wide values placed by displacement
 wide = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(8,),
                   capacity=4000, max_load_factor=0.99, growable=False, device="cuda")
