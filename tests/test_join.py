@@ -4,6 +4,8 @@ input; and, on a GPU, the CUDA engine against the CPU engine."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +15,8 @@ from hypothesis import strategies as st
 import gpuhash as gh
 from gpuhash import _join_plan
 from gpuhash._join_keys import BITS, SIGNED, UNSIGNED
+
+join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
 
 duckdb = pytest.importorskip("duckdb")
 pd = pytest.importorskip("pandas")
@@ -131,13 +135,13 @@ def test_every_how_matches_duckdb(how, data, nulls_equal):
 def test_tiny_budgets_pick_the_streaming_strategies():
     left, right = torch.arange(400) % 50, torch.arange(300) % 70
     assert gh.explain_join(left, right).strategy == "hash-table"
-    chunked = gh.explain_join(left, right, how="left", memory_budget=15_000)
+    chunked = gh.explain_join(left, right, how="left", memory_budget=23_000)
     assert chunked.strategy == "hash-table-chunked" and chunked.chunk_rows < 300
     parted = gh.explain_join(left, right, how="left", memory_budget=2_000)
     assert parted.strategy == "hash-partitioned" and parted.parts > 1
     for how in HOWS:
         base = as_pairs(gh.join(left, right, how=how), how)
-        for budget in (15_000, 2_000):
+        for budget in (23_000, 2_000):
             assert as_pairs(gh.join(left, right, how=how, memory_budget=budget), how) == base
     assert "hash-partitioned" in parted.why or "parts" in str(parted)
 
@@ -350,7 +354,9 @@ def _probe_both(table, probe, valid, code=(0, 0, 0), **options):
     pairs as a sorted list, and its build_hit / probe_hit masks when asked for. ``code``:
     how a probe value becomes a key code (shape, low, high; 0: the column holds codes)."""
     answers = []
-    for t in (table, table.to("cuda")):
+    on_gpu = table.to("cuda")
+    on_gpu._state.__dict__["join_groups"] = tuple(t.cuda() for t in table._state.join_groups)
+    for t in (table, on_gpu):
         device = t._state.slots.device
         flags = {name: v for name, v in options.items() if name == "keep_unmatched"}
         marks = {name: torch.zeros(options[name][0], dtype=options[name][1], device=device)
@@ -370,14 +376,15 @@ def _probe_both(table, probe, valid, code=(0, 0, 0), **options):
 @pytest.mark.parametrize("together", [False, True])
 def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_dtype, load,
                                                              together, monkeypatch):
-    """The probe kernel's paths, against the CPU engine over the same table bytes: first
-    buckets read by the warp together (one copy or none, the bucket with room or full with the
-    key's filter bit clear; forced here, the engine does it for tables past L2), the lane's
-    own walk (copies past the first bucket, or several in it), keys and values that need all
-    64 bits, keys next to the reserved patterns and the patterns themselves, a probe column
-    wider than the table's keys, and a last warp of fewer than 32 rows. Loads 0.5 / 0.9 /
-    0.97 give every slot layout and bucket width a join table can have (packed and pair
-    slots, 4- and 8-slot buckets)."""
+    """The probe kernel's paths, against the CPU engine over the same table bytes (built by
+    the CPU engine's multi_join_build): first buckets read by the warp together (the code or
+    none, the bucket with room or full with the key's filter bit clear; forced here, the
+    engine does it for tables past L2), the lane's own walk (codes past the first bucket),
+    groups of rows (codes held by several rows), keys and values that need all 64 bits, keys
+    next to the reserved patterns and the patterns themselves, a probe column wider than the
+    table's keys, and a last warp of fewer than 32 rows. Loads 0.5 / 0.9 / 0.97 give every
+    slot layout and bucket width a join table can have (packed and pair slots, 4- and 8-slot
+    buckets)."""
     from gpuhash.engines import cuda
 
     monkeypatch.setattr(cuda, "_past_l2", lambda spec: together)
@@ -393,10 +400,15 @@ def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_d
                       torch.randint(0, 300, (rows // 4,), generator=generator),
                       torch.randint(0, 2**30, (rows - rows // 4 - len(edge),),
                                     generator=generator)])
-    # 64-bit build rows past 2**32 (a value cut to 32 bits would show); build_hit indexes by
-    # build row, so it runs on the 32-bit tables only
+    groups = torch.zeros(join._group_words(table._state.spec), dtype=torch.int64)
+    table._engine.multi_join_build(table._state, keys.to(key_dtype), None, 0, 0, 0,
+                                   groups=groups)
+    assert int(groups[0]) > 0  # some codes are groups
+    # 64-bit build rows past 2**32 (a value cut to 32 bits would show) for the codes of one
+    # row; build_hit indexes by build row, so it runs on the 32-bit tables only
     offset = 2**33 if value_dtype == torch.int64 else 0
-    table.insert(keys.to(key_dtype), torch.arange(rows, dtype=value_dtype) + offset)
+    values = table._state.value_view()
+    values += torch.where(values >= 0, offset, 0).to(values.dtype)
     probe = torch.cat([keys[torch.randperm(rows, generator=generator)],
                        torch.randint(0, 2**30, (3_000,), generator=generator),
                        torch.tensor([-1, -2, 7, 2**32 + 6])]).to(key_dtype)

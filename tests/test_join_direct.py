@@ -146,8 +146,10 @@ def _engine_build(device, keys, valid, direct_words):
     multi = join.MultiMap._empty(join._build_spec(encoder.key_dtype, table.rows, 0.5),
                                  table.device, growable=False, duplicates="any")
     direct = torch.zeros(direct_words, dtype=torch.int64, device=device)
+    groups = torch.zeros(join._group_words(multi._state.spec), dtype=torch.int64,
+                         device=device)
     multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*table._build),
-                                   direct=direct)
+                                   groups=groups, direct=direct)
     table._built = (encoder, multi, None, direct)
     return table, direct
 

@@ -158,11 +158,15 @@ def default_budget(device: torch.device, need: int) -> int:
 
 
 def table_bytes(rows: int, key_bytes: int, *, direct: bool = False) -> int:
-    """Bytes a build table of ``rows`` entries may take: key and row id, at the worst load;
-    with ``direct``, the direct array a GPU build tries before it too."""
+    """Bytes a build table of ``rows`` entries may take: key, row id and a group counter a
+    slot at the worst load, and the group array for the worst case (half again the rows:
+    engines' multi_join_build); with ``direct``, the direct array a GPU build tries before
+    it too."""
     entries = direct_entries(rows) if direct else 0
     array = 8 * (entries + 1) if entries else 0
-    return int(rows * (key_bytes + (4 if rows < 2**31 else 8)) / LOAD) + 64 + array
+    row_bytes = 4 if rows < 2**30 else 8  # join.py: _build_spec
+    return (int(rows * (key_bytes + 2 * row_bytes) / LOAD) + 64 + array
+            + (rows + rows // 2 + 1) * row_bytes)
 
 
 # A build side of 32-bit codes on a GPU first tries a direct array (kernels/multimap.cu:

@@ -99,12 +99,15 @@ class _RowTable:
         may have caused), so each waits for an event after the build; one join's own probes
         run on its stream and need none."""
         entries = _direct_entries(encoder, self.rows, self.device)
-        multi = MultiMap._empty(_build_spec(encoder.key_dtype, self.rows, self.LOAD),
-                                self.device, growable=False, duplicates="any",
-                                spare_words=entries + 1 if entries else 0)
-        direct = multi._state.__dict__.pop("_spare", None)  # zeroed with the table
+        spec = _build_spec(encoder.key_dtype, self.rows, self.LOAD)
+        array = entries + 1 if entries else 0
+        multi = MultiMap._empty(spec, self.device, growable=False, duplicates="any",
+                                spare_words=array + _group_words(spec))
+        spare = multi._state.__dict__.pop("_spare")  # zeroed with the table
         multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build),
-                                       direct=direct)
+                                       groups=spare[array:], direct=spare[:array] if array
+                                       else None)
+        direct = spare[:array] if array else None
         ready = _event_after_queued_work(self.device) if ordered else None
         # one assignment: a probe never sees half a refit
         self._built = (encoder, multi, ready, direct)
@@ -150,8 +153,7 @@ class _RowTable:
         return hit
 
     def unique(self) -> bool:
-        """True when no key code repeats: the build side probed by itself finds exactly one
-        match per stored row."""
+        """True when no key code repeats (the build counts the rows that do)."""
         if self._unique is None:
             _, _, ready, direct = self._built
             if ready is not None:  # built on another stream (a refit by another probe)
@@ -159,8 +161,11 @@ class _RowTable:
             if direct is not None and int(direct[-1]) == 0:  # it holds each key once
                 self._unique = True
             else:
-                probe, _ = self.pairs(*self._build)
-                self._unique = probe.shape[0] == len(self.multi)
+                # a probe of no rows refits a table that lacks build rows (it learns so there)
+                columns, valid = self._build
+                self.pairs([c[:0] for c in columns], None if valid is None else valid[:0])
+                repeats = self.multi._state.join_groups[1][0]  # rows that repeat a code
+                self._unique = int(repeats) == 0
         return self._unique
 
 
@@ -185,12 +190,20 @@ def _event_after_queued_work(device: torch.device) -> torch.cuda.Event | None:
     return event
 
 
+def _group_words(spec: TableSpec) -> int:
+    """Zeroed int64 words a join build keeps for grouping the rows of repeated codes
+    (engines: multi_join_build): the number of rows that repeat a code, the group array's
+    fill, then a counter of the values' width a slot."""
+    return 2 + -(-spec.num_slots * spec.value_bytes // 8)
+
+
 @functools.lru_cache(maxsize=256)
 def _build_spec(key_dtype: torch.dtype, rows: int, load: float) -> TableSpec:
     """The spec of a build table of ``rows`` rows: MultiMap(capacity=rows,
     max_load_factor=load, growable=False)'s, row numbers as values (worked out once a size:
-    a small join's host time is most of it)."""
-    value_dtype = torch.int32 if rows < 2**31 else torch.int64
+    a small join's host time is most of it). 4-byte values while a group start (below
+    1.5 times the rows: engines' multi_join_build) fits 31 bits."""
+    value_dtype = torch.int32 if rows < 2**30 else torch.int64
     return TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=(),
                      num_buckets=1, max_load_factor=load).sized_for(max(rows, 1))
 

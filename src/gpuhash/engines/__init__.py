@@ -71,11 +71,14 @@ class Engine(Protocol):
 
     def multi_join_build(self, state: TableState, keys: torch.Tensor,
                          valid: torch.Tensor | None, shape: int, low: int, high: int, *,
-                         direct: torch.Tensor | None = None) -> None:
-        """A join's build side: every usable row of a key column as code -> row number; a
-        non-null row outside the code range is counted as unplaced (counts[2]). ``direct``
-        (zeroed): a direct array tried first; where it holds every row the table stays
-        empty."""
+                         groups: torch.Tensor, direct: torch.Tensor | None = None) -> None:
+        """A join's build side: every usable row of a key column stored by its code, once a
+        code: its row number, or for a code of several rows ~start of their group in
+        ``state.join_groups[0]`` (the row count at start, the rows after it); a non-null row
+        outside the code range is counted as unplaced (counts[2]). ``groups`` (zeroed words,
+        join.py: _group_words): groups[0] gets the number of rows that repeat a code.
+        ``direct`` (zeroed): a direct array tried first; where it holds every row the table
+        stays empty."""
 
     def multi_join_probe(self, state: TableState, keys: torch.Tensor,
                          valid: torch.Tensor | None, shape: int, low: int, high: int, *,

@@ -394,11 +394,15 @@ def _direct_build(direct: torch.Tensor, codes: torch.Tensor, usable: torch.Tenso
 
 
 def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
-                     shape: int, low: int, high: int, *, direct: torch.Tensor | None = None
-                     ) -> None:
-    """Insert every usable build row as key code -> row number; a non-null row outside the
-    code range is counted as unplaced (counts[2]), as the kernel does. ``direct``: the
-    direct array, tried first; where it holds every row the table is left empty."""
+                     shape: int, low: int, high: int, *, groups: torch.Tensor,
+                     direct: torch.Tensor | None = None) -> None:
+    """Store every usable build row by its code, once a code: its row number, or for a code
+    of several rows ~start of their group in ``state.join_groups[0]`` (the row count at
+    start, the rows after it, in row order); groups[0] gets the number of rows that repeat a
+    code, groups[1] the group array's length. A non-null row outside the code range is
+    counted as unplaced (counts[2]), as the kernel does. ``direct``: the direct array, tried
+    first; where it holds every row the table is left empty."""
+    state.__dict__["join_groups"] = (torch.empty(0, dtype=state.spec.value_dtype), groups)
     codes, usable = join_codes(state, keys, valid, shape, low, high)
     if direct is not None and _direct_build(direct, codes, usable, valid):
         return
@@ -417,7 +421,47 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
         state.counts[2] += int(reserved.sum())
         keep = ~reserved
         codes, rows = codes[keep], rows[keep]
-    _place(state, codes, rows.to(state.spec.value_dtype), multi=True)
+    slots, held = _place(state, codes, rows.to(state.spec.value_dtype), want_slots=True)
+    repeats = codes.shape[0] - int(held.sum())
+    if repeats:
+        groups[0] = repeats
+        _group_rows(state, slots, rows, groups)
+
+
+def _group_rows(state: TableState, slots: torch.Tensor, rows: torch.Tensor,
+                groups: torch.Tensor) -> None:
+    """The group array of a build whose codes repeat (kernels/multimap.cu: gh_join_group_open
+    and gh_join_group_fill): ``slots`` and ``rows`` say where each stored row's code is."""
+    grouped = torch.bincount(slots, minlength=state.spec.num_slots).index_select(0, slots) > 1
+    order = torch.argsort(slots[grouped], stable=True)
+    group_slots, sizes = torch.unique_consecutive(slots[grouped][order], return_counts=True)
+    starts = torch.cumsum(sizes + 1, 0) - (sizes + 1)
+    ordered = torch.empty(int(starts[-1] + sizes[-1] + 1), dtype=state.spec.value_dtype)
+    ordered[starts] = sizes.to(ordered.dtype)
+    group = torch.repeat_interleave(torch.arange(sizes.shape[0]), sizes)
+    rank = torch.arange(group.shape[0]) - (torch.cumsum(sizes, 0) - sizes).index_select(0, group)
+    ordered[starts.index_select(0, group) + 1 + rank] = rows[grouped][order].to(ordered.dtype)
+    state.value_view()[group_slots] = (~starts).to(ordered.dtype)
+    groups[1] = ordered.shape[0]
+    state.__dict__["join_groups"] = (ordered, groups)
+
+
+def _expand_groups(state: TableState, probe: torch.Tensor, build: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pairs (probe position, build row) from one value a match: a row number, or ~start of
+    a group, whose rows each make a pair (kernels/multimap.cu: gh_multi_join_probe)."""
+    group = build < 0
+    if not bool(group.any()):
+        return probe, build
+    ordered = state.join_groups[0].to(torch.int64)
+    start = torch.where(group, ~build, 0)
+    count = torch.where(group, ordered.index_select(0, start), 1)
+    which = torch.repeat_interleave(torch.arange(count.shape[0]), count)
+    rank = torch.arange(which.shape[0]) - (torch.cumsum(count, 0) - count).index_select(0, which)
+    build = build.index_select(0, which)
+    at = torch.where(build < 0, start.index_select(0, which) + 1 + rank, 0)
+    return probe.index_select(0, which), torch.where(build < 0, ordered.index_select(0, at),
+                                                     build)
 
 
 def _direct_matches(direct: torch.Tensor, codes: torch.Tensor
@@ -448,6 +492,8 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     else:
         probe, slots = _matches(state, codes)
         build = state.value_view().index_select(0, slots).to(torch.int64)
+        if probe_hit is None or build_hit is not None:  # a hits-only probe needs no rows
+            probe, build = _expand_groups(state, probe, build)
     if rows is not None:
         probe = rows.index_select(0, probe)
     if build_hit is not None:

@@ -34,7 +34,8 @@ MAP_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_r
                "gh_rehash_deferred")
 MULTI_KERNELS = ("gh_multi_insert", "gh_multi_count", "gh_multi_retrieve", "gh_multi_erase",
                  "gh_multi_rehash")
-JOIN_KERNELS = ("gh_multi_join_build", "gh_multi_join_probe", "gh_join_direct_build")
+JOIN_KERNELS = ("gh_multi_join_build", "gh_multi_join_probe", "gh_join_direct_build",
+                "gh_join_group_open", "gh_join_group_fill")
 JOIN_ROW_DTYPES = (torch.int32, torch.int64)  # a join build's values: its row numbers
 JOIN_FLAGS = {"keep_unmatched": 1, "mark_build": 2, "hits_only": 4,  # kernels/multimap.cu
               "warp_reads": 8}
@@ -402,13 +403,19 @@ def multi_erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 
 # --- join (a multimap of build rows) -----------------------------------------------------
 def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
-                     shape: int, low: int, high: int, *, direct: torch.Tensor | None = None
-                     ) -> None:
-    """Insert every usable row of a build key column as key code -> row number. ``shape``,
-    ``low`` and ``high`` say how a row's code derives from its key (kernels/multimap.cu:
-    gh_join_code; the CPU engine's join_codes is the same rule). ``direct`` (int64, zeroed:
-    a power of two entries and one word more) is tried first, and the table is left empty
-    where it holds every row (kernels/multimap.cu: gh_join_direct_build)."""
+                     shape: int, low: int, high: int, *, groups: torch.Tensor,
+                     direct: torch.Tensor | None = None) -> None:
+    """Store every usable row of a build key column: each key code once, its row number as
+    value, or for a code of several rows ~start of their group in an array of row numbers
+    (``state.join_groups``: that array, then ``groups``). ``shape``, ``low`` and ``high`` say
+    how a row's code derives from its key (kernels/multimap.cu: gh_join_code; the CPU engine's
+    join_codes is the same rule). ``groups``: zeroed words (join.py: _group_words): the
+    number of rows that repeat a code, the group array's fill, a counter a slot. ``direct``
+    (int64, zeroed: a power of two entries and one word more) is tried first, and the table
+    is left empty where it holds every row (kernels/multimap.cu: gh_join_direct_build).
+    Nothing is synchronised: the host
+    never learns whether codes repeat, so the group array is sized for the worst case, half
+    again the rows, and the two group launches return at once where none does."""
     kernels, table, device = _launch_info(state)
     width, rows = keys.element_size(), keys.shape[0]
     if direct is not None:
@@ -416,8 +423,17 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
                keys.data_ptr(), _ptr(valid), rows, shape, low, high, direct.data_ptr(),
                direct.shape[0] - 2, device=device)
     failed = 0 if direct is None else direct.data_ptr() + 8 * (direct.shape[0] - 1)
+    counters = groups.data_ptr() + 16  # past the repeat count and the array's fill
     launch(kernels[f"gh_multi_join_build_{width}"], rows, *table, keys.data_ptr(), _ptr(valid),
-           rows, shape, low, high, failed, device=device)
+           rows, shape, low, high, failed, groups.data_ptr(), counters, device=device)
+    ordered = keys.new_empty(rows + rows // 2 + 1, dtype=state.spec.value_dtype)
+    state.__dict__["join_groups"] = (ordered, groups)
+    resident = min(state.spec.num_slots, GROUP_THREADS)
+    launch(kernels[f"gh_join_group_open_{width}"], resident, *table, groups.data_ptr(),
+           counters, ordered.data_ptr(), device=device)
+    launch(kernels[f"gh_join_group_fill_{width}"], min(rows, GROUP_THREADS), *table,
+           keys.data_ptr(), _ptr(valid), rows, shape, low, high, groups.data_ptr(), counters,
+           ordered.data_ptr(), device=device)
 
 
 def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
@@ -446,6 +462,7 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     # the new table's zeroed words serve the first probe (ordered after the table's fill, as
     # the probe must be after its build); later probes and a second run zero their own
     counters = state.__dict__.pop("_zeroed_counters", None)
+    ordered = state.join_groups[0]
     while True:
         if counters is None:
             counters = keys.new_zeros(_PROBE_COUNTERS, dtype=torch.int64)
@@ -453,7 +470,7 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
         launch(kernel, launch_rows, *table, keys.data_ptr(), _ptr(valid), rows, shape, low,
                high, flags, out_probe.data_ptr(), out_build.data_ptr(), capacity,
                counters.data_ptr(), _ptr(build_hit), _ptr(probe_hit), _ptr(direct),
-               0 if direct is None else direct.shape[0] - 2, device=device)
+               0 if direct is None else direct.shape[0] - 2, ordered.data_ptr(), device=device)
         total, unplaced = counters.tolist()
         if unplaced or total <= capacity:
             return out_probe[:min(total, capacity)], out_build[:min(total, capacity)], unplaced
@@ -462,6 +479,10 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
 
 
 JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)
+# threads of the two group launches of a join build, which return at once unless a code
+# repeats: enough blocks to fill an H100 (132 SMs, 8 blocks of 256), so an empty launch is
+# cheap at any table size
+GROUP_THREADS = 132 * 8 * 256
 # build rows per thread of gh_join_direct_build, a round each: its blocks stop at the first
 # round with a failed claim, so sparse keys claim about 1 / DIRECT_ROWS of their rows
 DIRECT_ROWS = 8

@@ -117,11 +117,27 @@ __device__ __forceinline__ bool gh_join_code(const char* keys, const gh_u8* vali
     return true;
 }
 
+// A join table's value, sign-extended: a build row number, or ~start of a group of rows
+// (gh_join_group_open). Row numbers of tables with 4-byte values stay below 2**30, so neither a
+// row nor a group start reads with the wrong sign (join.py: _build_spec).
+template <class T>
+__device__ __forceinline__ gh_i64 gh_join_value(gh_u64 bits) {
+    if (T::VALUE_BYTES == 4) return static_cast<int>(static_cast<gh_u32>(bits));
+    return static_cast<gh_i64>(bits);
+}
+
 template <class T>
 __device__ __forceinline__ gh_i64 gh_join_row(const T& t, gh_u64 slot) {
-    if (T::VALUE_BYTES == 4) return *reinterpret_cast<const gh_u32*>(t.value(slot));
+    if (T::VALUE_BYTES == 4) return *reinterpret_cast<const int*>(t.value(slot));
     return *reinterpret_cast<const gh_i64*>(t.value(slot));
 }
+
+// The element types of a join table's group array `ordered` (its values' width, signed) and of
+// its counters a slot (gh_multi_join_build), which count rows and then index `ordered`.
+template <class T>
+using GhJoinRow = typename GhIf<T::VALUE_BYTES == 4, int, gh_i64>::type;
+template <class T>
+using GhJoinCount = typename GhIf<T::VALUE_BYTES == 4, gh_u32, unsigned long long>::type;
 
 // A build side of dense keys needs no hash table: its codes are distinct modulo a power of two
 // at least its row count (integer ids over a range about their count are), so each code owns
@@ -161,15 +177,22 @@ __global__ void gh_join_direct_build(const char* keys, const gh_u8* valid, gh_u6
     }
 }
 
-// Every usable build row becomes an entry: its key code -> its row number. With a direct
-// array (`direct_failed`: the word past it, else null) that holds the build side, nothing.
+// Every usable build row's key code is stored once, by a map claim: the first row to claim it
+// writes its row number. A row that finds its code there already adds one to the slot's
+// counter (group_count: a word of the values' width a slot, zeroed with the table) and to
+// group_words[0]; those codes' rows are then grouped (gh_join_group_open and
+// gh_join_group_fill). Stored as
+// copies, a key's K rows walked past each other, Theta(K^2 / B) bucket reads, and so did
+// every probe row of it (bench/RESULTS.md, sixteenth session). With a direct array
+// (`direct_failed`: the word past it, else null) that holds the build side, nothing.
 template <class T, int IN_BYTES>
 __global__ void gh_multi_join_build(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid,
                                     gh_u64 n, gh_u64 shape, gh_i64 low, gh_i64 high,
-                                    const gh_u64* direct_failed) {
+                                    const gh_u64* direct_failed, gh_i64* group_words,
+                                    GhJoinCount<T>* group_count) {
     if (direct_failed != nullptr && *direct_failed == 0) return;
     const T t = GH_REF(T);
-    gh_i64 placed = 0;
+    gh_i64 placed = 0, repeats = 0;
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
         if (valid != nullptr && !valid[row]) continue;  // nulls match nothing: not stored
         gh_u64 code;
@@ -179,9 +202,86 @@ __global__ void gh_multi_join_build(GH_TABLE_PARAMS, const char* keys, const gh_
             continue;
         }
         const gh_u64 build_row = row;  // little-endian: its first VALUE_BYTES are the row
-        placed += gh_add_copy(t, code, reinterpret_cast<const char*>(&build_row));
+        const char* src = reinterpret_cast<const char*>(&build_row);
+        const GhSlot s = gh_probe<T, GH_CLAIM, true>(t, code, gh_value_bits<T::VALUE_BYTES>(src));
+        if (s.slot < 0) {
+            gh_report_unplaced(t);
+        } else if (s.claimed) {
+            ++placed;
+            if (T::LAYOUT == GH_ROWS) gh_copy_value<T::VALUE_BYTES>(t.value(s.slot), src);
+        } else {
+            atomicAdd(group_count + s.slot, GhJoinCount<T>{1});
+            ++repeats;
+        }
     }
     gh_block_count(&t.counts[0], placed, &t.counts[1], placed);
+    __syncthreads();  // gh_block_count's shared partials are reused
+    gh_block_count(group_words, repeats, nullptr, 0);
+}
+
+// Opens a group for each code held by several build rows (group_count[slot] > 0 after the
+// build counts the rows past the first): ordered[start] = its number of rows, which
+// gh_join_group_fill writes after it, and the slot's value becomes ~start (a row number is
+// never negative, so the sign tells a probe which it reads); group_count[slot] becomes the
+// group's write cursor. Starts come from group_words[1], one atomic a warp. No work (a
+// read and a return per block) when no code repeats, which the host does not learn: the
+// launch is sized to the device, not to the table.
+template <class T, int IN_BYTES>
+__global__ void gh_join_group_open(GH_TABLE_PARAMS, gh_i64* group_words,
+                                   GhJoinCount<T>* group_count, GhJoinRow<T>* ordered) {
+    if (__ldcg(group_words) == 0) return;
+    const T t = GH_REF(T);
+    const gh_u64 num_slots = t.num_slots();
+    const int lane = threadIdx.x & 31;
+    for (gh_u64 first = static_cast<gh_u64>(blockIdx.x) * blockDim.x; first < num_slots;
+         first += gh_stride()) {  // the same rounds for every thread: whole warps scan
+        const gh_u64 slot = first + threadIdx.x;
+        const gh_u64 more = slot < num_slots ? group_count[slot] : 0;
+        const gh_u64 need = more ? more + 2 : 0;  // the row count, the rows
+        gh_u64 inclusive = need;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const gh_u64 up = __shfl_up_sync(0xffffffffu, inclusive, d);
+            if (lane >= d) inclusive += up;
+        }
+        gh_u64 base = 0;
+        if (lane == 31 && inclusive) {
+            base = atomicAdd(reinterpret_cast<unsigned long long*>(group_words + 1),
+                             static_cast<unsigned long long>(inclusive));
+        }
+        base = __shfl_sync(0xffffffffu, base, 31);
+        if (more) {
+            const gh_i64 start = static_cast<gh_i64>(base + inclusive - need);
+            ordered[start] = static_cast<GhJoinRow<T>>(more + 1);
+            group_count[slot] = static_cast<GhJoinCount<T>>(start + 1);
+            const gh_i64 value = ~start;
+            gh_copy_value<T::VALUE_BYTES>(t.value(slot), reinterpret_cast<const char*>(&value));
+        }
+    }
+}
+
+// Writes every row of a grouped code into its group (gh_join_group_open), in no set order.
+template <class T, int IN_BYTES>
+__global__ void gh_join_group_fill(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid,
+                                   gh_u64 n, gh_u64 shape, gh_i64 low, gh_i64 high,
+                                   const gh_i64* group_words, GhJoinCount<T>* group_count,
+                                   GhJoinRow<T>* ordered) {
+    if (__ldcg(group_words) == 0) return;
+    const T t = GH_REF(T);
+    for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
+        gh_u64 code;
+        if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
+            code >= T::TOMB) {
+            continue;  // null, or unplaced (reported by the build)
+        }
+        const GhSlot s = gh_probe<T, GH_SEARCH, false>(t, code, 0);
+        if (s.slot < 0) continue;
+        const gh_i64 value = T::LAYOUT == GH_ROWS ? gh_join_row(t, s.slot)
+                                                  : gh_join_value<T>(s.value);
+        if (value >= 0) continue;  // a code of one row: no group
+        const gh_u64 at = atomicAdd(group_count + s.slot, GhJoinCount<T>{1});
+        ordered[at] = static_cast<GhJoinRow<T>>(row);
+    }
 }
 
 constexpr gh_u64 GH_JOIN_KEEP_UNMATCHED = 1;  // a (row, -1) pair for a probe row with no match
@@ -199,6 +299,8 @@ constexpr int GH_JOIN_ITEMS = 8;              // probe rows per thread per tile
 // and runs again when it was too small (only possible with repeated build keys). The order of
 // the pairs is unspecified. total[1] gets the table's unplaced count (counts[2]), so one read
 // of `total` tells the host both the output size and whether the build side is whole.
+// A code has one entry; a code of several build rows holds ~start of its group in `ordered`
+// (gh_join_group_open), whose row count the first pass reads and whose rows the second writes.
 // The probe is bound by the latency of its bucket loads, so occupancy is what speeds it, and
 // instruction fetch next: each item's match count and first build row live in shared memory
 // (not registers), the item loops are not unrolled (eight inlined walks overflow the
@@ -208,8 +310,9 @@ __global__ void __launch_bounds__(256, GH_JOIN_BLOCKS)
 gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u64 n,
                     gh_u64 shape, gh_i64 low, gh_i64 high, gh_u64 flags, gh_i64* out_probe,
                     gh_i64* out_build, gh_u64 capacity, gh_i64* total, gh_u8* build_hit,
-                    gh_u8* probe_hit, const gh_u64* direct, gh_u64 direct_mask) {
-    using Row = typename GhIf<T::VALUE_BYTES == 4, gh_u32, gh_i64>::type;
+                    gh_u8* probe_hit, const gh_u64* direct, gh_u64 direct_mask,
+                    const GhJoinRow<T>* ordered) {
+    using Row = GhJoinRow<T>;
     const T t = GH_REF(T);
     __shared__ Row first[GH_JOIN_ITEMS][256];     // blocks of 256 threads (_cuda/launch.py)
     __shared__ gh_u32 count[GH_JOIN_ITEMS][256];  // a row's matches: < 2**32 (the build rows)
@@ -244,7 +347,6 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
                 if (entry != 0 && (entry & 0xffffffffull) == code) {
                     found = static_cast<Row>((entry >> 32) - 1);
                     matches = 1;
-                    if (mark) build_hit[found] = 1;
                 }
             }
             // Tables past L2: the warp reads first buckets together. From L2 the shuffles
@@ -257,17 +359,23 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
                     if (!walk && look.copies) {
                         found = static_cast<Row>(look.first_value);  // the low VALUE_BYTES
                         matches = 1;
-                        if (mark) build_hit[found] = 1;
                     }
                 }
             }
-            if (walk) {  // copies past b1, or several in it: the whole walk, as one lane
+            if (walk) {  // the code past b1: the walk, as one lane (a code has one entry)
                 gh_for_each_match<T, false>(t, code, [&](gh_u64 slot) {
-                    const Row build_row = static_cast<Row>(gh_join_row(t, slot));
-                    if (matches == 0) found = build_row;
-                    ++matches;
-                    if (mark) build_hit[build_row] = 1;
+                    found = static_cast<Row>(gh_join_row(t, slot));
+                    matches = 1;
                 });
+            }
+            if (matches && found < 0) {  // a group: its row count first, its rows after it
+                const gh_i64 start = ~static_cast<gh_i64>(found);
+                matches = static_cast<gh_u32>(ordered[start]);
+                if (mark) {
+                    for (gh_i64 j = 1; j <= matches; ++j) build_hit[ordered[start + j]] = 1;
+                }
+            } else if (matches && mark) {
+                build_hit[found] = 1;
             }
             if ((flags & GH_JOIN_HITS_ONLY) && row < n) probe_hit[row] = matches > 0;
             first[i][me] = found;
@@ -325,10 +433,9 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
             };
             if (matches == 1) {
                 put(static_cast<gh_i64>(first[i][me]));
-            } else if (matches > 1) {  // walk again: a thread keeps one match per row
-                gh_u64 code;
-                gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code);
-                gh_for_each_match<T, false>(t, code, [&](gh_u64 slot) { put(gh_join_row(t, slot)); });
+            } else if (matches > 1) {  // a group's rows
+                const gh_i64 start = ~static_cast<gh_i64>(first[i][me]);
+                for (gh_i64 j = 1; j <= matches; ++j) put(static_cast<gh_i64>(ordered[start + j]));
             } else if (keep && row < n) {
                 put(-1);
             }
