@@ -100,14 +100,17 @@ def test_one_key_in_most_build_rows_is_found_for_every_probe_row(device, table_p
 @pytest.mark.gpu
 @pytest.mark.parametrize("how", HOWS)
 def test_gpu_grouped_probes_match_the_cpu_engine_at_scale(how):
-    """Past L2 (the warp's first-bucket reads) with groups of one to 200,000 rows."""
+    """Past L2 (the warp's first-bucket reads) with groups of one to 200,000 rows: a lane
+    writes (and marks) the rows of groups below 32 rows, the warp those of larger ones."""
     generator = torch.Generator().manual_seed(HOWS.index(how))
-    right = torch.randint(0, 2_000_000, (3_000_000,), generator=generator)
+    right = torch.randint(10, 2_000_000, (3_000_000,), generator=generator)
     right[:200_000] = 5
     right[200_000:260_000] = torch.arange(6_000).repeat(10)
+    right[260_000:260_032] = 8
+    right[260_032:260_063] = 9
     right = right[torch.randperm(right.shape[0], generator=generator)]
     left = torch.cat([torch.randint(0, 4_000_000, (1_000_000,), generator=generator),
-                      torch.tensor([5, 5, 6])])
+                      torch.tensor([5, 5, 6, 8, 9, 8])])
     cpu = gh.join(left, right, how=how)
     cuda = gh.join(left.cuda(), right.cuda(), how=how)
     assert got(cuda, how) == got(cpu, how)

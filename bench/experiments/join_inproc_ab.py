@@ -2,9 +2,10 @@
 `gpuhash bench join`, rounds alternating trees; per round 30 back-to-back calls, wall per call.
 Prints the median (and min) over rounds, ms. AB_SHAPES picks the shapes (default J1,J2,J3;
 J4's 100M probe rows take 5 calls a round instead of 30; a name ending in "hit", e.g. J4hit,
-draws every probe key from the build keys; one ending in "sparse" takes the sparse-key
-variant's keys, join_variants._sparse). AB_EVENTS=1 times each call alone with CUDA events
-from an idle GPU, as `gpuhash bench join` does, instead of back to back.
+draws every probe key from the build keys; one ending in "sparse", "many" or "zipf" takes
+that variant's keys: join_variants._sparse, _many, _zipf). AB_EVENTS=1 times each call
+alone with CUDA events from an idle GPU, as `gpuhash bench join` does, instead of back to
+back.
 Trees: bench/experiments/_inproc.py.
 """
 import importlib
@@ -24,13 +25,14 @@ FULL, Shape, make_inputs = suite.FULL, suite.Shape, suite.make_inputs
 
 for shape in os.environ.get("AB_SHAPES", "J1,J2,J3").split(","):
     calls = 5 if shape[:2] in ("J4", "J5") else 30
-    base = shape.removesuffix("hit").removesuffix("sparse")
+    variant = next((v for v in ("sparse", "many", "zipf") if shape.endswith(v)), None)
+    base = shape.removesuffix("hit").removesuffix(variant or "")
     build, probe = make_inputs(Shape(base, *FULL[base]), torch.device("cuda"))
     if shape.endswith("hit"):  # "J4hit": J4 with every probe row matching
         probe = build[torch.randint(0, build.shape[0], probe.shape, device=build.device)]
-    elif shape.endswith("sparse"):
-        sparse = importlib.import_module(f"{names[0]}.bench.join_variants")._sparse
-        (build,), (probe,) = sparse(*FULL[base], torch.Generator().manual_seed(31))
+    elif variant:
+        keys = getattr(importlib.import_module(f"{names[0]}.bench.join_variants"), "_" + variant)
+        (build,), (probe,) = keys(*FULL[base], torch.Generator().manual_seed(31))
         build, probe = build.cuda(), probe.cuda()
     for m in mods.values():
         for _ in range(20 if calls == 30 else 3):

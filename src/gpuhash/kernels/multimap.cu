@@ -289,6 +289,31 @@ constexpr gh_u64 GH_JOIN_MARK_BUILD = 2;      // build_hit[build row] = 1 for ev
 constexpr gh_u64 GH_JOIN_HITS_ONLY = 4;       // no pairs: probe_hit[row] = whether it matched
 constexpr gh_u64 GH_JOIN_WARP_READS = 8;      // first buckets read by the warp together
 constexpr int GH_JOIN_ITEMS = 8;              // probe rows per thread per tile
+// Groups of at least this many build rows are written (or marked) by the whole warp, a lane a
+// row: one probe row of a key held 200,000 times was one thread's 200,000 stores (20 ms,
+// bench/RESULTS.md). Smaller ones by their own lane: ten rows a lane (m:n x10) take fewer
+// turns than the warp going through its lanes' groups one by one.
+constexpr gh_u32 GH_JOIN_WARP_GROUP = 32;
+
+// Calls f(a, b, j, ordered[start + 1 + j]) for every row j of the group of each lane with
+// `big` set, one group at a time, the warp's lanes taking its rows in turn; a and b are that
+// lane's. Every lane of the warp must call it.
+template <class Row, class F>
+__device__ __forceinline__ void gh_warp_group_rows(bool big, gh_i64 start, gh_u32 count,
+                                                   gh_i64 a, gh_i64 b, const Row* ordered,
+                                                   F&& f) {
+    const gh_u32 lane = threadIdx.x & 31;
+    for (gh_u32 lanes = __ballot_sync(0xffffffffu, big); lanes; lanes &= lanes - 1) {
+        const int src = __ffs(lanes) - 1;
+        const gh_i64 first = __shfl_sync(0xffffffffu, start, src) + 1;
+        const gh_u32 rows = __shfl_sync(0xffffffffu, count, src);
+        const gh_i64 their_a = __shfl_sync(0xffffffffu, a, src);
+        const gh_i64 their_b = __shfl_sync(0xffffffffu, b, src);
+        for (gh_u32 j = lane; j < rows; j += 32) {
+            f(their_a, their_b, j, static_cast<gh_i64>(ordered[first + j]));
+        }
+    }
+}
 #define GH_JOIN_BLOCKS 4  // resident blocks per SM: 64 registers (4-8 measured, bench/RESULTS.md)
 
 // Probes every row and appends its (probe row, build row) pairs to out_probe / out_build.
@@ -368,14 +393,18 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
                     matches = 1;
                 });
             }
-            if (matches && found < 0) {  // a group: its row count first, its rows after it
-                const gh_i64 start = ~static_cast<gh_i64>(found);
-                matches = static_cast<gh_u32>(ordered[start]);
-                if (mark) {
-                    for (gh_i64 j = 1; j <= matches; ++j) build_hit[ordered[start + j]] = 1;
+            const bool group = matches && found < 0;  // its row count, then its rows
+            const gh_i64 start = ~static_cast<gh_i64>(found);
+            if (group) matches = static_cast<gh_u32>(ordered[start]);
+            if (mark) {  // uniform
+                if (matches && !group) build_hit[found] = 1;
+                if (group && matches < GH_JOIN_WARP_GROUP) {
+                    for (gh_u32 j = 0; j < matches; ++j) build_hit[ordered[start + 1 + j]] = 1;
                 }
-            } else if (matches && mark) {
-                build_hit[found] = 1;
+                gh_warp_group_rows(group && matches >= GH_JOIN_WARP_GROUP, start, matches, 0, 0,
+                                   ordered, [&](gh_i64, gh_i64, gh_u32, gh_i64 build_row) {
+                                       build_hit[build_row] = 1;
+                                   });
             }
             if ((flags & GH_JOIN_HITS_ONLY) && row < n) probe_hit[row] = matches > 0;
             first[i][me] = found;
@@ -431,14 +460,22 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
                 }
                 ++at;
             };
+            const gh_i64 found = first[i][me];
+            const bool big = matches >= GH_JOIN_WARP_GROUP;  // a group the warp writes
             if (matches == 1) {
-                put(static_cast<gh_i64>(first[i][me]));
-            } else if (matches > 1) {  // a group's rows
-                const gh_i64 start = ~static_cast<gh_i64>(first[i][me]);
-                for (gh_i64 j = 1; j <= matches; ++j) put(static_cast<gh_i64>(ordered[start + j]));
-            } else if (keep && row < n) {
+                put(found);
+            } else if (matches > 1 && !big) {  // a small group's rows, by its lane
+                for (gh_u32 j = 0; j < matches; ++j) put(static_cast<gh_i64>(ordered[~found + 1 + j]));
+            } else if (matches == 0 && keep && row < n) {
                 put(-1);
             }
+            gh_warp_group_rows(big, ~found, matches, at, static_cast<gh_i64>(row), ordered,
+                               [&](gh_i64 from, gh_i64 probe_row, gh_u32 j, gh_i64 build_row) {
+                                   if (static_cast<gh_u64>(from + j) < capacity) {
+                                       out_probe[from + j] = probe_row;
+                                       out_build[from + j] = build_row;
+                                   }
+                               });
         }
         __syncthreads();  // warp_base and block_base are rewritten by the next tile
     }
