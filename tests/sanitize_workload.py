@@ -113,7 +113,8 @@ for right in (dense, torch.cat([dense, dense[:1]]), torch.cat([dense, dense[:1] 
     for how in ("inner", "left", "right", "full", "semi", "anti"):
         gh.join(probe, right, how=how)
     gh.join(probe, dense, how="full", right_valid=dense_valid, nulls_equal=True)
-# one int32 column read directly, then refitted: its build holds the two largest values
+# one int32 column read directly, then refitted: its build holds the two largest values,
+# each in 300 rows (groups the warp writes and marks)
 extreme = torch.tensor([2**31 - 1, 5, 2**31 - 2, -(2**31)] * 300, dtype=torch.int32).cuda()
 for how in ("inner", "full", "semi"):
     gh.JoinBuild(extreme).probe(extreme[::3], how=how)
