@@ -1,8 +1,8 @@
 """A join build stores each key code once; the rows of a code held by several build rows form
-a group (engines: multi_join_build; kernels/multimap.cu: gh_join_group_open and
-gh_join_group_fill), so a key held many times costs neither the build nor the probe a walk
-past its copies. Every how, nulls, both key widths and heavy skew against a pandas reference,
-on either engine, and the GPU engine against the CPU engine."""
+a group (engines: multi_join_build; kernels/multimap.cu: gh_join_group_rows), so a key held
+many times costs neither the build nor the probe a walk past its copies. Every how, nulls,
+both key widths and heavy skew against a pandas reference, on either engine, and the GPU
+engine against the CPU engine."""
 
 from __future__ import annotations
 

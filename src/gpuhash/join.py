@@ -104,10 +104,9 @@ class _RowTable:
         multi = MultiMap._empty(spec, self.device, growable=False, duplicates="any",
                                 spare_words=array + _group_words(spec))
         spare = multi._state.__dict__.pop("_spare")  # zeroed with the table
-        multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build),
-                                       groups=spare[array:], direct=spare[:array] if array
-                                       else None)
         direct = spare[:array] if array else None
+        multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build),
+                                       groups=spare[array:], direct=direct)
         ready = _event_after_queued_work(self.device) if ordered else None
         # one assignment: a probe never sees half a refit
         self._built = (encoder, multi, ready, direct)

@@ -430,8 +430,9 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
 
 def _group_rows(state: TableState, slots: torch.Tensor, rows: torch.Tensor,
                 groups: torch.Tensor) -> None:
-    """The group array of a build whose codes repeat (kernels/multimap.cu: gh_join_group_open
-    and gh_join_group_fill): ``slots`` and ``rows`` say where each stored row's code is."""
+    """The group array of a build whose codes repeat (kernels/multimap.cu: gh_join_group_rows;
+    here in row order, there in no set order): ``slots`` and ``rows`` say where each stored
+    row's code is."""
     grouped = torch.bincount(slots, minlength=state.spec.num_slots).index_select(0, slots) > 1
     order = torch.argsort(slots[grouped], stable=True)
     group_slots, sizes = torch.unique_consecutive(slots[grouped][order], return_counts=True)

@@ -35,7 +35,7 @@ MAP_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_r
 MULTI_KERNELS = ("gh_multi_insert", "gh_multi_count", "gh_multi_retrieve", "gh_multi_erase",
                  "gh_multi_rehash")
 JOIN_KERNELS = ("gh_multi_join_build", "gh_multi_join_probe", "gh_join_direct_build",
-                "gh_join_group_open", "gh_join_group_fill")
+                "gh_join_group_rows")
 JOIN_ROW_DTYPES = (torch.int32, torch.int64)  # a join build's values: its row numbers
 JOIN_FLAGS = {"keep_unmatched": 1, "mark_build": 2, "hits_only": 4,  # kernels/multimap.cu
               "warp_reads": 8}
@@ -413,9 +413,9 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     number of rows that repeat a code, the group array's fill, a counter a slot. ``direct``
     (int64, zeroed: a power of two entries and one word more) is tried first, and the table
     is left empty where it holds every row (kernels/multimap.cu: gh_join_direct_build).
-    Nothing is synchronised: the host
-    never learns whether codes repeat, so the group array is sized for the worst case, half
-    again the rows, and the two group launches return at once where none does."""
+    Nothing is synchronised: the host never learns whether codes repeat, so the group array
+    is sized for the worst case, half again the rows, and the group launch returns at once
+    where none does."""
     kernels, table, device = _launch_info(state)
     width, rows = keys.element_size(), keys.shape[0]
     if direct is not None:
@@ -428,10 +428,7 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
            rows, shape, low, high, failed, groups.data_ptr(), counters, device=device)
     ordered = keys.new_empty(rows + rows // 2 + 1, dtype=state.spec.value_dtype)
     state.__dict__["join_groups"] = (ordered, groups)
-    resident = min(state.spec.num_slots, GROUP_THREADS)
-    launch(kernels[f"gh_join_group_open_{width}"], resident, *table, groups.data_ptr(),
-           counters, ordered.data_ptr(), device=device)
-    launch(kernels[f"gh_join_group_fill_{width}"], min(rows, GROUP_THREADS), *table,
+    launch(kernels[f"gh_join_group_rows_{width}"], min(rows, GROUP_THREADS), *table,
            keys.data_ptr(), _ptr(valid), rows, shape, low, high, groups.data_ptr(), counters,
            ordered.data_ptr(), device=device)
 
@@ -479,7 +476,7 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
 
 
 JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)
-# threads of the two group launches of a join build, which return at once unless a code
+# threads of a join build's group launch, which returns at once unless a code
 # repeats: enough blocks to fill an H100 (132 SMs, 8 blocks of 256), so an empty launch is
 # cheap at any table size
 GROUP_THREADS = 132 * 8 * 256

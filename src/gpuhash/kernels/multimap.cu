@@ -118,7 +118,7 @@ __device__ __forceinline__ bool gh_join_code(const char* keys, const gh_u8* vali
 }
 
 // A join table's value, sign-extended: a build row number, or ~start of a group of rows
-// (gh_join_group_open). Row numbers of tables with 4-byte values stay below 2**30, so neither a
+// (gh_join_group_rows). Row numbers of tables with 4-byte values stay below 2**30, so neither a
 // row nor a group start reads with the wrong sign (join.py: _build_spec).
 template <class T>
 __device__ __forceinline__ gh_i64 gh_join_value(gh_u64 bits) {
@@ -138,6 +138,13 @@ template <class T>
 using GhJoinRow = typename GhIf<T::VALUE_BYTES == 4, int, gh_i64>::type;
 template <class T>
 using GhJoinCount = typename GhIf<T::VALUE_BYTES == 4, gh_u32, unsigned long long>::type;
+
+// A slot's value while a row opens its group (gh_join_group_rows): below every ~start, since
+// a group's start stays below 1.5 times the rows.
+template <class T>
+__device__ __forceinline__ constexpr gh_i64 gh_join_opening() {
+    return T::VALUE_BYTES == 4 ? -(1ll << 31) : static_cast<gh_i64>(1ull << 63);
+}
 
 // A build side of dense keys needs no hash table: its codes are distinct modulo a power of two
 // at least its row count (integer ids over a range about their count are), so each code owns
@@ -180,8 +187,7 @@ __global__ void gh_join_direct_build(const char* keys, const gh_u8* valid, gh_u6
 // Every usable build row's key code is stored once, by a map claim: the first row to claim it
 // writes its row number. A row that finds its code there already adds one to the slot's
 // counter (group_count: a word of the values' width a slot, zeroed with the table) and to
-// group_words[0]; those codes' rows are then grouped (gh_join_group_open and
-// gh_join_group_fill). Stored as
+// group_words[0]; those codes' rows are then grouped (gh_join_group_rows). Stored as
 // copies, a key's K rows walked past each other, Theta(K^2 / B) bucket reads, and so did
 // every probe row of it (bench/RESULTS.md, sixteenth session). With a direct array
 // (`direct_failed`: the word past it, else null) that holds the build side, nothing.
@@ -219,55 +225,29 @@ __global__ void gh_multi_join_build(GH_TABLE_PARAMS, const char* keys, const gh_
     gh_block_count(group_words, repeats, nullptr, 0);
 }
 
-// Opens a group for each code held by several build rows (group_count[slot] > 0 after the
-// build counts the rows past the first): ordered[start] = its number of rows, which
-// gh_join_group_fill writes after it, and the slot's value becomes ~start (a row number is
-// never negative, so the sign tells a probe which it reads); group_count[slot] becomes the
-// group's write cursor. Starts come from group_words[1], one atomic a warp. No work (a
-// read and a return per block) when no code repeats, which the host does not learn: the
-// launch is sized to the device, not to the table.
+// Writes every row of a code held by several build rows (group_count[slot] > 0 after the
+// build counts the rows past the first) into the code's group: ordered[start] = its number of
+// rows, the rows after it in no set order, and the slot's value ~start (a row number is never
+// negative, so the sign tells a probe which it reads). The first row of a code to come opens
+// the group: it swaps the value (still the claiming row's number) for GH_JOIN_OPENING, takes
+// the group's place from group_words[1], makes group_count[slot] the group's write cursor and
+// then publishes ~start; the code's other rows wait for that. One launch, not an opening pass
+// over the slots and a filling pass over the rows: a join's host time is mostly launches
+// (bench/RESULTS.md). No work (a read and a return per block) when no code repeats, which
+// the host does not learn: the launch is sized to the device, not to the build.
 template <class T, int IN_BYTES>
-__global__ void gh_join_group_open(GH_TABLE_PARAMS, gh_i64* group_words,
-                                   GhJoinCount<T>* group_count, GhJoinRow<T>* ordered) {
-    if (__ldcg(group_words) == 0) return;
-    const T t = GH_REF(T);
-    const gh_u64 num_slots = t.num_slots();
-    const int lane = threadIdx.x & 31;
-    for (gh_u64 first = static_cast<gh_u64>(blockIdx.x) * blockDim.x; first < num_slots;
-         first += gh_stride()) {  // the same rounds for every thread: whole warps scan
-        const gh_u64 slot = first + threadIdx.x;
-        const gh_u64 more = slot < num_slots ? group_count[slot] : 0;
-        const gh_u64 need = more ? more + 2 : 0;  // the row count, the rows
-        gh_u64 inclusive = need;
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const gh_u64 up = __shfl_up_sync(0xffffffffu, inclusive, d);
-            if (lane >= d) inclusive += up;
-        }
-        gh_u64 base = 0;
-        if (lane == 31 && inclusive) {
-            base = atomicAdd(reinterpret_cast<unsigned long long*>(group_words + 1),
-                             static_cast<unsigned long long>(inclusive));
-        }
-        base = __shfl_sync(0xffffffffu, base, 31);
-        if (more) {
-            const gh_i64 start = static_cast<gh_i64>(base + inclusive - need);
-            ordered[start] = static_cast<GhJoinRow<T>>(more + 1);
-            group_count[slot] = static_cast<GhJoinCount<T>>(start + 1);
-            const gh_i64 value = ~start;
-            gh_copy_value<T::VALUE_BYTES>(t.value(slot), reinterpret_cast<const char*>(&value));
-        }
-    }
-}
-
-// Writes every row of a grouped code into its group (gh_join_group_open), in no set order.
-template <class T, int IN_BYTES>
-__global__ void gh_join_group_fill(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid,
+__global__ void gh_join_group_rows(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid,
                                    gh_u64 n, gh_u64 shape, gh_i64 low, gh_i64 high,
-                                   const gh_i64* group_words, GhJoinCount<T>* group_count,
+                                   gh_i64* group_words, GhJoinCount<T>* group_count,
                                    GhJoinRow<T>* ordered) {
+    static_assert(T::LAYOUT != GH_ROWS, "a join table keeps its values in the slots");
     if (__ldcg(group_words) == 0) return;
     const T t = GH_REF(T);
+    constexpr int SHIFT = T::LAYOUT == GH_PACKED ? 32 : 0;  // the value's place in its word
+    constexpr gh_u64 MASK = (T::VALUE_BYTES == 4 ? 0xffffffffull : ~0ull) << SHIFT;
+    const auto with_value = [](gh_u64 word, gh_i64 value) {
+        return (word & ~MASK) | ((static_cast<gh_u64>(value) << SHIFT) & MASK);
+    };
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
         gh_u64 code;
         if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
@@ -276,11 +256,29 @@ __global__ void gh_join_group_fill(GH_TABLE_PARAMS, const char* keys, const gh_u
         }
         const GhSlot s = gh_probe<T, GH_SEARCH, false>(t, code, 0);
         if (s.slot < 0) continue;
-        const gh_i64 value = T::LAYOUT == GH_ROWS ? gh_join_row(t, s.slot)
-                                                  : gh_join_value<T>(s.value);
-        if (value >= 0) continue;  // a code of one row: no group
-        const gh_u64 at = atomicAdd(group_count + s.slot, GhJoinCount<T>{1});
-        ordered[at] = static_cast<GhJoinRow<T>>(row);
+        gh_u64* word = t.word(s.slot) + (T::LAYOUT == GH_PACKED ? 0 : 1);
+        volatile GhJoinCount<T>* count = group_count + s.slot;
+        while (true) {
+            const gh_u64 seen = *reinterpret_cast<volatile gh_u64*>(word);
+            const gh_i64 value = gh_join_value<T>(seen >> SHIFT);
+            if (value == gh_join_opening<T>()) continue;  // another row is opening it
+            if (value >= 0) {  // the claiming row's number: no group, or one not yet open
+                const GhJoinCount<T> more = *count;
+                if (more == 0) break;  // a code of one row
+                if (atomicCAS(word, seen, with_value(seen, gh_join_opening<T>())) != seen) continue;
+                const gh_u64 start = atomicAdd(
+                    reinterpret_cast<unsigned long long*>(group_words + 1),
+                    static_cast<unsigned long long>(more) + 2);
+                ordered[start] = static_cast<GhJoinRow<T>>(more + 1);
+                *count = static_cast<GhJoinCount<T>>(start + 1);
+                __threadfence();  // the cursor before the group is seen open
+                atomicExch(word, with_value(seen, ~static_cast<gh_i64>(start)));
+            }
+            __threadfence();  // the cursor after the group was seen open
+            const gh_u64 at = atomicAdd(group_count + s.slot, GhJoinCount<T>{1});
+            ordered[at] = static_cast<GhJoinRow<T>>(row);
+            break;
+        }
     }
 }
 
@@ -325,7 +323,7 @@ __device__ __forceinline__ void gh_warp_group_rows(bool big, gh_i64 start, gh_u3
 // the pairs is unspecified. total[1] gets the table's unplaced count (counts[2]), so one read
 // of `total` tells the host both the output size and whether the build side is whole.
 // A code has one entry; a code of several build rows holds ~start of its group in `ordered`
-// (gh_join_group_open), whose row count the first pass reads and whose rows the second writes.
+// (gh_join_group_rows), whose row count the first pass reads and whose rows the second writes.
 // The probe is bound by the latency of its bucket loads, so occupancy is what speeds it, and
 // instruction fetch next: each item's match count and first build row live in shared memory
 // (not registers), the item loops are not unrolled (eight inlined walks overflow the
