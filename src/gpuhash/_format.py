@@ -305,12 +305,13 @@ def filter_words(spec: TableSpec) -> int:
     return (spec.num_buckets * FILTER_BITS + 31) // 32
 
 
-def empty_state(spec: TableSpec, device: torch.device | str, *, spare_words: int = 0
-                ) -> TableState:
+def empty_state(spec: TableSpec, device: torch.device | str, *, spare_words: int = 0,
+                filled: bool = True) -> TableState:
     """A table with no entries: every bucket slot EMPTY, both out-of-band slots absent. (The
     CPU engine's; the CUDA engine makes the same bytes in one launch.) ``spare_words``: zero
     int64 words for the caller, ``state.__dict__["_spare"]`` (the CUDA engine's ride in the
-    table's allocation)."""
+    table's allocation). ``filled`` is the CUDA engine's option (a join build fills there);
+    here the table is always filled."""
     check_buckets(spec)
     device = torch.device(device)
     rows = spec.num_slots + 2

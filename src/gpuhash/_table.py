@@ -120,14 +120,16 @@ class _Table:
 
     @classmethod
     def _empty(cls, spec: TableSpec, device: torch.device, *, growable: bool,
-               duplicates: str, spare_words: int = 0) -> _Table:
+               duplicates: str, spare_words: int = 0, filled: bool = True) -> _Table:
         """An empty table of a sized ``spec`` on ``device`` (a torch device with its index),
         for internal callers whose arguments are right by construction (the join's build
         tables): the constructor's checks and sizing cost more host time than a small join's
         kernels take (bench/RESULTS.md). ``spare_words``: zero words for the caller
-        (``_state.__dict__["_spare"]``)."""
+        (``_state.__dict__["_spare"]``); not ``filled``: the engine may leave the memory to
+        the join build that follows (engines: empty_state)."""
         table = object.__new__(cls)
-        table._adopt(_engine_for(device).empty_state(spec, device, spare_words=spare_words),
+        table._adopt(_engine_for(device).empty_state(spec, device, spare_words=spare_words,
+                                                     filled=filled),
                      growable=growable, duplicates=duplicates, used=0)
         return table
 

@@ -102,7 +102,7 @@ class _RowTable:
         spec = _build_spec(encoder.key_dtype, self.rows, self.LOAD)
         array = entries + 1 if entries else 0
         multi = MultiMap._empty(spec, self.device, growable=False, duplicates="any",
-                                spare_words=array + _group_words(spec))
+                                spare_words=array + _group_words(spec), filled=False)
         spare = multi._state.__dict__.pop("_spare")  # zeroed with the table
         direct = spare[:array] if array else None
         multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build),

@@ -55,3 +55,31 @@ def launch(kernel, rows: int, *args: int, device: int | torch.device) -> None:
         return
     with torch.cuda.device(device):
         _launcher()(stream, config, kernel, *args)
+
+
+@functools.lru_cache(maxsize=64)
+def _resident_blocks(kernel, device: int) -> int:
+    """Blocks of ``kernel`` that fit on GPU ``device`` at once (its occupancy, every SM)."""
+    per_sm = kernel.occupancy.max_active_blocks_per_multiprocessor(THREADS, 0)
+    return max(1, per_sm) * torch.cuda.get_device_properties(device).multi_processor_count
+
+
+@functools.lru_cache(maxsize=512)
+def _cooperative_config(blocks: int):
+    from cuda.core import LaunchConfig
+
+    return LaunchConfig(grid=blocks, block=THREADS, is_cooperative=True)
+
+
+def launch_cooperative(kernel, rows: int, *args: int, device: int) -> None:
+    """Launch ``kernel`` as :func:`launch` does, but cooperatively, with no more blocks than
+    fit on the GPU at once (a thread per row up to there; the kernel strides past it): its
+    blocks may then wait for each other (kernels/join_build.cuh: gh_grid_barrier), which
+    the driver refuses to launch otherwise."""
+    blocks = min(max(1, (rows + THREADS - 1) // THREADS), _resident_blocks(kernel, device))
+    stream = _stream(device, torch._C._cuda_getCurrentRawStream(device))
+    if torch._C._cuda_getDevice() == device:
+        _launcher()(stream, _cooperative_config(blocks), kernel, *args)
+        return
+    with torch.cuda.device(device):
+        _launcher()(stream, _cooperative_config(blocks), kernel, *args)

@@ -19,10 +19,11 @@ from .._format import TableSpec, TableState
 class Engine(Protocol):
     """The operations every engine offers, with the same names and signatures."""
 
-    def empty_state(self, spec: TableSpec, device: torch.device, *, spare_words: int = 0
-                    ) -> TableState:
+    def empty_state(self, spec: TableSpec, device: torch.device, *, spare_words: int = 0,
+                    filled: bool = True) -> TableState:
         """A table of ``spec`` with no entries on ``device`` (_format.empty_state's bytes),
-        and ``spare_words`` zero words for the caller."""
+        and ``spare_words`` zero words for the caller. Not ``filled``: an engine may leave
+        the filling to the join build that comes next (multi_join_build)."""
 
     def last_rows(self, state: TableState, keys: torch.Tensor) -> torch.Tensor:
         """True on the last row of each distinct key of a batch (batch order)."""

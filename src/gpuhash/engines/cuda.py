@@ -17,7 +17,7 @@ import os
 import torch
 
 from .._cuda.compile import has_cas128, load_module
-from .._cuda.launch import launch
+from .._cuda.launch import launch, launch_cooperative
 from .._format import (
     COUNTS_LEN,
     LAYOUT_CODES,
@@ -34,8 +34,7 @@ MAP_KERNELS = ("gh_insert", "gh_insert_deferred", "gh_lookup", "gh_erase", "gh_r
                "gh_rehash_deferred")
 MULTI_KERNELS = ("gh_multi_insert", "gh_multi_count", "gh_multi_retrieve", "gh_multi_erase",
                  "gh_multi_rehash")
-JOIN_KERNELS = ("gh_multi_join_build", "gh_multi_join_probe", "gh_join_direct_build",
-                "gh_join_group_rows")
+JOIN_KERNELS = ("gh_join_build", "gh_multi_join_probe")
 JOIN_ROW_DTYPES = (torch.int32, torch.int64)  # a join build's values: its row numbers
 JOIN_FLAGS = {"keep_unmatched": 1, "mark_build": 2, "hits_only": 4,  # kernels/multimap.cu
               "warp_reads": 8}
@@ -101,14 +100,17 @@ def _fill_kernel(device_index: int, arch: str | None):
     return load_module("fill.cu", (), device_index, arch).get_kernel("gh_fill_table")
 
 
-def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0) -> TableState:
+def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0,
+                filled: bool = True) -> TableState:
     """A table with no entries, byte for byte _format.empty_state's, in one allocation set by
     one launch (kernels/fill.cu): slot words, then the counters, then the overflow bits,
     each tensor a view of its part. (A value row table's rows are a second allocation.)
     Two more zero words close the allocation, outside every view: the counters of the
     table's first join probe (multi_join_probe), which would otherwise cost a launch; then
     ``spare_words`` zero words for the caller (``state.__dict__["_spare"]``: a join build's
-    direct array), which would too."""
+    direct array and groups), which would too. Not ``filled``: the memory is left as it is
+    for a join build, which fills it in its own launch (multi_join_build), and one word more
+    follows for that launch's barrier."""
     check_buckets(spec)
     device = torch.device(device)
     index = device.index if device.index is not None else torch.cuda.current_device()
@@ -117,9 +119,11 @@ def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0) 
     bits = filter_words(spec)
     end = slot_words + COUNTS_LEN + (bits + 1) // 2
     total = end + _PROBE_COUNTERS + spare_words
-    words = torch.empty(total, dtype=torch.int64, device=device)
-    launch(_fill_kernel(index, os.environ.get(ARCH_ENV)), total, words.data_ptr(), slot_words,
-           total, spec.num_slots * spec.words_per_slot, device=index)
+    words = torch.empty(total + (0 if filled else 1), dtype=torch.int64, device=device)
+    tombstone_word = spec.num_slots * spec.words_per_slot
+    if filled:
+        launch(_fill_kernel(index, os.environ.get(ARCH_ENV)), total, words.data_ptr(),
+               slot_words, total, tombstone_word, device=index)
     values = None
     if spec.layout == ROWS:
         values = torch.zeros((rows, *spec.value_shape), dtype=spec.value_dtype, device=device)
@@ -128,7 +132,9 @@ def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0) 
                        words[slot_words:slot_words + COUNTS_LEN])
     state.__dict__["_zeroed_counters"] = words[end:end + _PROBE_COUNTERS]  # the first probe's
     if spare_words:
-        state.__dict__["_spare"] = words[end + _PROBE_COUNTERS:]
+        state.__dict__["_spare"] = words[end + _PROBE_COUNTERS:total]
+    if not filled:
+        state.__dict__["_unfilled"] = (words.data_ptr(), slot_words, total, tombstone_word)
     return state
 
 
@@ -412,25 +418,23 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     join_codes is the same rule). ``groups``: zeroed words (join.py: _group_words): the
     number of rows that repeat a code, the group array's fill, a counter a slot. ``direct``
     (int64, zeroed: a power of two entries and one word more) is tried first, and the table
-    is left empty where it holds every row (kernels/multimap.cu: gh_join_direct_build).
-    Nothing is synchronised: the host never learns whether codes repeat, so the group array
-    is sized for the worst case, half again the rows, and the group launch returns at once
-    where none does."""
+    is left empty where it holds every row. One cooperative launch does it all, filling the
+    table first where it was made unfilled (empty_state), since a small join's time is
+    mostly launches (kernels/join_build.cuh: gh_join_build). Nothing is synchronised: the
+    host never learns whether codes repeat, so the group array is sized for the worst case,
+    half again the rows."""
     kernels, table, device = _launch_info(state)
     width, rows = keys.element_size(), keys.shape[0]
-    if direct is not None:
-        launch(kernels[f"gh_join_direct_build_{width}"], -(-rows // DIRECT_ROWS),
-               keys.data_ptr(), _ptr(valid), rows, shape, low, high, direct.data_ptr(),
-               direct.shape[0] - 2, device=device)
-    failed = 0 if direct is None else direct.data_ptr() + 8 * (direct.shape[0] - 1)
-    counters = groups.data_ptr() + 16  # past the repeat count and the array's fill
-    launch(kernels[f"gh_multi_join_build_{width}"], rows, *table, keys.data_ptr(), _ptr(valid),
-           rows, shape, low, high, failed, groups.data_ptr(), counters, device=device)
+    unfilled = state.__dict__.pop("_unfilled", None)
+    if unfilled is None:  # filled already: the barrier's word only (any value serves)
+        barrier = keys.new_empty(1, dtype=torch.int64)
+        unfilled = (barrier.data_ptr(), 0, 0, 0)
     ordered = keys.new_empty(rows + rows // 2 + 1, dtype=state.spec.value_dtype)
     state.__dict__["join_groups"] = (ordered, groups)
-    launch(kernels[f"gh_join_group_rows_{width}"], min(rows, GROUP_THREADS), *table,
-           keys.data_ptr(), _ptr(valid), rows, shape, low, high, groups.data_ptr(), counters,
-           ordered.data_ptr(), device=device)
+    launch_cooperative(kernels[f"gh_join_build_{width}"], max(rows, unfilled[2]), *table,
+                       *unfilled, keys.data_ptr(), _ptr(valid), rows, shape, low, high,
+                       _ptr(direct), 0 if direct is None else direct.shape[0] - 2,
+                       groups.data_ptr(), ordered.data_ptr(), device=device)
 
 
 def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
@@ -476,13 +480,6 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
 
 
 JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)
-# threads of a join build's group launch, which returns at once unless a code
-# repeats: enough blocks to fill an H100 (132 SMs, 8 blocks of 256), so an empty launch is
-# cheap at any table size
-GROUP_THREADS = 132 * 8 * 256
-# build rows per thread of gh_join_direct_build, a round each: its blocks stop at the first
-# round with a failed claim, so sparse keys claim about 1 / DIRECT_ROWS of their rows
-DIRECT_ROWS = 8
 
 
 def _past_l2(spec: TableSpec) -> bool:
