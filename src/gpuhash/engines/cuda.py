@@ -109,8 +109,7 @@ def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0,
     table's first join probe (multi_join_probe), which would otherwise cost a launch; then
     ``spare_words`` zero words for the caller (``state.__dict__["_spare"]``: a join build's
     direct array and groups), which would too. Not ``filled``: the memory is left as it is
-    for a join build, which fills it in its own launch (multi_join_build), and one word more
-    follows for that launch's barrier."""
+    for a join build, which fills it in its own launch (multi_join_build)."""
     check_buckets(spec)
     device = torch.device(device)
     index = device.index if device.index is not None else torch.cuda.current_device()
@@ -119,7 +118,7 @@ def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0,
     bits = filter_words(spec)
     end = slot_words + COUNTS_LEN + (bits + 1) // 2
     total = end + _PROBE_COUNTERS + spare_words
-    words = torch.empty(total + (0 if filled else 1), dtype=torch.int64, device=device)
+    words = torch.empty(total, dtype=torch.int64, device=device)
     tombstone_word = spec.num_slots * spec.words_per_slot
     if filled:
         launch(_fill_kernel(index, os.environ.get(ARCH_ENV)), total, words.data_ptr(),
@@ -425,16 +424,31 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     half again the rows."""
     kernels, table, device = _launch_info(state)
     width, rows = keys.element_size(), keys.shape[0]
-    unfilled = state.__dict__.pop("_unfilled", None)
-    if unfilled is None:  # filled already: the barrier's word only (any value serves)
-        barrier = keys.new_empty(1, dtype=torch.int64)
-        unfilled = (barrier.data_ptr(), 0, 0, 0)
+    unfilled = state.__dict__.pop("_unfilled", (0, 0, 0, 0))  # (0, ...): filled already
     ordered = keys.new_empty(rows + rows // 2 + 1, dtype=state.spec.value_dtype)
     state.__dict__["join_groups"] = (ordered, groups)
+    stream = torch._C._cuda_getCurrentRawStream(device)
     launch_cooperative(kernels[f"gh_join_build_{width}"], max(rows, unfilled[2]), *table,
                        *unfilled, keys.data_ptr(), _ptr(valid), rows, shape, low, high,
                        _ptr(direct), 0 if direct is None else direct.shape[0] - 2,
-                       groups.data_ptr(), ordered.data_ptr(), device=device)
+                       groups.data_ptr(), ordered.data_ptr(), _barrier_word(device, stream),
+                       device=device)
+
+
+def _barrier_word(device: int, stream: int) -> int:
+    """The address of a zeroed word for the grid barriers of join builds on one stream of
+    ``device`` (kernels/join_build.cuh: gh_grid_barrier): launches on one stream run one at
+    a time, and each leaves the word's low 31 bits at zero, as it found them. Made once a
+    stream handle (one fill launch on that stream) and kept for the process."""
+    word = _BARRIER_WORDS.get((device, stream))
+    if word is None:
+        with torch.cuda.device(device), torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+            word = torch.zeros(1, dtype=torch.int64, device=f"cuda:{device}")
+        _BARRIER_WORDS[(device, stream)] = word
+    return word.data_ptr()
+
+
+_BARRIER_WORDS: dict[tuple[int, int], torch.Tensor] = {}  # (device, stream handle) -> word
 
 
 def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,

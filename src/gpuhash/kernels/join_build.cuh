@@ -73,10 +73,12 @@ __device__ __forceinline__ constexpr gh_i64 gh_join_opening() {
 
 // A barrier across every block of a cooperative launch (all of them resident at once). The
 // first thread of each block adds to *word: block 0 adds 2**31 - (blocks - 1), the others 1,
-// so once all have added, bit 31 differs from what each one saw, whatever the word held
-// before: it needs no zeroing and serves any number of barriers in a row (a block cannot add
-// for the next barrier before every block has added for this one). Release on the add and
-// acquire on the polls order each block's writes before the others' reads.
+// so once all have added, bit 31 differs from what each one saw. The low 31 bits must start
+// at zero (else the ones can carry into bit 31 before block 0 adds, and the blocks fall out
+// of step and wait forever); they are back at zero after every barrier, so a word serves
+// any number of barriers and launches, one launch at a time (engines/cuda.py: a word per
+// stream). Release on the add and acquire on the polls order each block's writes before the
+// others' reads.
 __device__ __forceinline__ void gh_grid_barrier(unsigned int* word) {
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -232,7 +234,7 @@ __device__ __forceinline__ void gh_join_group_rows(const T& t, const char* keys,
 
 // A join's build, one cooperative launch (every block resident; engines/cuda.py sizes the
 // grid from the kernel's occupancy): the table's memory filled (`words`, `fill_words` of
-// them; the barrier's word lies past them, never filled), then the direct array tried where
+// them, none for a table filled already), then the direct array tried where
 // there is one (`direct`, else null), then, where it failed or there is none, every usable
 // row's code claimed, then, where codes repeat, their rows grouped. group_words: the number
 // of rows that repeat a code, the group array's fill, then the counters a slot.
@@ -241,8 +243,8 @@ __global__ void gh_join_build(GH_TABLE_PARAMS, long long* words, gh_u64 slot_wor
                               gh_u64 fill_words, gh_u64 tombstone_word, const char* keys,
                               const gh_u8* valid, gh_u64 n, gh_u64 shape, gh_i64 low,
                               gh_i64 high, gh_u64* direct, gh_u64 direct_mask,
-                              gh_i64* group_words, GhJoinRow<T>* ordered) {
-    unsigned int* barrier = reinterpret_cast<unsigned int*>(words + fill_words);
+                              gh_i64* group_words, GhJoinRow<T>* ordered,
+                              unsigned int* barrier) {
     gh_fill_words(words, slot_words, fill_words, tombstone_word);
     gh_grid_barrier(barrier);
     if (direct != nullptr) {
