@@ -95,10 +95,9 @@ __device__ __forceinline__ void gh_grid_barrier(unsigned int* word) {
 
 // A new table's memory (engines/cuda.py: empty_state): every slot word all ones (the EMPTY
 // key of either width, its value bytes all ones too), the out-of-band TOMBSTONE slot's key
-// word -2, the counters, filter bits and spare words zero; as fill.cu's kernel does, but two
-// words a store: with the launch's blocks fewer than a fill of its own would have, single
-// words left a J4 build's fill (250 MB) about 100 us slower (bench/RESULTS.md). The
-// allocation is 16-byte aligned (torch's are 512-byte).
+// word -2, the counters, filter bits and spare words zero; as fill.cu's kernel does, two
+// words a store (the allocation is 16-byte aligned: torch's are 512-byte; one word a store
+// measured the same, bench/RESULTS.md).
 __device__ __forceinline__ void gh_fill_words(long long* words, gh_u64 slot_words,
                                               gh_u64 fill_words, gh_u64 tombstone_word) {
     const auto word = [&](gh_u64 i) -> long long {
