@@ -54,9 +54,9 @@ def test_the_array_joins_as_the_hash_table_does(how, repeats, nulls, monkeypatch
                                   right_valid=right_valid, nulls_equal=nulls_equal)
         assert pairs(dense, how) == pairs(hashed, how)
     if not nulls:  # chunks of the probe side through one prepared array
-        plan = gh.explain_join(left, right, how=how, memory_budget=600_000)
+        plan = gh.explain_join(left, right, how=how, memory_budget=1_100_000)
         assert plan.strategy == "hash-table-chunked", plan
-        dense, hashed = both_ways(monkeypatch, left, right, how=how, memory_budget=600_000)
+        dense, hashed = both_ways(monkeypatch, left, right, how=how, memory_budget=1_100_000)
         assert pairs(dense, how) == pairs(hashed, how)
 
 
