@@ -1,5 +1,5 @@
-"""The direct array a join build tries before its hash table (kernels/multimap.cu:
-gh_join_direct_build; join._direct_entries): dense distinct keys are held and probed through it,
+"""The direct array a join build tries before its hash table (kernels/join_build.cuh:
+gh_join_direct_rows; join._direct_entries): dense distinct keys are held and probed through it,
 repeated keys, keys colliding modulo its size and rows without a 32-bit code give it up for the
 table, and every how, null rule, chunked probe and refit gives the pairs of the table alone.
 

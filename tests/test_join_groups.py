@@ -1,5 +1,5 @@
 """A join build stores each key code once; the rows of a code held by several build rows form
-a group (engines: multi_join_build; kernels/multimap.cu: gh_join_group_rows), so a key held
+a group (engines: multi_join_build; kernels/join_build.cuh: gh_join_group_rows), so a key held
 many times costs neither the build nor the probe a walk past its copies. Every how, nulls,
 both key widths and heavy skew against a pandas reference, on either engine, and the GPU
 engine against the CPU engine."""

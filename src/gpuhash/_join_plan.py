@@ -158,19 +158,20 @@ def default_budget(device: torch.device, need: int) -> int:
 
 
 def table_bytes(rows: int, key_bytes: int, *, direct: bool = False) -> int:
-    """Bytes a build table of ``rows`` entries may take: key, row id and a group counter a
-    slot at the worst load, and the group array for the worst case (half again the rows:
-    engines' multi_join_build); with ``direct``, the direct array a GPU build tries before
-    it too."""
+    """Bytes a build table of ``rows`` entries may take: its slot (key and row id, packed in
+    8 bytes or a pair of words) and a group counter a slot at the worst load, and the group
+    array for the worst case (half again the rows: engines' multi_join_build); with
+    ``direct``, the direct array a GPU build tries before it too (kernels/join_build.cuh)."""
     entries = direct_entries(rows) if direct else 0
     array = 8 * (entries + 1) if entries else 0
     row_bytes = 4 if rows < 2**30 else 8  # join.py: _build_spec
-    return (int(rows * (key_bytes + 2 * row_bytes) / LOAD) + 64 + array
+    slot_bytes = 8 if key_bytes == 4 and row_bytes == 4 else 16  # packed or pair slots
+    return (int(rows * (slot_bytes + row_bytes) / LOAD) + 64 + array
             + (rows + rows // 2 + 1) * row_bytes)
 
 
-# A build side of 32-bit codes on a GPU first tries a direct array (kernels/multimap.cu:
-# gh_join_direct_build), an 8-byte entry per code modulo a power of two at least DIRECT_SPAN
+# A build side of 32-bit codes on a GPU first tries a direct array (kernels/join_build.cuh:
+# gh_join_direct_rows), an 8-byte entry per code modulo a power of two at least DIRECT_SPAN
 # times its rows, where its array fits in L2 (there a probe row costs one sector read; past
 # L2 it measured 4.14 against 4.33 ms for J4, not worth the memory) and it has enough rows for
 # the extra launch to pay (smaller tables sit in L1 and L2 anyway).

@@ -170,8 +170,8 @@ class _RowTable:
 
 def _direct_entries(encoder, rows: int, device: torch.device) -> int:
     """Entries of the direct array a build side tries before its hash table (0: none; the
-    array has one word more, saying whether it failed: kernels/multimap.cu:
-    gh_join_direct_build). On a GPU only: on the CPU the dense table (_join_dense) takes
+    array has one word more, saying whether it failed: kernels/join_build.cuh:
+    gh_join_direct_rows). On a GPU only: on the CPU the dense table (_join_dense) takes
     dense 32-bit keys, sized from their range, which a GPU would need a second host sync to
     learn. (The CPU engine has the array's operations too, as the CUDA engine's twin.)"""
     if device.type != "cuda" or encoder.key_dtype != torch.int32:
@@ -268,7 +268,7 @@ class JoinBuild:
     @property
     def unique(self) -> bool:
         """True when the build side's (non-null) keys are all distinct (worked out on first
-        use: a probe of the build side by itself)."""
+        use: the build counts the rows that repeat a key; reading the count synchronises)."""
         with stream_context(self._stream, self.device):
             return self._table.unique()
 

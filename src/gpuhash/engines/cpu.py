@@ -374,7 +374,7 @@ def _usable_rows(codes: torch.Tensor, usable: torch.Tensor
 
 def _direct_build(direct: torch.Tensor, codes: torch.Tensor, usable: torch.Tensor,
                   valid: torch.Tensor | None) -> bool:
-    """Fill the direct array as kernels/multimap.cu's gh_join_direct_build does; whether it
+    """Fill the direct array as kernels/join_build.cuh's gh_join_direct_rows does; whether it
     holds the build side. Where it does not, only its last word (failed = 1) is defined."""
     failed = bool((~usable).any()) if valid is None else bool((valid & ~usable).any())
     codes, rows = _usable_rows(codes, usable)
@@ -430,7 +430,7 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
 
 def _group_rows(state: TableState, slots: torch.Tensor, rows: torch.Tensor,
                 groups: torch.Tensor) -> None:
-    """The group array of a build whose codes repeat (kernels/multimap.cu: gh_join_group_rows;
+    """The group array of a build whose codes repeat (kernels/join_build.cuh: gh_join_group_rows;
     here in row order, there in no set order): ``slots`` and ``rows`` say where each stored
     row's code is."""
     grouped = torch.bincount(slots, minlength=state.spec.num_slots).index_select(0, slots) > 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import threading
 
 import torch
 
@@ -413,7 +414,7 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     """Store every usable row of a build key column: each key code once, its row number as
     value, or for a code of several rows ~start of their group in an array of row numbers
     (``state.join_groups``: that array, then ``groups``). ``shape``, ``low`` and ``high`` say
-    how a row's code derives from its key (kernels/multimap.cu: gh_join_code; the CPU engine's
+    how a row's code derives from its key (kernels/join_build.cuh: gh_join_code; the CPU engine's
     join_codes is the same rule). ``groups``: zeroed words (join.py: _group_words): the
     number of rows that repeat a code, the group array's fill, a counter a slot. ``direct``
     (int64, zeroed: a power of two entries and one word more) is tried first, and the table
@@ -439,16 +440,22 @@ def _barrier_word(device: int, stream: int) -> int:
     """The address of a zeroed word for the grid barriers of join builds on one stream of
     ``device`` (kernels/join_build.cuh: gh_grid_barrier): launches on one stream run one at
     a time, and each leaves the word's low 31 bits at zero, as it found them. Made once a
-    stream handle (one fill launch on that stream) and kept for the process."""
-    word = _BARRIER_WORDS.get((device, stream))
+    stream handle (one fill launch on that stream) and kept for the process. (A stream
+    destroyed with a build still queued, its handle reused at once, would share a word; a
+    build cannot be captured in a CUDA graph: the join synchronises to plan and to learn
+    its output size.)"""
+    # the per-thread default stream's handle names another stream in each host thread
+    key = (device, stream, threading.get_ident() if stream == _PER_THREAD_STREAM else 0)
+    word = _BARRIER_WORDS.get(key)
     if word is None:
         with torch.cuda.device(device), torch.cuda.stream(torch.cuda.ExternalStream(stream)):
             word = torch.zeros(1, dtype=torch.int64, device=f"cuda:{device}")
-        _BARRIER_WORDS[(device, stream)] = word
+        _BARRIER_WORDS[key] = word
     return word.data_ptr()
 
 
-_BARRIER_WORDS: dict[tuple[int, int], torch.Tensor] = {}  # (device, stream handle) -> word
+_BARRIER_WORDS: dict[tuple[int, int, int], torch.Tensor] = {}  # (device, stream, thread)
+_PER_THREAD_STREAM = 2  # cudaStreamPerThread
 
 
 def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,

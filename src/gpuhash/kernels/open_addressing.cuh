@@ -186,9 +186,12 @@ __device__ __forceinline__ void gh_load_bucket(const T& t, gh_u64 bucket,
     }
 }
 
-template <class T>
+// COHERENT: read through L2, for searches of a table the same launch wrote (the read-only
+// path is defined only for data no thread of the launch writes; kernels/join_build.cuh).
+template <class T, bool COHERENT = false>
 __device__ __forceinline__ bool gh_overflowed(const T& t, gh_u64 filter_bit) {
-    return (__ldg(t.overflow + (filter_bit >> 5)) >> (filter_bit & 31)) & 1u;
+    const gh_u32* word = t.overflow + (filter_bit >> 5);
+    return ((COHERENT ? __ldcg(word) : __ldg(word)) >> (filter_bit & 31)) & 1u;
 }
 
 template <class T>
@@ -228,8 +231,8 @@ __device__ __forceinline__ void gh_walk(const T& t, const GhHome& home, Visit&& 
         gh_u64 w[T::BUCKET], v[T::BUCKET];
         gh_load_bucket<T, COHERENT, LAZY>(t, bucket, w, v);
         if (visit(bucket, step, w, v)) return;
-        if (SEARCH && step == 0 && !gh_overflowed(t, home.left_first)) return;
-        if (SEARCH && step == 1 && !gh_overflowed(t, home.left_second)) return;
+        if (SEARCH && step == 0 && !gh_overflowed<T, COHERENT>(t, home.left_first)) return;
+        if (SEARCH && step == 1 && !gh_overflowed<T, COHERENT>(t, home.left_second)) return;
         bucket = gh_next_bucket(t, home, step, bucket);
     }
 }
