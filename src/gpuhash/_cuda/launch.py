@@ -48,8 +48,13 @@ def launch(kernel, rows: int, *args: int, device: int | torch.device) -> None:
         return
     if device.__class__ is not int:  # the tables pass indices; the benchmarks torch devices
         device = device.index if device.index is not None else torch.cuda.current_device()
+    _launch_on(device, _config((rows + THREADS - 1) // THREADS), kernel, args)
+
+
+def _launch_on(device: int, config, kernel, args: tuple[int, ...]) -> None:
+    """Launch on torch's current stream of GPU ``device``, made current for the launch when
+    another GPU is."""
     stream = _stream(device, torch._C._cuda_getCurrentRawStream(device))
-    config = _config((rows + THREADS - 1) // THREADS)
     if torch._C._cuda_getDevice() == device:
         _launcher()(stream, config, kernel, *args)
         return
@@ -77,9 +82,4 @@ def launch_cooperative(kernel, rows: int, *args: int, device: int) -> None:
     blocks may then wait for each other (kernels/join_build.cuh: gh_grid_barrier), which
     the driver refuses to launch otherwise."""
     blocks = min(max(1, (rows + THREADS - 1) // THREADS), _resident_blocks(kernel, device))
-    stream = _stream(device, torch._C._cuda_getCurrentRawStream(device))
-    if torch._C._cuda_getDevice() == device:
-        _launcher()(stream, _cooperative_config(blocks), kernel, *args)
-        return
-    with torch.cuda.device(device):
-        _launcher()(stream, _cooperative_config(blocks), kernel, *args)
+    _launch_on(device, _cooperative_config(blocks), kernel, args)

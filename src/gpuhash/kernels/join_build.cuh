@@ -5,6 +5,7 @@
 // host launches (bench/RESULTS.md): these were four launches, each a few microseconds of
 // Python, of which at most one has work for dense distinct keys.
 #pragma once
+#include "fill.cuh"
 
 // A join's build side is a multimap from key code to build row (the value, 4 or 8 bytes). Both
 // kernels read the caller's key column as it is, IN_BYTES per row, and derive each row's code
@@ -91,23 +92,6 @@ __device__ __forceinline__ void gh_grid_barrier(unsigned int* word) {
         } while (((before ^ now) & 0x80000000u) == 0);
     }
     __syncthreads();
-}
-
-// A new table's memory (engines/cuda.py: empty_state): every slot word all ones (the EMPTY
-// key of either width, its value bytes all ones too), the out-of-band TOMBSTONE slot's key
-// word -2, the counters, filter bits and spare words zero; as fill.cu's kernel does, two
-// words a store (the allocation is 16-byte aligned: torch's are 512-byte; one word a store
-// measured the same, bench/RESULTS.md).
-__device__ __forceinline__ void gh_fill_words(long long* words, gh_u64 slot_words,
-                                              gh_u64 fill_words, gh_u64 tombstone_word) {
-    const auto word = [&](gh_u64 i) -> long long {
-        return i < slot_words ? (i == tombstone_word ? -2LL : -1LL) : 0LL;
-    };
-    longlong2* pairs = reinterpret_cast<longlong2*>(words);
-    for (gh_u64 i = gh_row(); i < fill_words / 2; i += gh_stride()) {
-        pairs[i] = make_longlong2(word(2 * i), word(2 * i + 1));
-    }
-    if ((fill_words & 1) && gh_row() == 0) words[fill_words - 1] = word(fill_words - 1);
 }
 
 // A build side of dense keys needs no hash table: its codes are distinct modulo a power of two
