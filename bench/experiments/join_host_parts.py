@@ -10,7 +10,7 @@ import importlib
 import torch
 
 import gpuhash as gh
-from gpuhash._cuda.launch import launch
+from gpuhash._cuda.launch import launch, launch_cooperative
 from gpuhash._join_keys import build_encoder
 from gpuhash.bench.harness import time_gpu, time_host_calls
 from gpuhash.bench.join_suite import FULL, Shape, make_inputs
@@ -67,6 +67,8 @@ def parts(name: str, build: torch.Tensor, probe: torch.Tensor) -> None:
         word = torch.zeros(2, dtype=torch.int64, device=DEVICE).data_ptr()
         steps["fill launch of 1 word"] = lambda: launch(cuda._fill_kernel(DEVICE.index, None),
                                                         1, word, 0, 1, 1, device=DEVICE.index)
+        steps["the same, launched cooperatively"] = lambda: launch_cooperative(
+            cuda._fill_kernel(DEVICE.index, None), 1, word, 0, 1, 1, device=DEVICE.index)
     for step, call in steps.items():
         print(f"  {step:40s} {time_host_calls(call, calls=500 if GPU else 3):8.1f} us", flush=True)
 

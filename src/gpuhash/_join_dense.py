@@ -133,6 +133,9 @@ class DenseTable:
             return inside & (self._first.index_select(0, offset) >= 0)
         return inside & (self._counts_at(offset) > 0)
 
+    def hand_back(self) -> None:
+        """Nothing to keep: the hash table's pool (_join_pool) holds GPU tables only."""
+
     def unique(self) -> bool:
         """True when no non-null build key repeats."""
         return self._first is not None

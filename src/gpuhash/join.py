@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from . import _arrays, _join_plan
+from . import _arrays, _join_plan, _join_pool
 from ._format import TableSpec
 from ._join_dense import DenseTable
 from ._join_keys import Direct32, KeyEncoder, build_encoder, check_sides, check_valid, key_columns
@@ -101,8 +101,7 @@ class _RowTable:
         entries = _direct_entries(encoder, self.rows, self.device)
         spec = _build_spec(encoder.key_dtype, self.rows, self.LOAD)
         array = entries + 1 if entries else 0
-        multi = MultiMap._empty(spec, self.device, growable=False, duplicates="any",
-                                spare_words=array + _group_words(spec), filled=False)
+        multi = _join_pool.take(spec, self.device, spare_words=array + _group_words(spec))
         spare = multi._state.__dict__.pop("_spare")  # zeroed with the table
         direct = spare[:array] if array else None
         multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build),
@@ -137,6 +136,12 @@ class _RowTable:
         if build_hit is not None:
             build_hit.zero_()  # marks of the partial table's matches are redone
         return self._probe(columns, valid, **options)
+
+    def hand_back(self) -> None:
+        """Give the table to the next join of its size (_join_pool): call when this join's
+        last probe is done; the table is not used again."""
+        _join_pool.hand_back(self._built[1])
+        del self._built
 
     def pairs(self, columns: list[torch.Tensor], valid: torch.Tensor | None, *,
               keep_unmatched: bool = False, build_hit: torch.Tensor | None = None
@@ -467,8 +472,10 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
 
 def _run_hash_table(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
     build, probe = (left, right) if plan.build_side == "left" else (right, left)
-    matches = JoinBuild._of(build)._match(probe, plan.how, nulls_equal, plan.chunk_rows,
-                                          probe_is_left=plan.build_side != "left")
+    joined = JoinBuild._of(build)
+    matches = joined._match(probe, plan.how, nulls_equal, plan.chunk_rows,
+                            probe_is_left=plan.build_side != "left")
+    joined._table.hand_back()  # its last probe has read its counters: nothing is pending
     return matches.assemble()
 
 
