@@ -5,5 +5,5 @@
 
 extern "C" __global__ void gh_fill_table(long long* words, gh_u64 slot_words, gh_u64 total,
                                          gh_u64 tombstone_word) {
-    gh_fill_words(words, slot_words, total, tombstone_word);
+    gh_fill_words(words, 0, total, slot_words, tombstone_word);
 }

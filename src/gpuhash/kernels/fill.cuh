@@ -9,14 +9,20 @@
 #pragma once
 #include "common.cuh"
 
-__device__ __forceinline__ void gh_fill_words(long long* words, gh_u64 slot_words,
-                                              gh_u64 fill_words, gh_u64 tombstone_word) {
+// Words [begin, end) of the allocation; the rule depends on a word's place, not on the range.
+__device__ __forceinline__ void gh_fill_words(long long* words, gh_u64 begin, gh_u64 end,
+                                              gh_u64 slot_words, gh_u64 tombstone_word) {
     const auto word = [&](gh_u64 i) -> long long {
         return i < slot_words ? (i == tombstone_word ? -2LL : -1LL) : 0LL;
     };
-    longlong2* pairs = reinterpret_cast<longlong2*>(words);
-    for (gh_u64 i = gh_row(); i < fill_words / 2; i += gh_stride()) {
-        pairs[i] = make_longlong2(word(2 * i), word(2 * i + 1));
+    if (begin >= end) return;
+    if (begin & 1) {  // pairs start at an even word
+        if (gh_row() == 0) words[begin] = word(begin);
+        ++begin;
     }
-    if ((fill_words & 1) && gh_row() == 0) words[fill_words - 1] = word(fill_words - 1);
+    longlong2* pairs = reinterpret_cast<longlong2*>(words + begin);
+    for (gh_u64 i = gh_row(); i < (end - begin) / 2; i += gh_stride()) {
+        pairs[i] = make_longlong2(word(begin + 2 * i), word(begin + 2 * i + 1));
+    }
+    if (((end - begin) & 1) && gh_row() == 0) words[end - 1] = word(end - 1);
 }

@@ -225,7 +225,8 @@ __device__ __forceinline__ void gh_join_group_rows(const T& t, const char* keys,
 
 // A join's build, one cooperative launch (every block resident; engines/cuda.py sizes the
 // grid from the kernel's occupancy): the table's memory filled (`words`, `fill_words` of
-// them, none for a table filled already), then the direct array tried where
+// them, none for a table filled already; with a direct array, the slots' part only where the
+// array fails), then the direct array tried where
 // there is one (`direct`, else null), then, where it failed or there is none, every usable
 // row's code claimed, then, where codes repeat, their rows grouped. group_words: the number
 // of rows that repeat a code, the group array's fill, then the counters a slot.
@@ -236,12 +237,25 @@ __global__ void gh_join_build(GH_TABLE_PARAMS, long long* words, gh_u64 slot_wor
                               gh_i64 high, gh_u64* direct, gh_u64 direct_mask,
                               gh_i64* group_words, GhJoinRow<T>* ordered,
                               unsigned int* barrier) {
-    gh_fill_words(words, slot_words, fill_words, tombstone_word);
-    gh_grid_barrier(barrier);
-    if (direct != nullptr) {
+    if (direct == nullptr) {
+        gh_fill_words(words, 0, fill_words, slot_words, tombstone_word);
+        gh_grid_barrier(barrier);
+    } else {
+        // Where the array holds every row, nothing reads the slots or the counters a slot
+        // (the probe reads the array and the table's counters), so those are filled only if
+        // it fails: 24 of a 1M-row build's 40 MB. The spare words end with the counters a
+        // slot, after the group words' two (engines/cuda.py: empty_state, join.py).
+        const gh_u64 slot_counters =
+            fill_words ? static_cast<gh_u64>(reinterpret_cast<long long*>(group_words + 2) - words)
+                       : 0;
+        gh_fill_words(words, slot_words, slot_counters, slot_words, tombstone_word);
+        gh_grid_barrier(barrier);
         gh_join_direct_rows<T, IN_BYTES>(keys, valid, n, shape, low, high, direct, direct_mask);
         gh_grid_barrier(barrier);
         if (__ldcg(direct + direct_mask + 1) == 0) return;  // it holds every row
+        gh_fill_words(words, 0, slot_words, slot_words, tombstone_word);
+        gh_fill_words(words, slot_counters, fill_words, slot_words, tombstone_word);
+        gh_grid_barrier(barrier);
     }
     const T t = GH_REF(T);
     auto* group_count = reinterpret_cast<GhJoinCount<T>*>(group_words + 2);
