@@ -7,7 +7,9 @@ whose table has the same spec takes it instead of making one. Reuse is safe beca
 
 - a CUDA join build fills every word of the allocation before anything reads it (slots,
   counters, filter bits, the probe counters and the caller's spare words:
-  kernels/fill.cuh, engines/cuda.py: multi_join_build), so nothing of the last join remains;
+  kernels/fill.cuh, engines/cuda.py: multi_join_build), so nothing of the last join remains
+  that a probe could read (the group array it keeps is read only where this build's slots
+  point);
 - a table is handed back only after the join's last probe read its counters, which waits for
   every kernel queued before it on the join's stream: no work on the table is pending, on any
   stream, when another join takes it;
@@ -42,7 +44,7 @@ POOL_TABLES = 4
 # (device, spec, spare words) -> (table, the entries its engine set for a new table's first
 # build and probe, which they consume: engines/cuda.py: empty_state)
 _KEPT: dict[tuple, tuple[MultiMap, dict]] = {}
-_FIRST_USE = ("_unfilled", "_zeroed_counters", "_spare")
+_FIRST_USE = ("_unfilled", "_zeroed_counters")
 
 
 def take(spec: TableSpec, device: torch.device, *, spare_words: int) -> MultiMap:
@@ -69,7 +71,6 @@ def hand_back(multi: MultiMap) -> None:
     pooled = state.__dict__.get("_pool")
     if pooled is None:
         return
-    state.__dict__.pop("join_groups", None)  # the last build's group array
-    key, first_use = pooled
+    key, first_use = pooled  # the last build's group array stays, for the next build
     if len(_KEPT) < POOL_TABLES:
         _KEPT[key] = (multi, first_use)

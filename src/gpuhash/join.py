@@ -102,10 +102,14 @@ class _RowTable:
         spec = _build_spec(encoder.key_dtype, self.rows, self.LOAD)
         array = entries + 1 if entries else 0
         multi = _join_pool.take(spec, self.device, spare_words=array + _group_words(spec))
-        spare = multi._state.__dict__.pop("_spare")  # zeroed with the table
-        direct = spare[:array] if array else None
+        kept = multi._state.__dict__
+        views = kept.get("_join_views")  # cut once a table: a kept one (_join_pool) has them
+        if views is None:
+            spare = kept.pop("_spare")  # zeroed with the table
+            views = kept["_join_views"] = (spare[:array] if array else None, spare[array:])
+        direct, groups = views
         multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build),
-                                       groups=spare[array:], direct=direct)
+                                       groups=groups, direct=direct)
         ready = _event_after_queued_work(self.device) if ordered else None
         # one assignment: a probe never sees half a refit
         self._built = (encoder, multi, ready, direct)

@@ -426,7 +426,10 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     kernels, table, device = _launch_info(state)
     width, rows = keys.element_size(), keys.shape[0]
     unfilled = state.__dict__.pop("_unfilled", (0, 0, 0, 0))  # (0, ...): filled already
-    ordered = keys.new_empty(rows + rows // 2 + 1, dtype=state.spec.value_dtype)
+    # a table kept for another join (join.py: _join_pool) keeps its last group array
+    ordered = state.__dict__.get("join_groups", (None,))[0]
+    if ordered is None or ordered.shape[0] < rows + rows // 2 + 1:
+        ordered = keys.new_empty(rows + rows // 2 + 1, dtype=state.spec.value_dtype)
     state.__dict__["join_groups"] = (ordered, groups)
     stream = torch._C._cuda_getCurrentRawStream(device)
     launch_cooperative(kernels[f"gh_join_build_{width}"], max(rows, unfilled[2]), *table,
