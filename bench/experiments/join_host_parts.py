@@ -10,8 +10,10 @@ import importlib
 import torch
 
 import gpuhash as gh
+from gpuhash import _join_pool
 from gpuhash._cuda.launch import launch, launch_cooperative
 from gpuhash._join_keys import build_encoder
+from gpuhash._table import stream_context
 from gpuhash.bench.harness import time_gpu, time_host_calls
 from gpuhash.bench.join_suite import FULL, Shape, make_inputs
 from gpuhash.engines import cpu, cuda
@@ -63,7 +65,28 @@ def parts(name: str, build: torch.Tensor, probe: torch.Tensor) -> None:
             left, "inner", False, plan.chunk_rows).assemble(),
         "to_kind of the pair": lambda: gh._arrays.to_kind(probe, left.kind),
     }
+    def kept_table():  # the path gh.join takes: a table from the pool, built, handed back
+        J._RowTable(encoder, right.columns, right.valid, rows, DEVICE).hand_back()
+
+    def take_and_hand_back():
+        _join_pool.hand_back(_join_pool.take(spec, DEVICE, spare_words=spare))
+
+    def no_stream():
+        with stream_context(None, DEVICE):
+            pass
+
+    steps["_RowTable from the pool, built, handed back"] = kept_table
+    steps["_join_pool.take + hand_back"] = take_and_hand_back
+    steps["encoder.kernel_input"] = lambda: encoder.kernel_input(*table._build)
+    steps["stream_context(None) enter + exit"] = no_stream
+    steps["_Side of the probe keys"] = lambda: J._Side(probe, "left_keys", None, "left_valid")
     if GPU:
+        state = multi._state
+        steps["_launch_info (kept)"] = lambda: cuda._launch_info(state)
+        stream = torch.cuda.current_stream(DEVICE).cuda_stream
+        steps["_barrier_word"] = lambda: cuda._barrier_word(DEVICE.index, stream)
+        steps["torch current raw stream"] = lambda: torch._C._cuda_getCurrentRawStream(
+            DEVICE.index)
         word = torch.zeros(2, dtype=torch.int64, device=DEVICE).data_ptr()
         steps["fill launch of 1 word"] = lambda: launch(cuda._fill_kernel(DEVICE.index, None),
                                                         1, word, 0, 1, 1, device=DEVICE.index)
