@@ -105,45 +105,26 @@ __device__ __forceinline__ void gh_grid_barrier(unsigned int* word) {
 // the claims (a 1M-row build: 22 us with dense keys, 111 with sparse ones, whose claims
 // collide), so nothing reads `failed` here, and a block writes it once, when a claim of its
 // fails; it then stops, since the array is given up (sparse keys collide in a block's first
-// round). A thread takes GH_DIRECT_ITEMS rows a round, their key loads issued together and
-// then their claims, so a round waits for one load and one claim, not one of each a row.
-#define GH_DIRECT_ITEMS 4
+// round).
 template <class T, int IN_BYTES>
 __device__ __forceinline__ void gh_join_direct_rows(const char* keys, const gh_u8* valid,
                                                     gh_u64 n, gh_u64 shape, gh_i64 low,
                                                     gh_i64 high, gh_u64* direct, gh_u64 mask) {
-    const gh_u64 round_rows = static_cast<gh_u64>(blockDim.x) * GH_DIRECT_ITEMS;
-    for (gh_u64 first = static_cast<gh_u64>(blockIdx.x) * round_rows; first < n;
-         first += static_cast<gh_u64>(gridDim.x) * round_rows) {  // the same rounds a block
+    for (gh_u64 first = static_cast<gh_u64>(blockIdx.x) * blockDim.x; first < n;
+         first += gh_stride()) {  // the same rounds for every thread of a block
+        const gh_u64 row = first + threadIdx.x;
         bool lost = false;
-        gh_u64 code[GH_DIRECT_ITEMS];
-        bool claim[GH_DIRECT_ITEMS];
-#pragma unroll
-        for (int i = 0; i < GH_DIRECT_ITEMS; ++i) {
-            const gh_u64 row = first + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
-            claim[i] = false;
-            if (row >= n || (valid != nullptr && !valid[row])) {
-                // past the end, or null: nulls match nothing and are not stored
-            } else if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high,
-                                                  &code[i]) ||
-                       code[i] > 0xffffffffull || row >= 0xffffffffull) {
-                lost = true;
-            } else {
-                claim[i] = true;
-            }
+        gh_u64 code;
+        if (row >= n || (valid != nullptr && !valid[row])) {
+            // past the end, or null: nulls match nothing and are not stored
+        } else if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
+                   code > 0xffffffffull || row >= 0xffffffffull) {
+            lost = true;
+        } else {
+            const gh_u64 entry = ((row + 1) << 32) | code;
+            lost = atomicCAS(reinterpret_cast<unsigned long long*>(direct + (code & mask)),
+                             0ull, static_cast<unsigned long long>(entry)) != 0ull;
         }
-        unsigned long long before[GH_DIRECT_ITEMS];
-#pragma unroll
-        for (int i = 0; i < GH_DIRECT_ITEMS; ++i) {
-            const gh_u64 row = first + static_cast<gh_u64>(i) * blockDim.x + threadIdx.x;
-            const gh_u64 entry = ((row + 1) << 32) | code[i];
-            before[i] = claim[i] ? atomicCAS(reinterpret_cast<unsigned long long*>(
-                                                 direct + (code[i] & mask)),
-                                             0ull, static_cast<unsigned long long>(entry))
-                                 : 0ull;
-        }
-#pragma unroll
-        for (int i = 0; i < GH_DIRECT_ITEMS; ++i) lost |= before[i] != 0ull;
         if (__syncthreads_or(lost)) {
             if (threadIdx.x == 0) direct[mask + 1] = 1;  // failed
             return;
@@ -256,7 +237,7 @@ __global__ void gh_join_build(GH_TABLE_PARAMS, long long* words, gh_u64 slot_wor
                               gh_i64 high, gh_u64* direct, gh_u64 direct_mask,
                               gh_i64* group_words, GhJoinRow<T>* ordered,
                               unsigned int* barrier) {
-    if (T::KEY_BYTES != 4 || direct == nullptr) {  // the engines give 4-byte codes an array
+    if (direct == nullptr) {
         gh_fill_words(words, 0, fill_words, slot_words, tombstone_word);
         gh_grid_barrier(barrier);
     } else {
