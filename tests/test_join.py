@@ -463,3 +463,30 @@ def test_the_build_tables_spec_is_the_constructors(rows, key_dtype, device):
     assert (lean._growable, lean._duplicates, lean._used_bound, lean._device_index,
             lean._state.multi) == (made._growable, made._duplicates, made._used_bound,
                                    made._device_index, made._state.multi)
+
+
+def test_a_shared_plan_off_the_gpu_is_planned_afresh():
+    cpu = torch.device("cpu")
+    first = _join_plan.shared_plan(1000, 5000, how="left", key_bytes=4, device=cpu)
+    assert first == _join_plan.plan_join(1000, 5000, how="left", key_bytes=4, device=cpu)
+    assert _join_plan.shared_plan(1000, 5000, how="left", key_bytes=4, device=cpu) is not first
+
+
+@pytest.mark.gpu
+def test_small_gpu_joins_share_one_plan_that_no_caller_gets_to_change(monkeypatch):
+    device = torch.device("cuda", torch.cuda.current_device())
+    plan = _join_plan.shared_plan(1000, 5000, how="left", key_bytes=4, device=device)
+    assert _join_plan.shared_plan(1000, 5000, how="left", key_bytes=4, device=device) is plan
+    assert plan == _join_plan.plan_join(1000, 5000, how="left", key_bytes=4, device=device)
+    rows = _join_plan.total_bytes(device) // 16  # past SMALL_SHARE: free memory decides
+    assert (_join_plan.shared_plan(rows, rows, how="inner", key_bytes=4, device=device)
+            is not _join_plan.shared_plan(rows, rows, how="inner", key_bytes=4, device=device))
+    keys = torch.arange(1000, dtype=torch.int32, device=device)
+    mine = gh.explain_join(keys, keys)  # the caller's own object
+    mine.strategy = "changed"
+    assert gh.explain_join(keys, keys).strategy == "hash-table"
+    left, right = gh.join(keys, keys)
+    assert torch.equal(left.sort().values, right.sort().values)
+    monkeypatch.setitem(_join_plan.CPU_SMALL_MAX_ROWS, "gpuhash-cpu", 10_000)  # in the key
+    assert _join_plan.shared_plan(1000, 5000, how="left", key_bytes=4,
+                                  device=device).strategy == "cpu-small"

@@ -227,6 +227,36 @@ def _partition(plan: JoinPlan, build: int, probe: int, key_bytes: int, per_row: 
     return parts
 
 
+def shared_plan(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
+                device: torch.device) -> JoinPlan:
+    """:func:`plan_join`'s plan with the default budget, one object shared by every call with
+    the same arguments where the plan cannot depend on the free memory: a GPU join whose
+    worst case (either side built, either probed) needs at most SMALL_SHARE of the GPU's
+    memory, whose budget is then a share of the total (default_budget). Read-only: a small
+    join's planning is a tenth of its time (bench/RESULTS.md). Others are planned afresh.
+
+    Example:
+        >>> plan = shared_plan(10, 10, how="inner", key_bytes=4, device=torch.device("cpu"))
+        >>> plan.strategy
+        'hash-table'
+    """
+    if device.type == "cuda":
+        rows = max(left_rows, right_rows)
+        worst = table_bytes(rows, key_bytes, direct=True) + rows * probe_bytes_per_row(
+            key_bytes, 1.0)
+        if worst <= total_bytes(device) * SMALL_SHARE:
+            return _small_gpu_plan(left_rows, right_rows, how, key_bytes, device,
+                                   CPU_SMALL_MAX_ROWS["gpuhash-cpu"])
+    return plan_join(left_rows, right_rows, how=how, key_bytes=key_bytes, device=device)
+
+
+@functools.lru_cache(maxsize=256)
+def _small_gpu_plan(left_rows: int, right_rows: int, how: str, key_bytes: int,
+                    device: torch.device, cpu_small_max_rows: int | None) -> JoinPlan:
+    # cpu_small_max_rows: part of the key, since the plan reads CPU_SMALL_MAX_ROWS
+    return plan_join(left_rows, right_rows, how=how, key_bytes=key_bytes, device=device)
+
+
 def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
               device: torch.device, memory_budget: int | None = None, fanout: float = 1.0,
               build_fixed: bool = False, data_device: torch.device | None = None,

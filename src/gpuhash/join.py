@@ -27,7 +27,7 @@ from ._format import TableSpec
 from ._join_dense import DenseTable
 from ._join_keys import Direct32, KeyEncoder, build_encoder, check_sides, check_valid, key_columns
 from ._join_matches import _Matches, _take
-from ._join_plan import HOWS, JoinPlan, plan_join
+from ._join_plan import HOWS, JoinPlan, plan_join, shared_plan
 from ._table import _resolve_device, stream_context
 from .multimap import MultiMap
 
@@ -413,7 +413,12 @@ def _row_bytes(side: _Side) -> int:
 
 
 def _plan(left: _Side, right: _Side, how: str, memory_budget: int | None,
-          target: torch.device) -> JoinPlan:
+          target: torch.device, *, shared: bool = False) -> JoinPlan:
+    """The join's plan; ``shared``: one the caller only reads, which may be the plan object of
+    an earlier call (_join_plan.shared_plan)."""
+    if shared and memory_budget is None and target == left.device:
+        return shared_plan(left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
+                           device=target)
     return plan_join(left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
                      device=target, memory_budget=memory_budget,
                      data_device=None if target == left.device else left.device,
@@ -458,7 +463,7 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
     how = _check_how(how)
     left, right = _sides(left_keys, right_keys, left_valid, right_valid)
     target = _target(device, left)
-    plan = _plan(left, right, how, memory_budget, target)
+    plan = _plan(left, right, how, memory_budget, target, shared=True)
     if explain:
         print(plan)
     home = left.device

@@ -491,14 +491,16 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     while True:
         if counters is None:
             counters = keys.new_zeros(_PROBE_COUNTERS, dtype=torch.int64)
-        out_probe, out_build = keys.new_empty((2, capacity), dtype=torch.int64)  # one alloc
+        out = keys.new_empty(2 * capacity, dtype=torch.int64)  # probe rows, then build rows
+        first = out.data_ptr()
         launch(kernel, launch_rows, *table, keys.data_ptr(), _ptr(valid), rows, shape, low,
-               high, flags, out_probe.data_ptr(), out_build.data_ptr(), capacity,
-               counters.data_ptr(), _ptr(build_hit), _ptr(probe_hit), _ptr(direct),
+               high, flags, first, first + 8 * capacity, capacity, counters.data_ptr(),
+               _ptr(build_hit), _ptr(probe_hit), _ptr(direct),
                0 if direct is None else direct.shape[0] - 2, ordered.data_ptr(), device=device)
         total, unplaced = counters.tolist()
         if unplaced or total <= capacity:
-            return out_probe[:min(total, capacity)], out_build[:min(total, capacity)], unplaced
+            pairs = min(total, capacity)
+            return out[:pairs], out[capacity:capacity + pairs], unplaced
         capacity = total  # repeated build keys made more pairs than probe rows: run again
         counters = None
 
