@@ -240,14 +240,28 @@ def shared_plan(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
         >>> plan.strategy
         'hash-table'
     """
-    if device.type == "cuda":
-        rows = max(left_rows, right_rows)
-        worst = table_bytes(rows, key_bytes, direct=True) + rows * probe_bytes_per_row(
-            key_bytes, 1.0)
-        if worst <= total_bytes(device) * SMALL_SHARE:
-            return _small_gpu_plan(left_rows, right_rows, how, key_bytes, device,
-                                   CPU_SMALL_MAX_ROWS["gpuhash-cpu"])
+    if device.type == "cuda" and max(left_rows, right_rows) <= _small_rows(device, key_bytes):
+        return _small_gpu_plan(left_rows, right_rows, how, key_bytes, device,
+                               CPU_SMALL_MAX_ROWS["gpuhash-cpu"])
     return plan_join(left_rows, right_rows, how=how, key_bytes=key_bytes, device=device)
+
+
+@functools.lru_cache(maxsize=64)
+def _small_rows(device: torch.device, key_bytes: int) -> int:
+    """The most rows a side may have for shared_plan: the worst case of that many rows on
+    both sides (either built, either probed) needs at most SMALL_SHARE of the GPU's memory.
+    The need grows with the rows (but for the direct array's end, near 2M rows, far below
+    any GPU's limit), so the limit is found by bisection, once a device and key width."""
+    limit = total_bytes(device) * SMALL_SHARE
+    per_row = probe_bytes_per_row(key_bytes, 1.0)
+    low, high = 0, 1 << 40
+    while low < high:
+        rows = (low + high + 1) // 2
+        if table_bytes(rows, key_bytes, direct=True) + rows * per_row <= limit:
+            low = rows
+        else:
+            high = rows - 1
+    return low
 
 
 @functools.lru_cache(maxsize=256)

@@ -497,7 +497,7 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
                high, flags, first, first + 8 * capacity, capacity, counters.data_ptr(),
                _ptr(build_hit), _ptr(probe_hit), _ptr(direct),
                0 if direct is None else direct.shape[0] - 2, ordered.data_ptr(), device=device)
-        total, unplaced = counters.tolist()
+        total, unplaced = _read_counters(counters, device)
         if unplaced or total <= capacity:
             pairs = min(total, capacity)
             return out[:pairs], out[capacity:capacity + pairs], unplaced
@@ -505,6 +505,21 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
         counters = None
 
 
+def _read_counters(counters: torch.Tensor, device: int) -> list[int]:
+    """A join probe's counters read by the host: copied behind the probe into pinned memory,
+    one buffer a host thread (read only once the copy is done), then the stream synchronised.
+    ``tolist()`` copies into pageable memory instead, which the GPU starts only after the host
+    has seen the stream drain."""
+    host = getattr(_HOST_WORDS, "buffer", None)
+    if host is None:
+        host = _HOST_WORDS.buffer = torch.empty(_PROBE_COUNTERS, dtype=torch.int64,
+                                                pin_memory=True)
+    host.copy_(counters, non_blocking=True)
+    torch.cuda.current_stream(device).synchronize()
+    return host.tolist()
+
+
+_HOST_WORDS = threading.local()  # .buffer: a host thread's pinned words (_read_counters)
 JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)
 
 
