@@ -3,13 +3,12 @@
 us a launch; then the same 24 values passed as one struct (a NumPy structured scalar) where
 cuda.core takes it. On the GPU machine: PYTHONPATH=src python bench/experiments/launch_args.py"""
 
-import time
-
 import numpy as np
 import torch
 from cuda.core import Device, Program, ProgramOptions
 
 from gpuhash._cuda.launch import launch
+from gpuhash.bench.harness import time_host_calls
 
 SOURCE = r"""
 extern "C" __global__ void args4(long long a0, long long a1, long long a2, long long a3) {}
@@ -24,17 +23,6 @@ extern "C" __global__ void packed(Pack p) {}
 """
 
 
-def per_launch(call, calls: int = 20000) -> float:
-    for _ in range(500):
-        call()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(calls):
-        call()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - began) / calls * 1e6
-
-
 def main():
     torch.zeros(1, device="cuda")
     device = Device(0)
@@ -44,12 +32,13 @@ def main():
     for name, count in (("args4", 4), ("args12", 12), ("args24", 24)):
         kernel = code.get_kernel(name)
         args = list(range(1, count + 1))
-        us = per_launch(lambda k=kernel, a=args: launch(k, 1, *a, device=0))
+        us = time_host_calls(lambda k=kernel, a=args: launch(k, 1, *a, device=0))
         print(f"{count:2d} arguments: {us:.2f} us", flush=True)
     kernel = code.get_kernel("packed")
     pack = np.zeros(1, dtype=np.dtype([("a", np.int64, (24,))]))[0]
     try:
-        print(f"one struct of 24: {per_launch(lambda: launch(kernel, 1, pack, device=0)):.2f} us")
+        us = time_host_calls(lambda: launch(kernel, 1, pack, device=0))
+        print(f"one struct of 24: {us:.2f} us")
     except Exception as error:  # noqa: BLE001 (what cuda.core refuses is the finding)
         print(f"one struct of 24: refused ({type(error).__name__}: {error})")
 
