@@ -1,7 +1,8 @@
 """The build tables gh.join keeps for its next join of the same size (_join_pool): a kept
 table must hold nothing of the join before it, whatever path that join took (direct array,
-hash table, groups of repeated keys, nulls), on any stream and from several threads at once;
-only small CUDA tables are kept, and prepared builds never come from the pool."""
+hash table, groups of repeated keys, nulls), from several threads at once; tables are kept a
+stream, only small CUDA tables and the newest four, and prepared builds and partitioned
+joins make their own."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def probe_for(build: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 @pytest.mark.parametrize("how", HOWS)
 def test_a_kept_table_holds_nothing_of_the_last_join(how):
     generator = torch.Generator().manual_seed(HOWS.index(how))
-    _join_pool._KEPT.clear()
+    gh.clear_join_cache()
     kept = []  # held, so no two of them can share an id
     for build in build_sides(generator):
         probe = probe_for(build, generator)
@@ -87,30 +88,58 @@ def test_threads_joining_at_once_each_get_a_table_of_their_own():
 
 
 @pytest.mark.gpu
-def test_only_small_gpu_tables_are_kept(monkeypatch):
-    _join_pool._KEPT.clear()
+def test_only_small_gpu_tables_are_kept_and_the_newest_four(monkeypatch):
+    gh.clear_join_cache()
     monkeypatch.setattr(_join_pool, "POOL_TABLE_BYTES", 1 << 10)
     build = torch.arange(ROWS, dtype=torch.int32)
     gh.join(build.cuda(), build.cuda())
     assert not _join_pool._KEPT
     monkeypatch.undo()
-    gh.join(build.cuda(), build.cuda())
-    assert len(_join_pool._KEPT) == 1
+    sizes = [ROWS * 2**i for i in range(_join_pool.POOL_TABLES + 1)]  # a spec each
+    for rows in sizes:
+        keys = torch.arange(rows, dtype=torch.int32).cuda()
+        gh.join(keys, keys)
+    kept = [key[4] for key in _join_pool._KEPT]  # spare words: one value a size
+    assert len(kept) == _join_pool.POOL_TABLES
+    keys = torch.arange(sizes[0], dtype=torch.int32).cuda()
+    gh.join(keys, keys)  # the oldest was dropped: this one comes back in place of the next
+    assert len(_join_pool._KEPT) == _join_pool.POOL_TABLES
+    assert [key[4] for key in _join_pool._KEPT][:-1] == kept[1:]
+    gh.clear_join_cache()
+    assert not _join_pool._KEPT
 
 
 @pytest.mark.gpu
-def test_a_prepared_build_keeps_its_own_table():
-    _join_pool._KEPT.clear()
+def test_tables_are_kept_a_stream():
+    gh.clear_join_cache()
     keys = torch.arange(ROWS, dtype=torch.int32).cuda()
+    gh.join(keys, keys)
+    other = torch.cuda.Stream()
+    with torch.cuda.stream(other):
+        left, right = gh.join(keys, keys)  # does not take the default stream's table
+        assert torch.equal(left.sort().values, right.sort().values)
+    streams = {key[1] for key in _join_pool._KEPT}
+    assert len(_join_pool._KEPT) == 2 and other.cuda_stream in streams
+
+
+@pytest.mark.gpu
+def test_prepared_builds_and_partitioned_joins_make_their_own_tables():
+    gh.clear_join_cache()
+    keys = torch.arange(ROWS, dtype=torch.int32).cuda()
+    gh.join(keys, keys)
+    (key, (kept, _)), = _join_pool._KEPT.items()
     prepared = gh.JoinBuild(keys)
     for _ in range(3):
         left, right = prepared.probe(keys)
         assert torch.equal(left.sort().values, right.sort().values)
-    assert not _join_pool._KEPT
+    assert gh.explain_join(keys, keys, memory_budget=60_000).strategy == "hash-partitioned"
+    left, right = gh.join(keys, keys, memory_budget=60_000)
+    assert torch.equal(left.sort().values, right.sort().values)
+    assert list(_join_pool._KEPT) == [key] and _join_pool._KEPT[key][0] is kept
 
 
 def test_cpu_joins_keep_no_table():
-    _join_pool._KEPT.clear()
+    gh.clear_join_cache()
     keys = torch.arange(ROWS, dtype=torch.int32)
     for how in HOWS:
         gh.join(keys, keys, how=how)

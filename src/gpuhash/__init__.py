@@ -10,6 +10,7 @@ Example:
 
 from . import _join_stream  # noqa: F401  (registers the out-of-core strategy)
 from ._join_plan import JoinPlan
+from ._join_pool import clear as clear_join_cache
 from ._table import TableFullError
 from .cache import (
     ASSIGNED,
@@ -27,5 +28,5 @@ from .multimap import MultiMap
 
 __all__ = ["ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED", "SUPERSEDED",
            "CacheMap", "HashMap", "HashSet", "JoinBuild", "JoinPlan", "MultiMap", "TableFullError",
-           "explain_join", "join", "merge"]
+           "clear_join_cache", "explain_join", "join", "merge"]
 __version__ = "0.1.0"

@@ -74,6 +74,9 @@ def register(name: str, description: str, run: Callable | None = None) -> Strate
         True
     """
     STRATEGIES[name] = Strategy(name, description, run)
+    shared = globals().get("_small_gpu_plan")
+    if shared is not None:  # plans shared so far may name a strategy that changed
+        shared.cache_clear()
     return STRATEGIES[name]
 
 
@@ -234,6 +237,8 @@ def shared_plan(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
     worst case (either side built, either probed) needs at most SMALL_SHARE of the GPU's
     memory, whose budget is then a share of the total (default_budget). Read-only: a small
     join's planning is a tenth of its time (bench/RESULTS.md). Others are planned afresh.
+    The module's settings (COST_NS, the shares, the direct array's limits) are read when a
+    size is first planned: change them before joining (``register`` starts afresh).
 
     Example:
         >>> plan = shared_plan(10, 10, how="inner", key_bytes=4, device=torch.device("cpu"))

@@ -87,9 +87,11 @@ class _RowTable:
     LOAD = 0.5
 
     def __init__(self, encoder, columns: list[torch.Tensor], valid: torch.Tensor | None,
-                 rows: int, device: torch.device, *, ordered: bool = False):
+                 rows: int, device: torch.device, *, ordered: bool = False,
+                 pooled: bool = False):
         self.rows, self.device = rows, device
         self._build = (columns, valid)
+        self._pooled = pooled  # from and back to _join_pool: gh.join's in-memory tables only
         self._fill(encoder, ordered=ordered)
         self._unique: bool | None = None
 
@@ -101,7 +103,10 @@ class _RowTable:
         entries = _direct_entries(encoder, self.rows, self.device)
         spec = _build_spec(encoder.key_dtype, self.rows, self.LOAD)
         array = entries + 1 if entries else 0
-        multi = _join_pool.take(spec, self.device, spare_words=array + _group_words(spec))
+        spare = array + _group_words(spec)
+        multi = (_join_pool.take(spec, self.device, spare_words=spare) if self._pooled else
+                 MultiMap._empty(spec, self.device, growable=False, duplicates="any",
+                                 spare_words=spare, filled=False))
         kept = multi._state.__dict__
         views = kept.get("_join_views")  # cut once a table: a kept one (_join_pool) has them
         if views is None:
@@ -240,12 +245,15 @@ class JoinBuild:
                       snapshot=True)
 
     @classmethod
-    def _of(cls, side: _Side, stream: Any = None) -> JoinBuild:
+    def _of(cls, side: _Side, stream: Any = None, *, pooled: bool = False) -> JoinBuild:
+        """A build of ``side`` for one join; ``pooled``: its table may come from, and must go
+        back to, _join_pool (``_table.hand_back()`` after the join's last probe)."""
         build = object.__new__(cls)
-        build._prepare(side, stream)
+        build._prepare(side, stream, pooled=pooled)
         return build
 
-    def _prepare(self, side: _Side, stream: Any, *, snapshot: bool = False) -> None:
+    def _prepare(self, side: _Side, stream: Any, *, snapshot: bool = False,
+                 pooled: bool = False) -> None:
         """Build the table on ``stream``. ``snapshot``: copy keys the table may be refitted
         from at its first probe (Direct32), since the caller's arrays may change by then."""
         with stream_context(stream, side.device):
@@ -257,7 +265,7 @@ class JoinBuild:
             self._table = (DenseTable.build(encoder, side.columns, side.valid, side.rows,
                                             side.device)
                            or _RowTable(encoder, side.columns, side.valid, side.rows,
-                                        side.device, ordered=snapshot))
+                                        side.device, ordered=snapshot, pooled=pooled))
             # the null rows, needed by nulls_equal probes only: found now for a prepared
             # build (the caller's mask may change later; finding them synchronises), on
             # first need inside one join call
@@ -481,7 +489,7 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
 
 def _run_hash_table(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
     build, probe = (left, right) if plan.build_side == "left" else (right, left)
-    joined = JoinBuild._of(build)
+    joined = JoinBuild._of(build, pooled=True)
     matches = joined._match(probe, plan.how, nulls_equal, plan.chunk_rows,
                             probe_is_left=plan.build_side != "left")
     joined._table.hand_back()  # its last probe has read its counters: nothing is pending
