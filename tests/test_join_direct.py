@@ -142,6 +142,7 @@ def _engine_build(device, keys, valid, direct_words):
     encoder = join.build_encoder([keys], valid)
     table = join._RowTable.__new__(join._RowTable)
     table.rows, table.device, table._unique = keys.shape[0], torch.device(device), None
+    table._pooled = False
     table._build = ([keys.to(device)], None if valid is None else valid.to(device))
     multi = join.MultiMap._empty(join._build_spec(encoder.key_dtype, table.rows, 0.5),
                                  table.device, growable=False, duplicates="any")
