@@ -55,11 +55,13 @@ _KEPT: dict[tuple, tuple[MultiMap, dict]] = {}
 _FIRST_USE = ("_unfilled", "_zeroed_counters")
 
 
-def take(spec: TableSpec, device: torch.device, *, spare_words: int) -> MultiMap:
+def take(spec: TableSpec, device: torch.device, *, spare_words: int,
+         pooled: bool = True) -> MultiMap:
     """An empty, unfilled build table of ``spec`` on ``device`` with ``spare_words`` words for
-    the caller (MultiMap._empty's), kept from an earlier join on this stream where one fits."""
+    the caller (MultiMap._empty's), kept from an earlier join on this stream where one fits.
+    Not ``pooled``: a new table, never kept (prepared builds, the other strategies)."""
     key = None
-    if device.type == "cuda":
+    if pooled and device.type == "cuda":
         stream = torch._C._cuda_getCurrentRawStream(device.index)
         thread = threading.get_ident() if stream == _PER_THREAD_STREAM else 0
         key = (device, stream, thread, spec, spare_words)

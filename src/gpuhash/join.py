@@ -104,9 +104,7 @@ class _RowTable:
         spec = _build_spec(encoder.key_dtype, self.rows, self.LOAD)
         array = entries + 1 if entries else 0
         spare = array + _group_words(spec)
-        multi = (_join_pool.take(spec, self.device, spare_words=spare) if self._pooled else
-                 MultiMap._empty(spec, self.device, growable=False, duplicates="any",
-                                 spare_words=spare, filled=False))
+        multi = _join_pool.take(spec, self.device, spare_words=spare, pooled=self._pooled)
         kept = multi._state.__dict__
         views = kept.get("_join_views")  # cut once a table: a kept one (_join_pool) has them
         if views is None:
