@@ -113,6 +113,16 @@ for right in (dense, torch.cat([dense, dense[:1]]), torch.cat([dense, dense[:1] 
     for how in ("inner", "left", "right", "full", "semi", "anti"):
         gh.join(probe, right, how=how)
     gh.join(probe, dense, how="full", right_valid=dense_valid, nulls_equal=True)
+# a build past the direct array's L2 limit: the ranked array holds dense distinct keys (from
+# a negative base, nulls on both sides); one repeated key, and one key past its bits, give
+# it up for the table
+ranked = (torch.randperm(2_200_000, dtype=torch.int32) * 2 - 90_000).cuda()
+ranked_valid = (torch.rand(2_200_000) > 0.1).cuda()
+probe = torch.randint(-100_000, 4_500_000, (3_000_000,), dtype=torch.int32).cuda()
+for right in (ranked, torch.cat([ranked, ranked[:1]]), torch.cat([ranked, ranked[:1] + 2**24])):
+    for how in ("inner", "left", "full", "anti"):
+        gh.join(probe, right, how=how)
+    gh.join(probe, ranked, how="right", right_valid=ranked_valid, nulls_equal=True)
 # one int32 column read directly, then refitted: its build holds the two largest values,
 # each in 300 rows (groups the warp writes and marks)
 extreme = torch.tensor([2**31 - 1, 5, 2**31 - 2, -(2**31)] * 300, dtype=torch.int32).cuda()

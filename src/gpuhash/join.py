@@ -100,22 +100,24 @@ class _RowTable:
         streams (a prepared JoinBuild, or any probe after a refit, which another thread's probe
         may have caused), so each waits for an event after the build; one join's own probes
         run on its stream and need none."""
-        entries = _direct_entries(encoder, self.rows, self.device)
+        array, ranked = _direct_words(encoder, self.rows, self.device)
         spec = _build_spec(encoder.key_dtype, self.rows, self.LOAD)
-        array = entries + 1 if entries else 0
-        spare = array + _group_words(spec)
+        spare = array + ranked + _group_words(spec)
         multi = _join_pool.take(spec, self.device, spare_words=spare, pooled=self._pooled)
         kept = multi._state.__dict__
-        views = kept.get("_join_views")  # cut once a table: a kept one (_join_pool) has them
-        if views is None:
-            spare = kept.pop("_spare")  # zeroed with the table
-            views = kept["_join_views"] = (spare[:array] if array else None, spare[array:])
-        direct, groups = views
+        # cut once a table: a kept one (_join_pool) has them
+        split, views = kept.get("_join_views", (None, None))
+        if split != (array, ranked):
+            words = kept["_spare"]  # zeroed with the table
+            views = (words[:array] if array else None,
+                     words[array:array + ranked] if ranked else None, words[array + ranked:])
+            kept["_join_views"] = ((array, ranked), views)
+        direct, ranked_rows, groups = views
         multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build),
-                                       groups=groups, direct=direct)
+                                       groups=groups, direct=direct, ranked=ranked_rows)
         ready = _event_after_queued_work(self.device) if ordered else None
         # one assignment: a probe never sees half a refit
-        self._built = (encoder, multi, ready, direct)
+        self._built = (encoder, multi, ready, direct, ranked_rows)
 
     @property
     def encoder(self):
@@ -130,11 +132,12 @@ class _RowTable:
     def _probe(self, columns: list[torch.Tensor], valid: torch.Tensor | None, **options
                ) -> tuple[torch.Tensor, torch.Tensor]:
         build_hit = options.get("build_hit")
-        encoder, multi, ready, direct = self._built
+        encoder, multi, ready, direct, ranked = self._built
         if ready is not None:
             torch.cuda.current_stream(self.device).wait_event(ready)
         probe, build, unplaced = multi._engine.multi_join_probe(
-            multi._state, *encoder.kernel_input(columns, valid), direct=direct, **options)
+            multi._state, *encoder.kernel_input(columns, valid), direct=direct, ranked=ranked,
+            **options)
         if not unplaced:
             return probe, build
         if not encoder.refit:
@@ -166,7 +169,7 @@ class _RowTable:
     def unique(self) -> bool:
         """True when no key code repeats (the build counts the rows that do)."""
         if self._unique is None:
-            _, _, ready, direct = self._built
+            _, _, ready, direct, _ = self._built
             if ready is not None:  # built on another stream (a refit by another probe)
                 torch.cuda.current_stream(self.device).wait_event(ready)
             if direct is not None and int(direct[-1]) == 0:  # it holds each key once
@@ -189,6 +192,27 @@ def _direct_entries(encoder, rows: int, device: torch.device) -> int:
     if device.type != "cuda" or encoder.key_dtype != torch.int32:
         return 0
     return _join_plan.direct_entries(rows, encoder.code_span)
+
+
+def _ranked_words(encoder, rows: int, device: torch.device) -> int:
+    """Words of bits of the ranked array a build side tries where it has no direct array
+    (0: none; kernels/join_build.cuh: gh_join_ranked_bits); on a GPU only, as the direct
+    array."""
+    if device.type != "cuda" or encoder.key_dtype != torch.int32:
+        return 0
+    return _join_plan.ranked_words(rows, encoder.code_span)
+
+
+def _direct_words(encoder, rows: int, device: torch.device) -> tuple[int, int]:
+    """(words of the array a build tries, with its failed word; words of a ranked array's rows
+    and chunk sums, 0 for a direct array or none)."""
+    entries = _direct_entries(encoder, rows, device)
+    if entries:
+        return entries + 1, 0
+    words = _ranked_words(encoder, rows, device)
+    if not words:
+        return 0, 0
+    return words + 1, _join_plan.ranked_extra_words(rows, words)
 
 
 def _event_after_queued_work(device: torch.device) -> torch.cuda.Event | None:

@@ -393,18 +393,68 @@ def _direct_build(direct: torch.Tensor, codes: torch.Tensor, usable: torch.Tenso
     return True
 
 
+RANK_CHUNK_WORDS = 2048  # kernels/join_build.cuh: GH_RANK_CHUNK
+
+
+def _ranked_build(words: torch.Tensor, ranked: torch.Tensor, codes: torch.Tensor,
+                  usable: torch.Tensor, valid: torch.Tensor | None) -> bool:
+    """Fill a ranked array (``words``: its bits and ranks, then the failed word; ``ranked``:
+    the base's complement, the rows in code order, a word a chunk) as kernels/join_build.cuh
+    does (gh_join_ranked_base, gh_join_ranked_bits, gh_join_ranks, gh_join_ranked_rows);
+    whether it holds the build side. Where it does not, only the failed word is defined."""
+    count = words.shape[0] - 1
+    failed = bool((~usable).any()) if valid is None else bool((valid & ~usable).any())
+    rows_words = (usable.shape[0] + 1) // 2
+    codes, rows = _usable_rows(codes, usable)
+    if rows is None:
+        rows = torch.arange(codes.shape[0])
+    codes = codes.to(torch.int64) & _M32  # a 4-byte table's codes as the unsigned kernel's
+    base = int(codes.min()) if codes.shape[0] else _M32
+    ranked[0] = ~base & _M32  # the smallest code's complement, in the word's low half
+    at = codes - base
+    if rows.shape[0] and int(rows[-1]) >= 0x7FFFFFFF:
+        failed = True  # rows are 4-byte
+    elif at.shape[0] and (int(at.max()) >> 5 >= count or int(torch.bincount(at).max()) > 1):
+        failed = True  # a code past the bits, or a repeated one
+    if failed:
+        words[-1] = 1
+        return False
+    which = at >> 5
+    bits = torch.zeros(count, dtype=torch.int64).index_add_(0, which, 1 << (at & 31))
+    counts = torch.bincount(which, minlength=count)
+    rank = torch.cumsum(counts, 0) - counts
+    words[:count] = (rank << 32) | bits
+    ranked[1 + rows_words:1 + rows_words + -(-count // RANK_CHUNK_WORDS)] = rank[::RANK_CHUNK_WORDS]
+    order = torch.argsort(at)
+    ranked[1:1 + rows_words].view(torch.int32)[:order.shape[0]] = rows.index_select(
+        0, order).to(torch.int32)
+    return True
+
+
+def _popcount32(x: torch.Tensor) -> torch.Tensor:
+    """Set bits of each int64's low 32 bits (torch has no popcount)."""
+    x = x & _M32
+    x = x - ((x >> 1) & 0x55555555)
+    x = (x & 0x33333333) + ((x >> 2) & 0x33333333)
+    x = (x + (x >> 4)) & 0x0F0F0F0F
+    return ((x * 0x01010101) & _M32) >> 24
+
+
 def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
                      shape: int, low: int, high: int, *, groups: torch.Tensor,
-                     direct: torch.Tensor | None = None) -> None:
+                     direct: torch.Tensor | None = None,
+                     ranked: torch.Tensor | None = None) -> None:
     """Store every usable build row by its code, once a code: its row number, or for a code
     of several rows ~start of their group in ``state.join_groups[0]`` (the row count at
     start, the rows after it, in row order); groups[0] gets the number of rows that repeat a
     code, groups[1] the group array's length. A non-null row outside the code range is
-    counted as unplaced (counts[2]), as the kernel does. ``direct``: the direct array, tried
-    first; where it holds every row the table is left empty."""
+    counted as unplaced (counts[2]), as the kernel does. ``direct``: the direct array (with
+    ``ranked``, a ranked array's bits), tried first; where it holds every row the table is
+    left empty."""
     state.__dict__["join_groups"] = (torch.empty(0, dtype=state.spec.value_dtype), groups)
     codes, usable = join_codes(state, keys, valid, shape, low, high)
-    if direct is not None and _direct_build(direct, codes, usable, valid):
+    if direct is not None and (_direct_build(direct, codes, usable, valid) if ranked is None
+                               else _ranked_build(direct, ranked, codes, usable, valid)):
         return
     outside = int((~usable).sum()) if valid is None else int((valid & ~usable).sum())
     if outside:
@@ -465,10 +515,22 @@ def _expand_groups(state: TableState, probe: torch.Tensor, build: torch.Tensor
                                                      build)
 
 
-def _direct_matches(direct: torch.Tensor, codes: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(position in ``codes``, build row) of each code's entry in a direct array."""
+def _direct_matches(direct: torch.Tensor, codes: torch.Tensor,
+                    ranked: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(position in ``codes``, build row) of each code's entry in a direct array, or its bit
+    in a ranked one (``ranked``: _ranked_build)."""
     codes = codes.to(torch.int64) & _M32
+    if ranked is not None:
+        count = direct.shape[0] - 1
+        at = codes - (~int(ranked[0]) & _M32)
+        inside = ((at >= 0) & (at >> 5 < count)).nonzero().squeeze(1)
+        at = at.index_select(0, inside)
+        word = direct.index_select(0, at >> 5)
+        held = ((word >> (at & 31)) & 1).nonzero().squeeze(1)
+        at, word = at.index_select(0, held), word.index_select(0, held)
+        rank = (word >> 32) + _popcount32(word & ((1 << (at & 31)) - 1))
+        rows = ranked[1:].view(torch.int32).index_select(0, rank).to(torch.int64)
+        return inside.index_select(0, held), rows
     entries = direct.index_select(0, codes & (direct.shape[0] - 2))
     hit = ((entries & _M32) == codes) & (entries != 0)
     found = hit.nonzero().squeeze(1)
@@ -479,17 +541,18 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
                      shape: int, low: int, high: int, *, keep_unmatched: bool = False,
                      build_hit: torch.Tensor | None = None,
                      probe_hit: torch.Tensor | None = None,
-                     direct: torch.Tensor | None = None
+                     direct: torch.Tensor | None = None, ranked: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(probe row, build row) of every match, plus (row, -1) for rows without one when
     ``keep_unmatched``; ``build_hit`` marked at matched build rows; with ``probe_hit`` only
     that mask is written. Last, the build rows the table lacks (counts[2]), as the kernel
-    reports them. ``direct``: read instead of the table where it holds the build side."""
+    reports them. ``direct`` (and ``ranked``): read instead of the table where it holds the
+    build side."""
     unplaced = int(state.counts[2])
     codes, usable = join_codes(state, keys, valid, shape, low, high)
     codes, rows = _usable_rows(codes, usable)
     if direct is not None and int(direct[-1]) == 0:
-        probe, build = _direct_matches(direct, codes)
+        probe, build = _direct_matches(direct, codes, ranked)
     else:
         probe, slots = _matches(state, codes)
         build = state.value_view().index_select(0, slots).to(torch.int64)

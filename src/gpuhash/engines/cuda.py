@@ -410,7 +410,8 @@ def multi_erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 # --- join (a multimap of build rows) -----------------------------------------------------
 def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
                      shape: int, low: int, high: int, *, groups: torch.Tensor,
-                     direct: torch.Tensor | None = None) -> None:
+                     direct: torch.Tensor | None = None,
+                     ranked: torch.Tensor | None = None) -> None:
     """Store every usable row of a build key column: each key code once, its row number as
     value, or for a code of several rows ~start of their group in an array of row numbers
     (``state.join_groups``: that array, then ``groups``). ``shape``, ``low`` and ``high`` say
@@ -418,7 +419,9 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     join_codes is the same rule). ``groups``: zeroed words (join.py: _group_words): the
     number of rows that repeat a code, the group array's fill, a counter a slot. ``direct``
     (int64, zeroed: a power of two entries and one word more) is tried first, and the table
-    is left empty where it holds every row. One cooperative launch does it all, filling the
+    is left empty where it holds every row; with ``ranked`` (its rows and chunk words:
+    _join_plan.ranked_extra_words), ``direct`` is the bits of a ranked array instead
+    (kernels/join_build.cuh: gh_join_ranked_bits). One cooperative launch does it all, filling the
     table first where it was made unfilled (empty_state), since a small join's time is
     mostly launches (kernels/join_build.cuh: gh_join_build). Nothing is synchronised: the
     host never learns whether codes repeat, so the group array is sized for the worst case,
@@ -435,7 +438,8 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     launch_cooperative(kernels[f"gh_join_build_{width}"], max(rows, unfilled[2]), *table,
                        *unfilled, keys.data_ptr(), _ptr(valid), rows, shape, low, high,
                        _ptr(direct), 0 if direct is None else direct.shape[0] - 2,
-                       groups.data_ptr(), ordered.data_ptr(), _barrier_word(device, stream),
+                       _ptr(ranked), groups.data_ptr(), ordered.data_ptr(),
+                       _barrier_word(device, stream),
                        device=device)
 
 
@@ -465,15 +469,16 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
                      shape: int, low: int, high: int, *, keep_unmatched: bool = False,
                      build_hit: torch.Tensor | None = None,
                      probe_hit: torch.Tensor | None = None,
-                     direct: torch.Tensor | None = None
+                     direct: torch.Tensor | None = None, ranked: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(probe row, build row) of every match of a probe key column, plus (row, -1) for rows
     without one when ``keep_unmatched``; in no particular order; and the number of build rows
     the table lacks (unplaced: out of the encoding's range, or no slot), which must be zero
     for the pairs to be complete. ``build_hit`` (a byte per build row) gets 1 at every matched
     build row. With ``probe_hit`` (a bool per probe row) only that mask is written and no
-    pairs are made. ``direct``: the build's direct array (multi_join_build), read instead of
-    the table where it holds the build side. Synchronises once: the pair count and the
+    pairs are made. ``direct`` (and ``ranked``): the build's direct or ranked array
+    (multi_join_build), read instead of the table where it holds the build side. Synchronises
+    once: the pair count and the
     unplaced count in one read."""
     kernels, table, device = _launch_info(state)
     kernel = kernels[f"gh_multi_join_probe_{keys.element_size()}"]
@@ -496,7 +501,8 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
         launch(kernel, launch_rows, *table, keys.data_ptr(), _ptr(valid), rows, shape, low,
                high, flags, first, first + 8 * capacity, capacity, counters.data_ptr(),
                _ptr(build_hit), _ptr(probe_hit), _ptr(direct),
-               0 if direct is None else direct.shape[0] - 2, ordered.data_ptr(), device=device)
+               0 if direct is None else direct.shape[0] - 2, _ptr(ranked), ordered.data_ptr(),
+               device=device)
         total, unplaced = _read_counters(counters, device)
         if unplaced or total <= capacity:
             pairs = min(total, capacity)

@@ -132,6 +132,166 @@ __device__ __forceinline__ void gh_join_direct_rows(const char* keys, const gh_u
     }
 }
 
+// A build side too large for the direct array's L2 budget tries a ranked array instead: a bit
+// a code, 32 of them a word, the word's high half the number of bits set in the words before
+// it (its rank), and beside it the build rows in code order (a 4-byte row a code held). A
+// probe row reads its code's word, and where the bit is set, the row at the rank: 8 bytes a
+// word for 32 codes and 4 a row, so J4's 10M-row build (codes spanning 2 * 10M) takes 8 + 40
+// MB, mostly L2, against 256 MB of direct entries or the table's 160 MB of slots. The bits
+// count from the build's smallest code (the base, found first), since the entry does not
+// hold the code; a code past the bits, a repeated code or a row without a 32-bit code gives
+// the array up, as for the direct array: then `words[words count]`, the failed word, is set
+// and the hash table is built. `ranked` holds the base's complement (its first word's low
+// half), then the sorted rows, then a word a chunk of GH_RANK_CHUNK words (the ranks' sums).
+constexpr gh_u64 GH_RANK_CHUNK = 2048;  // words a block sums and ranks at once (8 a thread)
+
+// The smallest 32-bit code of the usable rows, kept as its complement by an atomic max of
+// one word a block (the fill left the word zero: no code yet).
+template <class T, int IN_BYTES>
+__device__ __forceinline__ void gh_join_ranked_base(const char* keys, const gh_u8* valid,
+                                                    gh_u64 n, gh_u64 shape, gh_i64 low,
+                                                    gh_i64 high, gh_u64* ranked) {
+    __shared__ gh_u32 block_low;
+    if (threadIdx.x == 0) block_low = 0;
+    __syncthreads();
+    gh_u32 mine = 0;  // the complement of the smallest code seen
+    for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
+        gh_u64 code;
+        if (gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) &&
+            code <= 0xffffffffull) {
+            mine = max(mine, ~static_cast<gh_u32>(code));
+        }
+    }
+    mine = __reduce_max_sync(0xffffffffu, mine);
+    if ((threadIdx.x & 31) == 0 && mine) atomicMax(&block_low, mine);
+    __syncthreads();
+    if (threadIdx.x == 0 && block_low) {
+        atomicMax(reinterpret_cast<unsigned int*>(ranked), block_low);
+    }
+}
+
+template <class T, int IN_BYTES>
+__device__ __forceinline__ void gh_join_ranked_bits(const char* keys, const gh_u8* valid,
+                                                    gh_u64 n, gh_u64 shape, gh_i64 low,
+                                                    gh_i64 high, gh_u64* words,
+                                                    gh_u64 num_words, gh_u64 base) {
+    for (gh_u64 first = static_cast<gh_u64>(blockIdx.x) * blockDim.x; first < n;
+         first += gh_stride()) {  // the same rounds for every thread of a block
+        const gh_u64 row = first + threadIdx.x;
+        bool lost = false;
+        gh_u64 code;
+        if (row >= n || (valid != nullptr && !valid[row])) {
+            // past the end, or null: nulls match nothing and are not stored
+        } else if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
+                   code > 0xffffffffull || ((code - base) >> 5) >= num_words ||
+                   row >= 0x7fffffffull) {
+            lost = true;
+        } else {  // the word's low half (little-endian) holds its bits
+            const gh_u64 at = code - base;
+            const gh_u32 bit = 1u << (at & 31);
+            lost = (atomicOr(reinterpret_cast<unsigned int*>(words + (at >> 5)), bit) & bit) != 0;
+        }
+        if (__syncthreads_or(lost)) {
+            if (threadIdx.x == 0) words[num_words] = 1;  // failed
+            return;
+        }
+    }
+}
+
+// Exclusive prefix sums of one value a thread across a block of 256 threads; *total gets the
+// block's sum. Every thread of the block must call it.
+__device__ __forceinline__ gh_u64 gh_block_exclusive_sum(gh_u64 value, gh_u64* total) {
+    __shared__ gh_u64 warp_sums[8];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    gh_u64 inclusive = value;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const gh_u64 up = __shfl_up_sync(0xffffffffu, inclusive, d);
+        if (lane >= d) inclusive += up;
+    }
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    gh_u64 before = 0, sum = 0;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) {
+        if (w < warp) before += warp_sums[w];
+        sum += warp_sums[w];
+    }
+    *total = sum;
+    __syncthreads();  // warp_sums is reused by the next call
+    return before + inclusive - value;
+}
+
+// The ranks, once every bit is set: each chunk's bit count (chunk_sums), their exclusive
+// prefix sums (one block), then each word's rank written into its high half.
+__device__ __forceinline__ void gh_join_ranks(gh_u64* words, gh_u64 num_words,
+                                              gh_u64* chunk_sums, unsigned int* barrier) {
+    constexpr int PER_THREAD = GH_RANK_CHUNK / 256;
+    const gh_u64 chunks = (num_words + GH_RANK_CHUNK - 1) / GH_RANK_CHUNK;
+    gh_u64 total;
+    for (gh_u64 c = blockIdx.x; c < chunks; c += gridDim.x) {
+        gh_u64 bits = 0;
+        for (gh_u64 w = c * GH_RANK_CHUNK + threadIdx.x; w < num_words &&
+             w < (c + 1) * GH_RANK_CHUNK; w += 256) {
+            bits += __popc(static_cast<gh_u32>(__ldcg(words + w)));
+        }
+        gh_block_exclusive_sum(bits, &total);
+        if (threadIdx.x == 0) chunk_sums[c] = total;
+    }
+    gh_grid_barrier(barrier);
+    if (blockIdx.x == 0) {
+        gh_u64 carry = 0;
+        for (gh_u64 base = 0; base < chunks; base += 256) {
+            const gh_u64 c = base + threadIdx.x;
+            const gh_u64 mine = c < chunks ? __ldcg(chunk_sums + c) : 0;
+            const gh_u64 before = gh_block_exclusive_sum(mine, &total);
+            if (c < chunks) chunk_sums[c] = carry + before;
+            carry += total;
+        }
+    }
+    gh_grid_barrier(barrier);
+    for (gh_u64 c = blockIdx.x; c < chunks; c += gridDim.x) {
+        const gh_u64 first = c * GH_RANK_CHUNK + threadIdx.x * PER_THREAD;
+        gh_u32 bits[PER_THREAD];
+        gh_u64 mine = 0;
+#pragma unroll
+        for (int i = 0; i < PER_THREAD; ++i) {
+            bits[i] = first + i < num_words ? static_cast<gh_u32>(__ldcg(words + first + i)) : 0u;
+            mine += __popc(bits[i]);
+        }
+        gh_u64 rank = __ldcg(chunk_sums + c) + gh_block_exclusive_sum(mine, &total);
+#pragma unroll
+        for (int i = 0; i < PER_THREAD; ++i) {
+            if (first + i < num_words) words[first + i] = (rank << 32) | bits[i];
+            rank += __popc(bits[i]);
+        }
+    }
+}
+
+// The base of a ranked array (the smallest code) from its first word.
+__device__ __forceinline__ gh_u64 gh_join_ranked_base_of(gh_u64 first_word) {
+    return ~static_cast<gh_u32>(first_word);
+}
+
+// The rank of a held code's bit (`at`: the code less the base): its row is sorted[rank].
+__device__ __forceinline__ gh_u64 gh_join_rank_of(gh_u64 word, gh_u64 at) {
+    return (word >> 32) + __popc(static_cast<gh_u32>(word) & ((1u << (at & 31)) - 1u));
+}
+
+// Each held row's number at its code's rank (the array held every usable row).
+template <class T, int IN_BYTES>
+__device__ __forceinline__ void gh_join_ranked_rows(const char* keys, const gh_u8* valid,
+                                                    gh_u64 n, gh_u64 shape, gh_i64 low,
+                                                    gh_i64 high, const gh_u64* words,
+                                                    gh_u64 base, int* sorted) {
+    for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
+        gh_u64 code;
+        if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code)) continue;
+        const gh_u64 at = code - base;
+        sorted[gh_join_rank_of(__ldcg(words + (at >> 5)), at)] = static_cast<int>(row);
+    }
+}
+
 // Every usable build row's key code is stored once, by a map claim: the first row to claim it
 // writes its row number. A row that finds its code there already adds one to the slot's
 // counter (group_count: a word of the values' width a slot, zeroed with the table) and to
@@ -227,7 +387,8 @@ __device__ __forceinline__ void gh_join_group_rows(const T& t, const char* keys,
 // grid from the kernel's occupancy): the table's memory filled (`words`, `fill_words` of
 // them, none for a table filled already; with a direct array, the slots' part only where the
 // array fails), then the direct array tried where
-// there is one (`direct`, else null), then, where it failed or there is none, every usable
+// there is one (`direct`, else null; with `ranked`, `direct` holds a ranked array's bits:
+// gh_join_ranked_bits), then, where it failed or there is none, every usable
 // row's code claimed, then, where codes repeat, their rows grouped. group_words: the number
 // of rows that repeat a code, the group array's fill, then the counters a slot.
 template <class T, int IN_BYTES>
@@ -235,7 +396,7 @@ __global__ void gh_join_build(GH_TABLE_PARAMS, long long* words, gh_u64 slot_wor
                               gh_u64 fill_words, gh_u64 tombstone_word, const char* keys,
                               const gh_u8* valid, gh_u64 n, gh_u64 shape, gh_i64 low,
                               gh_i64 high, gh_u64* direct, gh_u64 direct_mask,
-                              gh_i64* group_words, GhJoinRow<T>* ordered,
+                              gh_u64* ranked, gh_i64* group_words, GhJoinRow<T>* ordered,
                               unsigned int* barrier) {
     if (direct == nullptr) {
         gh_fill_words(words, 0, fill_words, slot_words, tombstone_word);
@@ -250,9 +411,26 @@ __global__ void gh_join_build(GH_TABLE_PARAMS, long long* words, gh_u64 slot_wor
                        : 0;
         gh_fill_words(words, slot_words, slot_counters, slot_words, tombstone_word);
         gh_grid_barrier(barrier);
-        gh_join_direct_rows<T, IN_BYTES>(keys, valid, n, shape, low, high, direct, direct_mask);
+        gh_u64 base = 0;
+        if (ranked == nullptr) {
+            gh_join_direct_rows<T, IN_BYTES>(keys, valid, n, shape, low, high, direct,
+                                             direct_mask);
+        } else {
+            gh_join_ranked_base<T, IN_BYTES>(keys, valid, n, shape, low, high, ranked);
+            gh_grid_barrier(barrier);
+            base = gh_join_ranked_base_of(__ldcg(ranked));
+            gh_join_ranked_bits<T, IN_BYTES>(keys, valid, n, shape, low, high, direct,
+                                             direct_mask + 1, base);
+        }
         gh_grid_barrier(barrier);
-        if (__ldcg(direct + direct_mask + 1) == 0) return;  // it holds every row
+        if (__ldcg(direct + direct_mask + 1) == 0) {  // it holds every row
+            if (ranked == nullptr) return;
+            gh_join_ranks(direct, direct_mask + 1, ranked + 1 + (n + 1) / 2, barrier);
+            gh_grid_barrier(barrier);
+            gh_join_ranked_rows<T, IN_BYTES>(keys, valid, n, shape, low, high, direct, base,
+                                             reinterpret_cast<int*>(ranked + 1));
+            return;
+        }
         gh_fill_words(words, 0, slot_words, slot_words, tombstone_word);
         gh_fill_words(words, slot_counters, fill_words, slot_words, tombstone_word);
         gh_grid_barrier(barrier);

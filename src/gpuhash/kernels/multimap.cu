@@ -134,7 +134,7 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
                     gh_u64 shape, gh_i64 low, gh_i64 high, gh_u64 flags, gh_i64* out_probe,
                     gh_i64* out_build, gh_u64 capacity, gh_i64* total, gh_u8* build_hit,
                     gh_u8* probe_hit, const gh_u64* direct, gh_u64 direct_mask,
-                    const GhJoinRow<T>* ordered) {
+                    const gh_u64* ranked, const GhJoinRow<T>* ordered) {
     using Row = GhJoinRow<T>;
     const T t = GH_REF(T);
     __shared__ Row first[GH_JOIN_ITEMS][256];     // blocks of 256 threads (_cuda/launch.py)
@@ -166,11 +166,25 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
             // apart: eight reads in flight a thread took the kernel from 48 registers to 64,
             // five resident blocks an SM to four, and the table's probe of J3 with sparse keys
             // from 198 to 221 us (bench/RESULTS.md)
-            if (direct_used && usable) {
+            if (direct_used && usable && ranked == nullptr) {
                 const gh_u64 entry = direct[code & direct_mask];
                 if (entry != 0 && (entry & 0xffffffffull) == code) {
                     found = static_cast<Row>((entry >> 32) - 1);
                     matches = 1;
+                }
+            } else if (direct_used && usable && code <= 0xffffffffull) {
+                // the ranked array (join_build.cuh: gh_join_ranked_bits): the code's word,
+                // then, where its bit is set, the row at its rank. Its base is read here, a
+                // word every row of the launch reads, rather than held across the loop:
+                // the registers it took cost the table's probe a resident block an SM.
+                const gh_u64 at = code - gh_join_ranked_base_of(ranked[0]);
+                if ((at >> 5) <= direct_mask) {
+                    const gh_u64 word = direct[at >> 5];
+                    if ((word >> (at & 31)) & 1u) {
+                        found = static_cast<Row>(
+                            reinterpret_cast<const int*>(ranked + 1)[gh_join_rank_of(word, at)]);
+                        matches = 1;
+                    }
                 }
             }
             // Tables past L2: the warp reads first buckets together. From L2 the shuffles
