@@ -151,7 +151,7 @@ def _engine_build(device, keys, valid, direct_words):
                          device=device)
     multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*table._build),
                                    groups=groups, direct=direct)
-    table._built = (encoder, multi, None, direct)
+    table._built = (encoder, multi, None, direct, None)
     return table, direct
 
 

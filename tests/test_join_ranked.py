@@ -124,6 +124,8 @@ def test_sizes_and_the_plan():
     assert _join_plan.ranked_words(1_000_000) == 0  # a direct array in L2 instead
     assert _join_plan.ranked_words(3_000_000, code_span=40_000_000) == 1_250_000
     assert _join_plan.ranked_words(3_000_000, code_span=10**9) == 0  # wider than it allows
+    assert _join_plan.ranked_words(14_000_000) > 0  # 8 + 56 MB
+    assert _join_plan.ranked_words(17_000_000) == 0  # 16 + 68 MB: past L2 (J5 measured slower)
     words = _join_plan.ranked_words(10_000_000)
     assert (_join_plan.table_bytes(10_000_000, 4, direct=True)
             - _join_plan.table_bytes(10_000_000, 4)
@@ -150,7 +152,8 @@ def _engine_build(device, keys, valid):
     table._build = ([keys.to(device)], None if valid is None else valid.to(device))
     multi = join.MultiMap._empty(join._build_spec(encoder.key_dtype, table.rows, 0.5),
                                  table.device, growable=False, duplicates="any")
-    count = _join_plan.ranked_words(table.rows, encoder.code_span)
+    # the planner's rule without its size limit: larger arrays than a join makes
+    count = 1 << ((2 * table.rows - 1).bit_length() - 5)
     words = torch.zeros(count + 1, dtype=torch.int64, device=device)
     ranked = torch.zeros(_join_plan.ranked_extra_words(table.rows, count), dtype=torch.int64,
                          device=device)
@@ -165,8 +168,8 @@ def _engine_build(device, keys, valid):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", ["distinct", "nulls", "repeated", "past"])
 def test_both_engines_write_the_same_array_and_pairs(case):
-    """20M build rows: 2**20 words of bits, 512 chunks, so the ranks span every block of the
-    launch and the one block's scan of the chunks runs more than one round."""
+    """20M build rows: 2**21 words of bits, 1,024 chunks, so the ranks take every block of
+    the launch more than once and the one block's scan of the chunks runs four rounds."""
     rows = 20_000_000
     build = dense_keys(rows, 30, base=-12345)
     valid = None

@@ -206,10 +206,14 @@ def direct_entries(rows: int, code_span: int | None = None) -> int:
 # array (kernels/join_build.cuh: gh_join_ranked_bits): a bit a code below a power of two at
 # least DIRECT_SPAN times its rows (or 32 bits a word over the codes' known span, up to
 # RANKED_SPAN times the rows), each word's rank beside its bits, and the build rows in code
-# order, 4 bytes each: J4's 10M rows take 48 MB there against 256 MB of direct entries.
+# order, 4 bytes each: J4's 10M rows take 48 MB there against 256 MB of direct entries. A probe
+# row reads a word and a row, so the array pays only while most of it stays in L2: on the H100
+# J4 took 2.61 ms through it against 4.47 through the table, J5 (464 MB of array) 18.0 against
+# 13.3 (bench/RESULTS.md), hence RANKED_MAX_BYTES.
 RANKED_SPAN = 32
 RANK_CHUNK_WORDS = 2048  # kernels/join_build.cuh: GH_RANK_CHUNK
 RANKED_MAX_ROWS = 2**31 - 1  # its rows are 4-byte
+RANKED_MAX_BYTES = 2 * L2_TABLE_BYTES
 
 
 def ranked_words(rows: int, code_span: int | None = None) -> int:
@@ -217,14 +221,18 @@ def ranked_words(rows: int, code_span: int | None = None) -> int:
     of a direct array (0: none, or a direct array is tried).
 
     Example:
-        >>> ranked_words(10_000_000), ranked_words(5000), ranked_words(10**7, code_span=10**9)
+        >>> ranked_words(10_000_000), ranked_words(5000), ranked_words(10**8)
         (1048576, 0, 0)
     """
     if rows < DIRECT_MIN_ROWS or rows > RANKED_MAX_ROWS or direct_entries(rows, code_span):
         return 0
     if code_span is None:
-        return 1 << ((DIRECT_SPAN * rows - 1).bit_length() - 5)
-    return -(-code_span // 32) if code_span <= RANKED_SPAN * rows else 0
+        words = 1 << ((DIRECT_SPAN * rows - 1).bit_length() - 5)
+    elif code_span <= RANKED_SPAN * rows:
+        words = -(-code_span // 32)
+    else:
+        return 0
+    return words if 8 * words + 4 * rows <= RANKED_MAX_BYTES else 0
 
 
 def ranked_extra_words(rows: int, words: int) -> int:

@@ -1,0 +1,562 @@
+"""Hash joins of key arrays: ``join``, ``JoinBuild`` and ``explain_join``.
+
+A join returns gather maps, int64 row numbers into each side, rather than joined columns
+(``gh.merge`` gathers columns from them). The build side becomes a MultiMap from key code to
+row number on the keys' device, filled and probed by the engines' join operations straight
+from the key columns, so the same code runs on the CUDA and the CPU engines. The strategy (in
+memory, probe streamed in chunks, both sides partitioned, tiny inputs on the CPU) comes from
+the cost model in ``_join_plan``; this module owns the semantics every strategy shares: which
+rows match and how nulls behave (``_join_matches`` assembles each ``how`` from the matches).
+
+Example:
+    >>> import torch, gpuhash as gh
+    >>> left, right = gh.join(torch.tensor([1, 2, 2, 5]), torch.tensor([2, 1, 7]))
+    >>> sorted(zip(left.tolist(), right.tolist()))
+    [(0, 1), (1, 0), (2, 0)]
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from . import _arrays, _join_plan
+from ._format import TableSpec
+from ._join_dense import DenseTable
+from ._join_keys import Direct32, KeyEncoder, build_encoder, check_sides, check_valid, key_columns
+from ._join_matches import _Matches, _take
+from ._join_plan import HOWS, JoinPlan, plan_join
+from ._table import _resolve_device, stream_context
+from .multimap import MultiMap
+
+_MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: spreads codes over the top bits
+_PART_SHIFT = 54             # the top 10 bits pick one of up to 1024 parts
+
+
+def _check_how(how: Any) -> str:
+    if how not in HOWS:
+        raise ValueError(f"how must be one of {', '.join(map(repr, HOWS))}; got {how!r}")
+    return how
+
+
+class _Side:
+    """One side's key columns, validity mask and array kind, checked."""
+
+    def __init__(self, keys: Any, name: str, valid: Any, valid_name: str):
+        self.columns, self.kind = key_columns(keys, name)
+        self.rows = self.columns[0].shape[0]
+        self.device = self.columns[0].device
+        self.valid = check_valid(valid, self.rows, valid_name, self.device)
+
+    def _mapped(self, change, rows: int | None = None) -> _Side:
+        """A side whose columns and mask are ``change(tensor)`` of this one's."""
+        other = object.__new__(_Side)
+        other.columns = [change(c) for c in self.columns]
+        other.valid = None if self.valid is None else change(self.valid)
+        other.rows = self.rows if rows is None else rows
+        other.device = other.columns[0].device
+        other.kind = self.kind
+        return other
+
+    def slice(self, start: int, stop: int) -> _Side:
+        return self._mapped(lambda t: t[start:stop], stop - start)
+
+    def clone(self) -> _Side:
+        return self._mapped(torch.clone)
+
+    def to(self, device: torch.device) -> _Side:
+        return self._mapped(lambda t: t.to(device))
+
+    def null_rows(self) -> torch.Tensor:
+        if self.valid is None:
+            return torch.zeros(0, dtype=torch.int64, device=self.device)
+        return (~self.valid).nonzero().squeeze(1)
+
+
+class _RowTable:
+    """The build side as a MultiMap from key code to build row number, filled and probed by
+    the join kernels straight from the key columns (engines: multi_join_build and
+    multi_join_probe), at load at most LOAD so a probe reads one bucket; 32-bit codes try
+    a direct array first (``_direct_entries``), which spares the table its entries and a probe
+    its bucket walk where the keys are dense and distinct. A table whose
+    encoder may not hold every build key (``refit``: :class:`Direct32`) learns so from the
+    first probe's unplaced count, then refits a :class:`KeyEncoder` and builds again."""
+
+    LOAD = 0.5
+
+    def __init__(self, encoder, columns: list[torch.Tensor], valid: torch.Tensor | None,
+                 rows: int, device: torch.device, *, ordered: bool = False):
+        self.rows, self.device = rows, device
+        self._build = (columns, valid)
+        self._fill(encoder, ordered=ordered)
+        self._unique: bool | None = None
+
+    def _fill(self, encoder, *, ordered: bool) -> None:
+        """Build the table on the current stream. ``ordered``: probes may come on other
+        streams (a prepared JoinBuild, or any probe after a refit, which another thread's probe
+        may have caused), so each waits for an event after the build; one join's own probes
+        run on its stream and need none."""
+        entries = _direct_entries(encoder, self.rows, self.device)
+        spec = _build_spec(encoder.key_dtype, self.rows, self.LOAD)
+        array = entries + 1 if entries else 0
+        multi = MultiMap._empty(spec, self.device, growable=False, duplicates="any",
+                                spare_words=array + _group_words(spec), filled=False)
+        spare = multi._state.__dict__.pop("_spare")  # zeroed with the table
+        direct = spare[:array] if array else None
+        multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*self._build),
+                                       groups=spare[array:], direct=direct)
+        ready = _event_after_queued_work(self.device) if ordered else None
+        # one assignment: a probe never sees half a refit
+        self._built = (encoder, multi, ready, direct)
+
+    @property
+    def encoder(self):
+        """The key encoding the table was built with."""
+        return self._built[0]
+
+    @property
+    def multi(self) -> MultiMap:
+        """The table: key code -> build row number."""
+        return self._built[1]
+
+    def _probe(self, columns: list[torch.Tensor], valid: torch.Tensor | None, **options
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        build_hit = options.get("build_hit")
+        encoder, multi, ready, direct = self._built
+        if ready is not None:
+            torch.cuda.current_stream(self.device).wait_event(ready)
+        probe, build, unplaced = multi._engine.multi_join_probe(
+            multi._state, *encoder.kernel_input(columns, valid), direct=direct, **options)
+        if not unplaced:
+            return probe, build
+        if not encoder.refit:
+            raise RuntimeError(f"{unplaced} build rows were not placed in the join table")
+        self._fill(KeyEncoder(*self._build), ordered=True)
+        if build_hit is not None:
+            build_hit.zero_()  # marks of the partial table's matches are redone
+        return self._probe(columns, valid, **options)
+
+    def pairs(self, columns: list[torch.Tensor], valid: torch.Tensor | None, *,
+              keep_unmatched: bool = False, build_hit: torch.Tensor | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(probe row, build row) of every match, plus (row, -1) for each probe row without
+        one when ``keep_unmatched``; marks ``build_hit``. Synchronises once."""
+        return self._probe(columns, valid, keep_unmatched=keep_unmatched, build_hit=build_hit)
+
+    def matched(self, columns: list[torch.Tensor], valid: torch.Tensor | None) -> torch.Tensor:
+        """Whether each probe row has a match (bool)."""
+        hit = torch.empty(columns[0].shape[0], dtype=torch.bool, device=columns[0].device)
+        self._probe(columns, valid, probe_hit=hit)
+        return hit
+
+    def unique(self) -> bool:
+        """True when no key code repeats (the build counts the rows that do)."""
+        if self._unique is None:
+            _, _, ready, direct = self._built
+            if ready is not None:  # built on another stream (a refit by another probe)
+                torch.cuda.current_stream(self.device).wait_event(ready)
+            if direct is not None and int(direct[-1]) == 0:  # it holds each key once
+                self._unique = True
+            else:
+                # a probe of no rows refits a table that lacks build rows (it learns so there)
+                columns, valid = self._build
+                self.pairs([c[:0] for c in columns], None if valid is None else valid[:0])
+                repeats = self.multi._state.join_groups[1][0]  # rows that repeat a code
+                self._unique = int(repeats) == 0
+        return self._unique
+
+
+def _direct_entries(encoder, rows: int, device: torch.device) -> int:
+    """Entries of the direct array a build side tries before its hash table (0: none; the
+    array has one word more, saying whether it failed: kernels/multimap.cu:
+    gh_join_direct_build). On a GPU only: on the CPU the dense table (_join_dense) takes
+    dense 32-bit keys, sized from their range, which a GPU would need a second host sync to
+    learn. (The CPU engine has the array's operations too, as the CUDA engine's twin.)"""
+    if device.type != "cuda" or encoder.key_dtype != torch.int32:
+        return 0
+    return _join_plan.direct_entries(rows, encoder.code_span)
+
+
+def _event_after_queued_work(device: torch.device) -> torch.cuda.Event | None:
+    """A CUDA event recorded after the work queued so far on ``device``'s current stream (None
+    off CUDA): a stream that waits on it sees that work done."""
+    if device.type != "cuda":
+        return None
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(device))
+    return event
+
+
+def _group_words(spec: TableSpec) -> int:
+    """Zeroed int64 words a join build keeps for grouping the rows of repeated codes
+    (engines: multi_join_build): the number of rows that repeat a code, the group array's
+    fill, then a counter of the values' width a slot."""
+    return 2 + -(-spec.num_slots * spec.value_bytes // 8)
+
+
+@functools.lru_cache(maxsize=256)
+def _build_spec(key_dtype: torch.dtype, rows: int, load: float) -> TableSpec:
+    """The spec of a build table of ``rows`` rows: MultiMap(capacity=rows,
+    max_load_factor=load, growable=False)'s, row numbers as values (worked out once a size:
+    a small join's host time is most of it). 4-byte values while a group start (below
+    1.5 times the rows: engines' multi_join_build) fits 31 bits."""
+    value_dtype = torch.int32 if rows < 2**30 else torch.int64
+    return TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=(),
+                     num_buckets=1, max_load_factor=load).sized_for(max(rows, 1))
+
+
+class JoinBuild:
+    """A prepared build side (the right side of a join), probed by any number of left sides.
+
+    Keys are a 1-D integer array or a tuple of them (multi-column keys), torch / NumPy /
+    CuPy / DLPack; ``right_valid`` marks null rows (False). The table lives on the keys'
+    device, built on ``stream``; a probe on any stream waits for the build (an event), so
+    probes may run on other streams. Building synchronises with the device a few times (key
+    ranges, a uniqueness test); a probe once or twice (Python must learn the output size).
+
+    Example:
+        >>> import torch, gpuhash as gh
+        >>> build = gh.JoinBuild(torch.tensor([10, 20, 20]))
+        >>> left, right = build.probe(torch.tensor([20, 30]), how="left")
+        >>> sorted(zip(left.tolist(), right.tolist()))
+        [(0, 1), (0, 2), (1, -1)]
+        >>> build.probe(torch.tensor([30, 10]), how="semi").tolist()
+        [1]
+    """
+
+    def __init__(self, right_keys: Any, *, right_valid: Any = None, stream: Any = None):
+        self._prepare(_Side(right_keys, "right_keys", right_valid, "right_valid"), stream,
+                      snapshot=True)
+
+    @classmethod
+    def _of(cls, side: _Side, stream: Any = None) -> JoinBuild:
+        build = object.__new__(cls)
+        build._prepare(side, stream)
+        return build
+
+    def _prepare(self, side: _Side, stream: Any, *, snapshot: bool = False) -> None:
+        """Build the table on ``stream``. ``snapshot``: copy keys the table may be refitted
+        from at its first probe (Direct32), since the caller's arrays may change by then."""
+        with stream_context(stream, side.device):
+            if snapshot and Direct32.suits(side.columns):
+                side = side.clone()  # on the build's stream, like everything it reads
+            self._side = side
+            self._stream = stream
+            encoder = build_encoder(side.columns, side.valid)
+            self._table = (DenseTable.build(encoder, side.columns, side.valid, side.rows,
+                                            side.device)
+                           or _RowTable(encoder, side.columns, side.valid, side.rows,
+                                        side.device, ordered=snapshot))
+            # the null rows, needed by nulls_equal probes only: found now for a prepared
+            # build (the caller's mask may change later; finding them synchronises), on
+            # first need inside one join call
+            self._nulls = side.null_rows() if snapshot else None
+
+    def _null_rows(self) -> torch.Tensor:
+        """The build side's null rows (int64)."""
+        if self._nulls is None:
+            self._nulls = self._side.null_rows()
+        return self._nulls
+
+    @property
+    def rows(self) -> int:
+        """Rows of the build side, nulls included."""
+        return self._side.rows
+
+    @property
+    def unique(self) -> bool:
+        """True when the build side's (non-null) keys are all distinct (worked out on first
+        use: a probe of the build side by itself)."""
+        with stream_context(self._stream, self.device):
+            return self._table.unique()
+
+    @property
+    def device(self) -> torch.device:
+        """The device the build table lives on."""
+        return self._side.device
+
+    def probe(self, left_keys: Any, *, how: str = "inner", left_valid: Any = None,
+              nulls_equal: bool = False, memory_budget: int | None = None,
+              explain: bool = False, stream: Any = None) -> Any:
+        """Join ``left_keys`` against the build side; the same results as :func:`join`.
+
+        ``memory_budget`` (bytes) streams the probe side through the table in chunks when it
+        would pass it. Returns ``(left_rows, right_rows)``, or ``left_rows`` for semi / anti.
+
+        Example:
+            >>> import torch, gpuhash as gh
+            >>> build = gh.JoinBuild((torch.tensor([1, 1]), torch.tensor([5, 6])))
+            >>> build.probe((torch.tensor([1, 2]), torch.tensor([6, 6])))[1].tolist()
+            [1]
+        """
+        how = _check_how(how)
+        probe = _Side(left_keys, "left_keys", left_valid, "left_valid")
+        check_sides(probe.columns, self._side.columns)
+        key_bytes = 4 if self._table.encoder.key_dtype == torch.int32 else 8
+        plan = plan_join(probe.rows, self.rows, how=how, key_bytes=key_bytes,
+                         device=self.device, memory_budget=memory_budget, build_fixed=True)
+        if plan.strategy == "cpu-small":  # the table is built here already: keep it here
+            plan.strategy, plan.device = "hash-table", str(self.device)
+            plan.why += " The build is prepared on its device, so the probe runs there."
+        if explain:
+            print(plan)
+        with stream_context(stream, self.device):
+            if how == "cross":
+                result = _cross(probe.rows, self.rows, self.device)
+            else:
+                result = self._match(probe, how, nulls_equal, plan.chunk_rows).assemble()
+        if isinstance(result, tuple):
+            return tuple(_arrays.to_kind(r, probe.kind) for r in result)
+        return _arrays.to_kind(result, probe.kind)
+
+    def _match(self, probe: _Side, how: str, nulls_equal: bool, chunk_rows: int | None,
+               probe_is_left: bool = True, *, chunks=None, store=None) -> _Matches:
+        """Every match of ``probe`` as a :class:`_Matches`, the probe side taken
+        ``chunk_rows`` at a time when given. ``chunks`` yields (first row, part on the
+        table's device) in row order (default: slices of ``probe``); ``store`` takes every
+        piece found (see _Matches)."""
+        matches = _Matches(how, probe_is_left, probe.rows, self.rows, self.device, store=store)
+        null_pairs = (nulls_equal and probe.valid is not None
+                      and self._null_rows().shape[0] > 0)
+        matches.keep_probe_here = null_pairs
+        if chunks is None:
+            chunks = _slices(probe, chunk_rows)
+        for start, part in chunks:
+            if not matches.pairs:
+                hit = self._table.matched(part.columns, part.valid)
+                if null_pairs:  # a null probe row meets the build's null rows
+                    hit = hit | ~part.valid
+                rows = None if part.rows == probe.rows else torch.arange(
+                    start, start + part.rows, device=self.device)
+                matches.add_hits(rows, hit)
+                continue
+            found_probe, found_build = self._table.pairs(
+                part.columns, part.valid, build_hit=matches.build_hit,
+                keep_unmatched=matches.keep_probe and not null_pairs)
+            # in place: a new tensor would leave the pairs' allocation (both outputs, one
+            # block: engines/cuda.py) held by found_build alone, half of it dead
+            matches.add_pairs(found_probe.add_(start) if start else found_probe, found_build)
+        if null_pairs and matches.pairs:  # every null probe row meets every null build row
+            nulls, build_nulls = probe.null_rows().to(self.device), self._null_rows()
+            matches.add_pairs(nulls.repeat_interleave(build_nulls.shape[0]),
+                              build_nulls.repeat(nulls.shape[0]))
+            if matches.build_hit is not None and nulls.shape[0]:
+                matches.build_hit[build_nulls] = 1
+        return matches
+
+
+def _slices(probe: _Side, chunk_rows: int | None):
+    """(first row, part) of ``probe`` ``chunk_rows`` at a time (all at once when None)."""
+    if not chunk_rows:
+        yield 0, probe
+        return
+    for start in range(0, probe.rows, chunk_rows):
+        yield start, probe.slice(start, min(start + chunk_rows, probe.rows))
+
+
+def _cross(left_rows: int, right_rows: int, device: torch.device):
+    left = torch.arange(left_rows, device=device).repeat_interleave(right_rows)
+    right = torch.arange(right_rows, device=device).repeat(left_rows)
+    return left, right
+
+
+def _sides(left_keys, right_keys, left_valid, right_valid) -> tuple[_Side, _Side]:
+    left = _Side(left_keys, "left_keys", left_valid, "left_valid")
+    right = _Side(right_keys, "right_keys", right_valid, "right_valid")
+    check_sides(left.columns, right.columns)
+    return left, right
+
+
+def _key_bytes(left: _Side, right: _Side) -> int:
+    """The table key's likely width: 4 for one column of at most 32 bits (codes usually fit
+    32 bits whenever the build side's range does; the planner only needs an estimate)."""
+    narrow = all(c.element_size() <= 4 for c in left.columns + right.columns)
+    return 4 if narrow and len(left.columns) == 1 else 8
+
+
+def explain_join(left_keys: Any, right_keys: Any, *, how: str = "inner",
+                 left_valid: Any = None, right_valid: Any = None,
+                 memory_budget: int | None = None, device: Any = None) -> JoinPlan:
+    """The plan :func:`join` would follow for these arguments (``device`` as there),
+    without joining.
+
+    Example:
+        >>> import torch, gpuhash as gh
+        >>> plan = gh.explain_join(torch.arange(10), torch.arange(1000))
+        >>> plan.strategy, plan.build_side
+        ('hash-table', 'left')
+    """
+    how = _check_how(how)
+    left, right = _sides(left_keys, right_keys, left_valid, right_valid)
+    return _plan(left, right, how, memory_budget, _target(device, left))
+
+
+def _target(device: Any, left: _Side) -> torch.device:
+    """The device a join runs on: ``device``, or the keys' device."""
+    return left.device if device is None else _resolve_device(device)
+
+
+def _row_bytes(side: _Side) -> int:
+    """Bytes of one row of a side's key columns and null mask."""
+    return sum(c.element_size() for c in side.columns) + (side.valid is not None)
+
+
+def _plan(left: _Side, right: _Side, how: str, memory_budget: int | None,
+          target: torch.device) -> JoinPlan:
+    return plan_join(left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
+                     device=target, memory_budget=memory_budget,
+                     data_device=None if target == left.device else left.device,
+                     input_bytes=max(_row_bytes(left), _row_bytes(right)))
+
+
+def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any = None,
+         right_valid: Any = None, nulls_equal: bool = False, memory_budget: int | None = None,
+         device: Any = None, explain: bool = False, stream: Any = None) -> Any:
+    """Join two sides on integer keys; returns gather maps (int64 row numbers).
+
+    Keys: a 1-D integer array or a tuple of them (multi-column keys), torch / NumPy / CuPy /
+    DLPack, both sides on one device; results come back as the left keys' kind. Key dtypes
+    may differ in width but not in signedness (int32 joins int64 by value; int64 against
+    uint64 raises TypeError naming both). ``left_valid`` / ``right_valid`` (bool per row,
+    False = null): null keys never match, unless ``nulls_equal=True``, where a null matches
+    every null.
+
+    ``how``: ``"inner"``, ``"left"``, ``"right"``, ``"full"`` (outer) return
+    ``(left_rows, right_rows)`` with -1 on the side a row lacks; ``"semi"`` / ``"anti"``
+    return ``left_rows`` only (in ascending order); ``"cross"`` every pair. Many-to-many keys
+    give every pair. The order of the pairs is unspecified (compare sorted pairs).
+
+    ``memory_budget`` (bytes; default a share of the device's free memory) bounds the
+    working set: past it the probe side is streamed in chunks, or both sides are partitioned
+    by key hash and joined part by part, with identical results. ``device``: where the join
+    runs (default: the keys' device). Keys in host memory joined on a GPU
+    (``device="cuda"``) may be larger than its memory: they come over in chunks while the
+    previous chunk is joined (the chunks waiting on the GPU count against the budget), and
+    the results come back to host memory (pinned keys skip a staging copy). ``explain=True``
+    prints the plan (:func:`explain_join` returns it).
+    Synchronises with the device (output sizes; at least once per chunk when streamed).
+
+    Example:
+        >>> import torch, gpuhash as gh
+        >>> keys = torch.tensor([1, 2, 3])
+        >>> gh.join(keys, torch.tensor([3, 4]), how="full")
+        (tensor([ 2,  0,  1, -1]), tensor([ 0, -1, -1,  1]))
+        >>> gh.join(keys, torch.tensor([3, 4]), how="anti").tolist()
+        [0, 1]
+    """
+    how = _check_how(how)
+    left, right = _sides(left_keys, right_keys, left_valid, right_valid)
+    target = _target(device, left)
+    plan = _plan(left, right, how, memory_budget, target)
+    if explain:
+        print(plan)
+    home = left.device
+    with stream_context(stream, target):  # the copies too, when the keys move
+        if plan.strategy != "out-of-core-streams" and target != home:
+            left, right = left.to(target), right.to(target)  # results come back below
+        run = _join_plan.STRATEGIES[plan.strategy].run
+        result = run(left, right, plan, nulls_equal)
+        result = tuple(r.to(home) for r in result) if isinstance(result, tuple) else (
+            result.to(home))
+    if isinstance(result, tuple):
+        return tuple(_arrays.to_kind(r, left.kind) for r in result)
+    return _arrays.to_kind(result, left.kind)
+
+
+def _run_hash_table(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
+    build, probe = (left, right) if plan.build_side == "left" else (right, left)
+    matches = JoinBuild._of(build)._match(probe, plan.how, nulls_equal, plan.chunk_rows,
+                                          probe_is_left=plan.build_side != "left")
+    return matches.assemble()
+
+
+def _run_cpu_small(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
+    device = left.device
+    cpu = torch.device("cpu")
+    result = _run_hash_table(left.to(cpu), right.to(cpu), plan, nulls_equal)
+    if isinstance(result, tuple):
+        return tuple(r.to(device) for r in result)
+    return result.to(device)
+
+
+def _parts_of(codes: torch.Tensor, parts: int) -> torch.Tensor:
+    mixed = codes.to(torch.int64) * _MIX
+    return (mixed >> _PART_SHIFT) & (parts - 1)
+
+
+class _Coded:
+    """Stands in for a KeyEncoder when the rows are key codes already (one column)."""
+
+    refit = False
+
+    def __init__(self, key_dtype: torch.dtype, code_span: int | None):
+        self.key_dtype, self.code_span = key_dtype, code_span
+
+    def kernel_input(self, columns: list[torch.Tensor], valid: torch.Tensor | None):
+        return columns[0].contiguous(), valid, 0, 0, 0
+
+
+def _run_partitioned(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
+    """Both sides split by the hash of their key codes (the encoder is fitted once, on the
+    whole build side, so equal keys get equal codes in every part); each part's table is
+    built, probed and dropped before the next. Nulls are matched once, outside the parts,
+    and the probe side's unmatched rows found at the end (a part sees only its rows)."""
+    build, probe = (left, right) if plan.build_side == "left" else (right, left)
+    device = build.device
+    encoder = KeyEncoder(build.columns, build.valid)
+    coded = _Coded(encoder.key_dtype, encoder.code_span)
+    sides = []
+    for side in (build, probe):
+        codes, ok = encoder.encode(side.columns)
+        usable = ok if side.valid is None else ok & side.valid
+        rows = usable.nonzero().squeeze(1)
+        codes = _take(codes, rows)
+        sides.append((codes, rows, _parts_of(codes, plan.parts)))
+    (b_codes, b_rows, b_part), (p_codes, p_rows, p_part) = sides
+    matches = _Matches(plan.how, plan.build_side != "left", probe.rows, build.rows, device)
+    matches.keep_probe_here = True
+    step = plan.chunk_rows
+    for part in range(plan.parts):
+        mine = (b_part == part).nonzero().squeeze(1)
+        part_rows = _take(b_rows, mine)
+        table = _RowTable(coded, [_take(b_codes, mine)], None, mine.shape[0], device)
+        theirs = (p_part == part).nonzero().squeeze(1)
+        rows, codes = _take(p_rows, theirs), _take(p_codes, theirs)
+        for start in range(0, rows.shape[0], step or max(rows.shape[0], 1)):
+            chunk = slice(start, start + step) if step else slice(None)
+            if not matches.pairs:
+                matches.add_hits(rows[chunk], table.matched([codes[chunk]], None))
+                continue
+            where, found = table.pairs([codes[chunk]], None)
+            found = _take(part_rows, found)
+            matches.add_pairs(_take(rows[chunk], where), found)
+            if matches.build_hit is not None:
+                matches.build_hit[found] = 1
+    nulls_b, nulls_p = build.null_rows(), probe.null_rows()
+    if nulls_equal and nulls_b.shape[0] and nulls_p.shape[0]:
+        if matches.pairs:
+            matches.add_pairs(nulls_p.repeat_interleave(nulls_b.shape[0]),
+                              nulls_b.repeat(nulls_p.shape[0]))
+            if matches.build_hit is not None:
+                matches.build_hit[nulls_b] = 1
+        else:
+            matches.add_hits(nulls_p, torch.ones_like(nulls_p, dtype=torch.bool))
+    return matches.assemble()
+
+
+def _run_cross(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
+    return _cross(left.rows, right.rows, left.device)
+
+
+_join_plan.register("hash-table", _join_plan.STRATEGIES["hash-table"].description,
+                    _run_hash_table)
+_join_plan.register("hash-table-chunked",
+                    _join_plan.STRATEGIES["hash-table-chunked"].description, _run_hash_table)
+_join_plan.register("hash-partitioned", _join_plan.STRATEGIES["hash-partitioned"].description,
+                    _run_partitioned)
+_join_plan.register("cpu-small", _join_plan.STRATEGIES["cpu-small"].description,
+                    _run_cpu_small)
+_join_plan.register("cross-product", _join_plan.STRATEGIES["cross-product"].description,
+                    _run_cross)

@@ -1,0 +1,331 @@
+// The CacheMap kernels, templated on the cache type (cache.cuh: GhCache) and instantiated by
+// name through NVRTC (engines/cache_cuda.py: kernel_names). One thread per row, each a thin
+// caller of the cache's probe; the host keeps one acting row per key (gh_last_rows).
+#include "cache.cuh"
+#include "last_rows.cuh"
+
+// write modes (engines/_cpu_cache_loops.py: UPSERT ...)
+enum GhWriteMode { GH_UPSERT = 0, GH_FIND_OR_INSERT = 1, GH_ASSIGN = 2, GH_ACCUMULATE = 3 };
+
+// One write per acting row: insert-or-assign (UPSERT), insert if absent (FIND_OR_INSERT: a
+// present key's value is left alone), assign to present keys only (ASSIGN), or, on rows with
+// accumulate set, only locate a present key (ACCUMULATE: the host adds to its value; the other
+// rows upsert). status / index / found for every row (non-acting rows: SUPERSEDED, -1, 0).
+// Row r's value is in_values + r * value_stride * VALUE_BYTES (stride 0: one row for all).
+// A write is two launches. This one places every row that finds its key or a free slot and
+// marks the others GH_TO_EVICT; gh_cache_evict then moves an entry or evicts for those. No entry is evicted in
+// this launch, and its rows hold distinct keys (the host keeps one acting row per key), so a
+// row's slot is its own from the moment it finds its key or wins a free slot by CAS: it
+// writes value, score and digest with plain stores, no lock, no fence (the launch boundary
+// publishes them). (Locking each slot and publishing it with a release store, as evictors
+// must, cost the whole write path: bench/RESULTS.md.) A free slot is one whose digest is 0:
+// a claimer that sees 0 after another row took the slot fails its CAS and looks further.
+// New entries are counted by gh_tally (no barrier: one per block ended each block waiting for
+// its slowest row, a tenth of the kernel's stalls by ncu).
+// With `out` (FIND_OR_INSERT), each acting row's value as the call leaves it (refused: its own).
+template <class C, int MODE>
+__global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8* acting,
+                               const gh_u8* accumulate, const gh_u64* given,
+                               const char* in_values, gh_u64 value_stride, gh_u64 has_values,
+                               gh_u64 n, gh_u64 policy, gh_u64 step, gh_u64 epoch,
+                               signed char* status, gh_i64* index, gh_u8* found, char* out) {
+    const C t = GH_CACHE_REF(C);
+    __shared__ GhTally tally;
+    gh_tally_begin(tally);
+    gh_i64 added = 0;
+    for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
+        if (!acting[r]) {
+            status[r] = GH_SUPERSEDED;
+            index[r] = -1;
+            found[r] = 0;
+            continue;
+        }
+        const gh_u64 key = rows[r];
+        const char* row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
+        char* mine_out = out == nullptr ? nullptr : out + r * C::VALUE_BYTES;
+        if (key >= GH_LOCKED) {  // the two reserved keys: no entry may hold them
+            if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, row);
+            status[r] = GH_REFUSED;
+            index[r] = -1;
+            found[r] = 0;
+            continue;
+        }
+        const GhHome home = gh_home(t, key);
+        const gh_u32 digest = gh_digest(home.hash);
+        const bool adds = MODE == GH_ACCUMULATE && accumulate[r];
+        const gh_u64 mine = given == nullptr ? 0 : given[r];
+        const int rule = static_cast<int>(policy);
+        GhMasks<C> m1, m2;
+        gh_i64 slot = gh_cache_locate<C, true>(t, home, key, digest, m1, m2);
+        found[r] = slot >= 0;
+        if (slot >= 0) {
+            if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, t.value(slot));
+            const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
+            t.scores[slot] = gh_new_score(rule, old, true, mine, step, epoch);
+            if (MODE != GH_FIND_OR_INSERT && !adds && row != nullptr) {
+                gh_copy_value<C::VALUE_BYTES>(t.value(slot), row);
+            }
+            status[r] = GH_ASSIGNED;
+            index[r] = slot;
+            continue;
+        }
+        if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, row);
+        index[r] = -1;
+        if (MODE == GH_ASSIGN || adds) {
+            status[r] = GH_SKIPPED;
+            continue;
+        }
+        slot = gh_cache_claim_free(t, home, key, m1, m2);
+        if (slot < 0) {
+            status[r] = GH_TO_EVICT;
+            continue;
+        }
+        if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(slot), row);
+        t.scores[slot] = gh_new_score(rule, 0, false, mine, step, epoch);
+        t.digests[slot] = static_cast<gh_u8>(digest);
+        status[r] = GH_INSERTED;
+        index[r] = slot;
+        ++added;
+    }
+    gh_tally_end(tally, &t.counts[0], added);
+}
+
+// The second launch of a write: the rows gh_cache_write marked GH_TO_EVICT (both buckets
+// full). While the cache holds fewer than `move_below` entries (read once per warp), a row
+// first moves an entry of its buckets to that entry's other bucket and takes the slot it left
+// (gh_cache_movable, gh_cache_move: INSERTED); otherwise, or when no entry can move, it takes
+// the lowest-scored entry of its two buckets, or is REFUSED when it scores below it (HKV's
+// rule). Rows race for entries, so here a slot is locked (its key word GH_LOCKED, taken with
+// acquire order) and published with a release store, and an entry is re-checked after it is
+// locked (gh_cache_try_evict). A warp's lanes take consecutive rows and leave the loop
+// together. The warp finds the candidates of up to GH_EVICT_BATCH waiting rows in turn
+// (gh_cache_lowest: whole-warp reads; one row at a time while entries may move), then those
+// rows' lanes lock and write together, so their chains of round trips overlap; a row that
+// lost a race is served again. A lane locks by exchange and reads the old value with the old score; where values
+// fit registers (HOLD: up to 32 bytes) each lane keeps its evicted entry until the warp's rows
+// are served, then the warp writes them to ev_* at slots taken by one atomicAdd, so no publish
+// waits on an output store nor on the shared counter. Larger values are copied out before the
+// slot is rewritten. Evicted entries go to ev_* while they have room. 3 blocks of 256 a SM (80
+// registers: at 4 blocks the batch spilled and gained little; in-process A/Bs in
+// bench/RESULTS.md). The launch's time at full load is mostly the scans' 2 KB a row.
+constexpr gh_u32 GH_EVICT_BATCH = 4;  // rows whose chains run together (gh_cache_evict)
+
+template <class C>
+__global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const gh_u64* rows,
+                               const gh_u64* given, const char* in_values, gh_u64 value_stride,
+                               gh_u64 has_values, gh_u64 n, gh_u64 policy, gh_u64 step,
+                               gh_u64 epoch, gh_u64 move_below, signed char* status,
+                               gh_i64* index, gh_u64* ev_keys, char* ev_values,
+                               gh_u64* ev_scores, gh_u64* evicted, gh_u64 ev_capacity) {
+    constexpr bool HOLD = C::VALUE_BYTES <= 32;
+    typedef GhHeldValue<C::VALUE_BYTES> Held;
+    const C t = GH_CACHE_REF(C);
+    const int lane = threadIdx.x & 31;
+    const bool keeps = ev_keys != nullptr;
+    // one answer a warp: its lanes call gh_cache_movable together
+    const bool moves = __shfl_sync(
+        0xffffffffu, lane == 0 && static_cast<gh_u64>(__ldcg(t.counts)) < move_below, 0);
+    // A move puts a new entry, of any score, in a slot of its row's bucket without comparing
+    // scores, so a batch-mate sharing that bucket would decide on the table as it was: while
+    // entries may move, the warp serves one row at a time, as the CPU twin does (found by a
+    // review). An eviction needs no such care: the entry it puts in scores at least the
+    // lowest that the batch-mates saw, and a shared victim is caught by the lock's re-check.
+    const gh_u32 batch_rows = moves ? 1 : GH_EVICT_BATCH;
+    for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
+        const gh_u64 r = base + lane;
+        const bool evicts = r < n && status[r] == GH_TO_EVICT;
+        gh_u32 waiting = __ballot_sync(0xffffffffu, evicts);
+        if (waiting == 0) continue;
+        gh_u64 key = 0, score = 0;
+        gh_u32 digest = 0;
+        GhHome home = {0, 0, 0, 0, 0};
+        const char* row = nullptr;
+        if (evicts) {
+            key = rows[r];
+            home = gh_home(t, key);
+            digest = gh_digest(home.hash);
+            score = gh_new_score(static_cast<int>(policy), 0, false,
+                                 given == nullptr ? 0 : given[r], step, epoch);
+            row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
+        }
+        bool held_out = false;  // HOLD: this lane evicted an entry it keeps until the end
+        gh_u64 out_key = 0, out_score = 0;
+        Held out_value;
+        while (waiting != 0) {
+            // Up to GH_EVICT_BATCH waiting rows at once: the warp finds each one's candidate
+            // in turn (whole-warp reads), then their leaders lock and write together, so the
+            // round trips of their chains overlap instead of following one another.
+            gh_u32 batch = 0;
+            gh_i64 from = -1, victim = -1;
+            gh_u64 moving = 0, to = 0, lowest = 0;
+#pragma unroll 1
+            for (gh_u32 left = waiting, k = 0; left != 0 && k < batch_rows;
+                 left &= left - 1, ++k) {
+                const int leader = __ffs(left) - 1;
+                batch |= 1u << leader;
+                const gh_u64 b1 = __shfl_sync(0xffffffffu, home.b1, leader);
+                const gh_u64 b2 = __shfl_sync(0xffffffffu, home.b2, leader);
+                gh_u64 its_moving = 0, its_to = 0, its_lowest = 0;
+                gh_i64 its_victim = -1;
+                const gh_i64 its_from = moves ? gh_cache_movable(
+                    t, b1, b2, __shfl_sync(0xffffffffu, digest, leader), &its_moving,
+                    &its_to) : -1;
+                if (its_from < 0) gh_cache_lowest(t, b1, b2, &its_victim, &its_lowest);
+                if (lane == leader) {
+                    from = its_from;
+                    moving = its_moving;
+                    to = its_to;
+                    victim = its_victim;
+                    lowest = its_lowest;
+                }
+            }
+            int outcome = -1;
+            if ((batch >> lane) & 1) {
+                if (from >= 0) {
+                    if (gh_cache_move(t, from, moving, to)) {
+                        if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(from), row);
+                        gh_cache_publish(t, from, key, digest, score);
+                        atomicAdd(reinterpret_cast<unsigned long long*>(t.counts), 1ULL);
+                        status[r] = GH_INSERTED;
+                        index[r] = from;
+                        outcome = GH_INSERTED;
+                    }
+                } else {
+                    gh_u64 old_key = 0, old_score = 0;
+                    outcome = gh_cache_try_evict(t, victim, lowest, score, &old_key,
+                                                 &old_score, HOLD && keeps, out_value);
+                    if (outcome == GH_REFUSED) {
+                        status[r] = GH_REFUSED;
+                    } else if (outcome == GH_INSERTED_EVICTING) {
+                        if (HOLD) {
+                            held_out = keeps;
+                            out_key = old_key;
+                            out_score = old_score;
+                        } else if (keeps) {  // copied out before the slot is rewritten
+                            const gh_u64 at =
+                                atomicAdd(reinterpret_cast<unsigned long long*>(evicted), 1ULL);
+                            if (at < ev_capacity) {
+                                ev_keys[at] = old_key;
+                                ev_scores[at] = old_score;
+                                gh_copy_value<C::VALUE_BYTES>(ev_values + at * C::VALUE_BYTES,
+                                                              t.value(victim));
+                            }
+                        }
+                        if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(victim), row);
+                        gh_cache_publish(t, victim, key, digest, score);
+                        status[r] = GH_INSERTED_EVICTING;
+                        index[r] = victim;
+                    }
+                }
+            }
+            waiting &= ~__ballot_sync(0xffffffffu, outcome >= 0);
+        }
+        if (HOLD && keeps) {
+            const gh_u32 out = __ballot_sync(0xffffffffu, held_out);
+            if (out != 0) {
+                const int first_lane = __ffs(out) - 1;
+                gh_u64 first = 0;
+                if (lane == first_lane) {
+                    first = atomicAdd(reinterpret_cast<unsigned long long*>(evicted),
+                                      static_cast<unsigned long long>(__popc(out)));
+                }
+                first = __shfl_sync(0xffffffffu, first, first_lane);
+                const gh_u64 at = first + __popc(out & ((1u << lane) - 1));
+                if (held_out && at < ev_capacity) {
+                    ev_keys[at] = out_key;
+                    ev_scores[at] = out_score;
+                    out_value.store(ev_values + at * C::VALUE_BYTES);
+                }
+            }
+        }
+    }
+}
+
+// Slot of each row's key (-1 where absent) and found; with `out`, its value (where absent,
+// `default_row` + r * default_stride rows); on rows with update[r] set, the score raised as a
+// touch does. Rows with `only` given and only[r] clear are left alone. No key moves in this
+// launch: read-only loads.
+// COPY: whether `out` may be given; find_index's instance leaves the warp copy out, whose
+// loads in flight cost registers (and occupancy) a lookup of slots alone does not need.
+template <class C, bool COPY>
+__global__ void gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
+                                const gh_u8* only, const gh_u8* update, gh_u64 policy,
+                                gh_u64 step, gh_u64 epoch, const char* default_row,
+                                gh_u64 default_stride, char* out,
+                                gh_i64* index, gh_u8* found) {
+    const C t = GH_CACHE_REF(C);
+    const int lane = threadIdx.x & 31;
+    // lanes take consecutive rows and leave the loop together, so the warp can copy its rows'
+    // values together (gh_warp_copy)
+    for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
+        const gh_u64 r = base + lane;
+        const bool mine = r < n && (only == nullptr || only[r]);
+        const char* src = nullptr;  // the value this row returns
+        if (mine) {
+            const gh_u64 key = rows[r];
+            const GhHome home = gh_home(t, key);
+            const gh_i64 slot = key >= GH_LOCKED
+                ? -1 : gh_cache_locate<C, false>(t, home, key, gh_digest(home.hash));
+            index[r] = slot;
+            found[r] = slot >= 0;
+            src = slot >= 0 ? t.value(slot) : default_row + r * default_stride * C::VALUE_BYTES;
+            if (slot >= 0 && update != nullptr && update[r]) {
+                const int rule = static_cast<int>(policy);
+                const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
+                t.scores[slot] = gh_new_score(rule, old, true, 0, step, epoch);
+            }
+        }
+        if (COPY && out != nullptr) {
+            gh_warp_copy<C::VALUE_BYTES>(src, out + r * C::VALUE_BYTES);
+        }
+    }
+}
+
+// Frees each row's key's slot; erased[r] on the row that did.
+template <class C>
+__global__ void gh_cache_erase(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n, gh_u8* erased) {
+    const C t = GH_CACHE_REF(C);
+    gh_i64 gone = 0;
+    for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
+        const gh_u64 key = rows[r];
+        const GhHome home = gh_home(t, key);
+        const gh_i64 slot =
+            key >= GH_LOCKED ? -1 : gh_cache_lock(t, home, key, gh_digest(home.hash));
+        erased[r] = slot >= 0;
+        if (slot < 0) continue;
+        t.scores[slot] = 0;
+        t.digests[slot] = 0;
+        gh_store_release(t.keys + slot, ~0ULL);
+        ++gone;
+    }
+    gh_block_count(&t.counts[0], -gone, nullptr, 0);
+}
+
+// Value rows by slot, whichever memory holds them: out row r = the row of slot index[r]
+// (gather), or the row of slot index[r] = in row r (scatter); rows with index -1 are skipped.
+// The warp copies its rows together (gh_warp_copy), so rows in host memory move in whole
+// pieces over the link. The rows of one scatter name distinct slots.
+template <class C>
+__global__ void gh_cache_gather(GH_CACHE_PARAMS, const gh_i64* index, gh_u64 n, char* out) {
+    const C t = GH_CACHE_REF(C);
+    const int lane = threadIdx.x & 31;
+    for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
+        const gh_u64 r = base + lane;
+        const gh_i64 slot = r < n ? index[r] : -1;
+        gh_warp_copy<C::VALUE_BYTES>(slot >= 0 ? t.value(slot) : nullptr,
+                                     out + r * C::VALUE_BYTES);
+    }
+}
+
+template <class C>
+__global__ void gh_cache_scatter(GH_CACHE_PARAMS, const gh_i64* index, gh_u64 n,
+                                 const char* rows) {
+    const C t = GH_CACHE_REF(C);
+    const int lane = threadIdx.x & 31;
+    for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
+        const gh_u64 r = base + lane;
+        const gh_i64 slot = r < n ? index[r] : -1;
+        gh_warp_copy<C::VALUE_BYTES>(slot >= 0 ? rows + r * C::VALUE_BYTES : nullptr,
+                                     slot >= 0 ? t.value(slot) : nullptr);
+    }
+}

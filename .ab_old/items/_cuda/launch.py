@@ -1,0 +1,85 @@
+"""Kernel launches from Python on torch's current stream of the table's device, with as little
+host work as possible.
+
+Every kernel parameter is 8 bytes wide, so pointers and counts go to cuda.core as plain Python
+ints. cuda.core Stream wrappers and launch configurations are cached, and the stream handle is
+read straight from torch, since a find on a small batch is dominated by host overhead.
+
+A kernel runs in the current CUDA context, so a launch makes the table's device current when
+another one is, and gives the caller's back afterwards.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+THREADS = 256
+
+
+@functools.lru_cache(maxsize=64)
+def _stream(device: int, handle: int):
+    """A cuda.core view of a stream; keyed by device too (the default stream's handle is 0 on
+    every device)."""
+    from cuda.core import Stream
+
+    return Stream.from_handle(handle)
+
+
+@functools.lru_cache(maxsize=512)
+def _config(blocks: int):
+    from cuda.core import LaunchConfig
+
+    return LaunchConfig(grid=blocks, block=THREADS)
+
+
+@functools.cache
+def _launcher():
+    from cuda.core import launch
+
+    return launch
+
+
+def launch(kernel, rows: int, *args: int, device: int | torch.device) -> None:
+    """Launch ``kernel`` with one thread per row on torch's current stream of GPU ``device``
+    (an index, or a torch device), with that GPU current during the launch."""
+    if rows <= 0:
+        return
+    if device.__class__ is not int:  # the tables pass indices; the benchmarks torch devices
+        device = device.index if device.index is not None else torch.cuda.current_device()
+    _launch_on(device, _config((rows + THREADS - 1) // THREADS), kernel, args)
+
+
+def _launch_on(device: int, config, kernel, args: tuple[int, ...]) -> None:
+    """Launch on torch's current stream of GPU ``device``, made current for the launch when
+    another GPU is."""
+    stream = _stream(device, torch._C._cuda_getCurrentRawStream(device))
+    if torch._C._cuda_getDevice() == device:
+        _launcher()(stream, config, kernel, *args)
+        return
+    with torch.cuda.device(device):
+        _launcher()(stream, config, kernel, *args)
+
+
+@functools.lru_cache(maxsize=64)
+def _resident_blocks(kernel, device: int) -> int:
+    """Blocks of ``kernel`` that fit on GPU ``device`` at once (its occupancy, every SM)."""
+    per_sm = kernel.occupancy.max_active_blocks_per_multiprocessor(THREADS, 0)
+    return max(1, per_sm) * torch.cuda.get_device_properties(device).multi_processor_count
+
+
+@functools.lru_cache(maxsize=512)
+def _cooperative_config(blocks: int):
+    from cuda.core import LaunchConfig
+
+    return LaunchConfig(grid=blocks, block=THREADS, is_cooperative=True)
+
+
+def launch_cooperative(kernel, rows: int, *args: int, device: int) -> None:
+    """Launch ``kernel`` as :func:`launch` does, but cooperatively, with no more blocks than
+    fit on the GPU at once (a thread per row up to there; the kernel strides past it): its
+    blocks may then wait for each other (kernels/join_build.cuh: gh_grid_barrier), which
+    the driver refuses to launch otherwise."""
+    blocks = min(max(1, (rows + THREADS - 1) // THREADS), _resident_blocks(kernel, device))
+    _launch_on(device, _cooperative_config(blocks), kernel, args)

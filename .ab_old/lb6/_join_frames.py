@@ -1,0 +1,219 @@
+"""Tables in and out of a join: key columns made join keys, and columns gathered by the maps.
+
+``gh.merge`` works on one of two inner forms: a pyarrow Table (pyarrow, pandas and polars
+frames are converted to one and back) or a dict of tensors. This module owns the conversions,
+the encoding of key columns (integers as they are; strings, dictionaries and every other type
+through one dictionary encoding of both sides together, so equal values get equal codes), and
+the gathers: fixed-width numeric columns with torch on the join's device, the rest with
+Arrow's ``take``; a -1 in a gather map gives a null (a zero plus a found mask for tensors).
+Each side's map is made ready once (``GatherMap``) for all the columns it gathers: on a GPU
+every small operation per column is a launch, and on Arrow's path a host copy.
+
+Example:
+    >>> import torch
+    >>> side = GatherMap(torch.tensor([1, -1]), torch.device("cpu"))
+    >>> side.take(torch.tensor([5., 6.])), side.found
+    (tensor([6., 0.]), tensor([ True, False]))
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._arrays import SIGNED_VIEW
+
+ARROW, PANDAS, POLARS, TENSORS = "pyarrow", "pandas", "polars", "dict"
+
+
+def frame_kind(frame: Any, name: str) -> str:
+    """Which kind of table ``frame`` is: pyarrow, pandas, polars or a dict of arrays.
+
+    Example:
+        >>> frame_kind({"k": torch.tensor([1])}, "left")
+        'dict'
+    """
+    module = type(frame).__module__.split(".")[0]
+    if isinstance(frame, dict):
+        return TENSORS
+    if module == "pyarrow" and type(frame).__name__ == "Table":
+        return ARROW
+    if module == "pandas" and type(frame).__name__ == "DataFrame":
+        return PANDAS
+    if module == "polars" and type(frame).__name__ == "DataFrame":
+        return POLARS
+    raise TypeError(f"{name} must be a pyarrow Table, a pandas or polars DataFrame or a dict "
+                    f"of tensors, not {type(frame).__name__}")
+
+
+def to_arrow(frame: Any, kind: str):
+    """The frame as a pyarrow Table (pandas: its index dropped, as merge does)."""
+    import pyarrow as pa
+
+    if kind == PANDAS:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    if kind == POLARS:
+        return frame.to_arrow()
+    return frame
+
+
+def from_arrow(table: Any, kind: str) -> Any:
+    """A pyarrow Table as the caller's kind of frame."""
+    if kind == PANDAS:
+        return table.to_pandas()
+    if kind == POLARS:
+        import polars
+
+        return polars.from_arrow(table)
+    return table
+
+
+def _column(table: Any, name: str):
+    column = table.column(name)
+    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+
+
+def _integer_key(array) -> tuple[torch.Tensor, torch.Tensor | None]:
+    import pyarrow.compute as pc
+
+    valid = None
+    if array.null_count:
+        valid = torch.from_numpy(np.asarray(array.is_valid()))
+        array = pc.fill_null(array, 0)
+    with warnings.catch_warnings():  # Arrow's buffers are read-only; they are only read here
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(array.to_numpy(zero_copy_only=False)), valid
+
+
+def arrow_key_pair(left, right, left_name: str, right_name: str):
+    """Join keys for one key column of each side: (left codes, left valid, right codes, right
+    valid). Integer columns go as they are; anything else is dictionary-encoded over both
+    sides at once. Null rows have valid False (None when a side has none)."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if pt.is_dictionary(left.type):
+        left = left.dictionary_decode()
+    if pt.is_dictionary(right.type):
+        right = right.dictionary_decode()
+    if pt.is_null(left.type):  # all nulls, no type of its own (pandas' empty object column)
+        left = left.cast(right.type)
+    elif pt.is_null(right.type):
+        right = right.cast(left.type)
+    if pt.is_integer(left.type) and pt.is_integer(right.type):
+        if pt.is_signed_integer(left.type) != pt.is_signed_integer(right.type):
+            raise TypeError(f"key column {left_name!r} of the left side is {left.type} but "
+                            f"{right_name!r} of the right side is {right.type}: signed and "
+                            f"unsigned keys are not joined; cast one side")
+        return (*_integer_key(left), *_integer_key(right))
+    if left.type != right.type:
+        try:
+            right = right.cast(left.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise TypeError(f"key column {left_name!r} of the left side is {left.type} but "
+                            f"{right_name!r} of the right side is {right.type}; they cannot "
+                            f"be compared") from None
+    both = pa.concat_arrays([left, right]).dictionary_encode()
+    codes, valid = _integer_key(both.indices)
+    rows = len(left)
+    lv, rv = (None, None) if valid is None else (valid[:rows], valid[rows:])
+    return codes[:rows], lv, codes[rows:], rv
+
+
+def _numeric(type_) -> bool:
+    import pyarrow.types as pt
+
+    return ((pt.is_integer(type_) or pt.is_floating(type_)) and not pt.is_float16(type_))
+
+
+class GatherMap:
+    """One side's gather map (int64 rows, -1 where an output row lacks the side), ready for
+    every column it gathers: the rows on ``device``, clamped to 0 where -1, and where they
+    are -1. ``may_miss`` False says no row is -1 (the inner join's sides, the left side of a
+    left join), and the mask and its fill are skipped.
+
+    Example:
+        >>> GatherMap(torch.tensor([1, 0]), torch.device("cpu"), may_miss=False).take(
+        ...     torch.tensor([5, 6])).tolist()
+        [6, 5]
+    """
+
+    def __init__(self, rows: torch.Tensor, device: torch.device, *, may_miss: bool = True):
+        rows = rows.to(device)
+        self.rows = rows
+        self.missing = (rows < 0) if may_miss else None
+        self.index = rows.clamp(min=0) if may_miss else rows
+
+    @functools.cached_property
+    def found(self) -> torch.Tensor:
+        """Whether each output row has this side (bool, on the map's device)."""
+        if self.missing is None:
+            return torch.ones(self.rows.shape[0], dtype=torch.bool, device=self.rows.device)
+        return ~self.missing
+
+    @functools.cached_property
+    def any_missing(self) -> bool:
+        """Whether some row is -1 (one synchronisation, the first time it is asked)."""
+        return self.missing is not None and bool(self.missing.any())
+
+    @functools.cached_property
+    def host_missing(self) -> np.ndarray | None:
+        """The -1 rows as a NumPy mask, or None when there are none."""
+        return self.missing.cpu().numpy() if self.any_missing else None
+
+    @functools.cached_property
+    def host_rows(self) -> np.ndarray:
+        """The rows as a NumPy array (one copy from the device, for Arrow's take)."""
+        return self.rows.cpu().numpy()
+
+    def take(self, column: torch.Tensor) -> torch.Tensor:
+        """``column`` gathered by the map, zeros where a row is -1."""
+        index = self.index if self.index.device == column.device else self.index.to(column.device)
+        if column.shape[0] == 0:  # every row is -1
+            return column.new_zeros((index.shape[0], *column.shape[1:]))
+        alias = SIGNED_VIEW.get(column.dtype)  # gathered and filled as signed bits
+        source = column if alias is None else column.view(alias)
+        taken = source.index_select(0, index)
+        if self.missing is not None:
+            missing = self.missing.to(column.device)
+            taken.masked_fill_(missing.view((-1,) + (1,) * (taken.dim() - 1)), 0)
+        return taken if alias is None else taken.view(column.dtype)
+
+
+def take_arrow(array, rows: GatherMap):
+    """``array`` gathered by ``rows``, null where a row is -1: numeric columns by torch on the
+    map's device, others by Arrow's take."""
+    import pyarrow as pa
+
+    if len(array) == 0:  # every row is -1: a column of nulls
+        return pa.nulls(rows.rows.shape[0], type=array.type)
+    if _numeric(array.type):
+        values, valid = _integer_key(array)
+        taken = rows.take(values.to(rows.index.device)).cpu().numpy()  # nulls masked below
+        null = rows.host_missing
+        if valid is not None:
+            lost = ~valid.to(rows.index.device).index_select(0, rows.index).cpu().numpy()
+            null = lost if null is None else null | lost
+        return pa.array(taken, type=array.type, mask=null)
+    index = rows.host_rows
+    indices = pa.array(index, mask=index < 0) if rows.any_missing else pa.array(index)
+    return array.take(indices)
+
+
+def coalesce_arrow(left, right):
+    """One key column from both sides' gathered keys: the left's value, else the right's."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    if left.type != right.type:
+        if pt.is_integer(left.type) and pt.is_integer(right.type):
+            wide = pa.int64() if pt.is_signed_integer(left.type) else pa.uint64()
+            left, right = left.cast(wide), right.cast(wide)
+        else:
+            right = right.cast(left.type)
+    return pc.coalesce(left, right)

@@ -1,0 +1,137 @@
+"""``gpuhash join``: two Parquet files joined into a third, the left one streamed.
+
+The right file is read whole and prepared once as a :class:`~gpuhash.JoinBuild`; the left
+file is read one row group at a time, each probed and written out before the next is read,
+so the left side may be larger than memory. Right and full joins remember which right rows
+matched and write the unmatched ones last. Key columns that are not integers (strings,
+dictionaries, ...) are coded by their position in the right side's distinct values.
+
+Example:
+    >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
+    >>> where = tempfile.mkdtemp()
+    >>> pq.write_table(pa.table({"k": [1, 2, 3], "a": [1., 2., 3.]}), f"{where}/l.parquet")
+    >>> pq.write_table(pa.table({"k": [3, 1], "b": ["x", "y"]}), f"{where}/r.parquet")
+    >>> run_join(f"{where}/l.parquet", f"{where}/r.parquet", on=["k"], how="inner",
+    ...          output=f"{where}/o.parquet", device="cpu", progress=False)
+    2
+    >>> sorted(pq.read_table(f"{where}/o.parquet").column("b").to_pylist())
+    ['x', 'y']
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .join import JoinBuild
+from .merge import gather_tables
+
+# how each row group of the left side is probed; right / full add the unmatched right rows
+_PER_CHUNK = {"inner": "inner", "left": "left", "right": "inner", "full": "left",
+              "semi": "semi", "anti": "anti"}
+
+
+def _right_codes(column):
+    """Right key column as (codes, valid, coder for left columns)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    from ._join_frames import _integer_key
+
+    if pt.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pt.is_integer(column.type):
+        return (*_integer_key(column), lambda left: _integer_key(left))
+    distinct = pc.unique(column).drop_null()
+
+    def code(values):
+        if pt.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        if values.type != column.type:
+            values = values.cast(column.type)
+        found = pc.index_in(values, value_set=distinct)
+        absent = len(distinct)  # a code no right row has: matches nothing, stays a key
+        codes = pc.fill_null(found, absent).cast(pa.int64())
+        valid = values.is_valid()
+        return (torch.from_numpy(codes.to_numpy().copy()),
+                None if values.null_count == 0 else torch.from_numpy(valid.to_numpy(
+                    zero_copy_only=False).copy()))
+
+    return (*code(column), code)
+
+
+def run_join(left_path: str, right_path: str, *, on: list[str], how: str, output: str,
+             device: str, progress: bool = True, explain: bool = False,
+             suffixes: tuple[str, str] | None = None) -> int:
+    """Join two Parquet files on the ``on`` columns into ``output``; returns rows written."""
+    import pyarrow.parquet as pq
+    from rich.progress import Progress
+
+    if how == "cross":
+        raise ValueError("gpuhash join does not stream how='cross'; use gh.merge")
+    right = pq.read_table(right_path)
+    left_file = pq.ParquetFile(left_path)
+    for name in on:
+        for names, side in ((right.column_names, "right"),
+                            (left_file.schema_arrow.names, "left")):
+            if name not in names:
+                raise KeyError(f"key column {name!r} is not in the {side} file (columns: "
+                               f"{names})")
+    target = torch.device(device)
+    keys, valids, coders = [], [], []
+    for name in on:
+        codes, valid, coder = _right_codes(right.column(name).combine_chunks())
+        keys.append(codes.to(target))
+        valids.append(valid)
+        coders.append(coder)
+    valid = _all(valids, target)
+    build = JoinBuild(tuple(keys) if len(keys) > 1 else keys[0], right_valid=valid)
+    matched = torch.zeros(right.num_rows, dtype=torch.bool, device=target)
+    per_chunk = _PER_CHUNK[how]
+    writer, written = None, 0
+
+    def write(table):
+        nonlocal writer, written
+        if writer is None:
+            writer = pq.ParquetWriter(output, table.schema)
+        writer.write_table(table.cast(writer.schema))
+        written += table.num_rows
+
+    with Progress(disable=not progress, transient=True) as bar:
+        task = bar.add_task("joining row groups", total=left_file.num_row_groups)
+        for group in range(left_file.num_row_groups):
+            chunk = left_file.read_row_group(group)
+            coded = [coder(chunk.column(name).combine_chunks()) for coder, name in
+                     zip(coders, on)]
+            probe_keys = tuple(c.to(target) for c, _ in coded)
+            result = build.probe(probe_keys if len(probe_keys) > 1 else probe_keys[0],
+                                 how=per_chunk, left_valid=_all([v for _, v in coded], target),
+                                 explain=explain and group == 0)
+            rows_l, rows_r = result if isinstance(result, tuple) else (result, None)
+            if rows_r is not None and how in ("right", "full"):
+                matched[rows_r[rows_r >= 0]] = True
+            write(gather_tables(chunk, right, rows_l, rows_r, on, on, how=per_chunk,
+                                suffixes=suffixes, kind="pyarrow", device=target))
+            bar.advance(task)
+    if how in ("right", "full"):
+        rest = (~matched).nonzero().squeeze(1)
+        empty = left_file.schema_arrow.empty_table()
+        write(gather_tables(empty, right, torch.full_like(rest, -1), rest, on, on, how=how,
+                            suffixes=suffixes, kind="pyarrow", device=target))
+    if writer is None:  # an empty left file and nothing to add: still write the schema
+        write(gather_tables(left_file.schema_arrow.empty_table(), right.slice(0, 0),
+                            torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)
+                            if how not in ("semi", "anti") else None, on, on, how=how,
+                            suffixes=suffixes, kind="pyarrow", device=target))
+    writer.close()
+    return written
+
+
+def _all(masks, device):
+    present = [m for m in masks if m is not None]
+    if not present:
+        return None
+    mask = present[0]
+    for other in present[1:]:
+        mask = mask & other
+    return mask.to(device)

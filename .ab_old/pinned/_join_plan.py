@@ -1,0 +1,371 @@
+"""How a join runs: the strategy registry and the cost model that chooses among strategies.
+
+A strategy is a function registered under a name; the planner considers only the registered
+ones that have a function (the GPU radix-partitioned join is named here so plans and docs
+can refer to it, and is never chosen: built, measured slower than one table, not kept; the
+streamed out-of-core path registers its function from _join_stream.py). The model is
+deliberately small: estimated bytes decide what fits the memory budget, estimated costs in
+nanoseconds per row decide among what fits, and every decision is written into the plan's
+``why``. The per-row constants are guesses to be replaced by
+measurements; ``CPU_SMALL_MAX_ROWS``, the crossover below which CUDA inputs are joined on the
+CPU, is measured (none on the H100 host).
+
+Example:
+    >>> plan = plan_join(1000, 100, how="inner", key_bytes=4, device=torch.device("cpu"))
+    >>> plan.strategy, plan.build_side
+    ('hash-table', 'right')
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from ._format import L2_TABLE_BYTES
+
+HOWS = ("inner", "left", "right", "full", "semi", "anti", "cross")
+SYMMETRIC = ("inner", "left", "right", "full")  # either side may be the build side
+
+# Below this many rows in all, a join of CUDA tensors runs on the CPU (copies included).
+# None: never. Measured on the H100 machine (bench/experiments/cpu_small_crossover.py,
+# bench/RESULTS.md): from 64 to 256K int32 rows the GPU join took 0.32-0.54 ms, the CPU
+# engine 0.79-66 ms and pyarrow 1.3-11 ms, so no CPU backend is preferred at any size there.
+CPU_SMALL_MAX_ROWS: dict[str, int | None] = {"gpuhash-cpu": None, "pyarrow": None,
+                                             "polars": None}
+# nanoseconds per row, guesses: building a table entry, probing a row, writing an output pair
+COST_NS = {"cuda": {"build": 0.5, "probe": 0.3, "pair": 0.1, "call": 20_000},
+           "cpu": {"build": 60.0, "probe": 40.0, "pair": 5.0, "call": 200}}
+LOAD = 0.5          # the table's load after growth, at worst: bytes per entry / LOAD
+BUDGET_SHARE = 0.6  # of the free memory, when no memory_budget is given
+# A join needing at most this share of a GPU's total memory takes BUDGET_SHARE of the total
+# as its budget without asking the driver for free memory (cudaMemGetInfo costs about 30 us
+# on an H100, a tenth of a small join); past it, the free memory decides.
+SMALL_SHARE = 1 / 16
+MIN_CHUNK_ROWS = 16
+# The streamed join's copier queues STAGED_AHEAD chunks of probe keys on the GPU; beside the
+# chunk being joined there may also be one on its way and one more the copier starts while
+# the caller still holds the chunk it just finished: STAGED_CHUNKS, counted against the budget
+STAGED_AHEAD = 2
+STAGED_CHUNKS = STAGED_AHEAD + 2
+MAX_PARTS = 1 << 10
+
+
+@dataclass
+class Strategy:
+    """A named way to run a join; ``run`` is None until it is implemented."""
+
+    name: str
+    description: str
+    run: Callable | None = None
+
+
+STRATEGIES: dict[str, Strategy] = {}
+
+
+def register(name: str, description: str, run: Callable | None = None) -> Strategy:
+    """Add (or replace) a strategy under ``name``; pass ``run`` once it exists.
+
+    Example:
+        >>> register("gpu-radix", STRATEGIES["gpu-radix"].description).run is None
+        True
+    """
+    STRATEGIES[name] = Strategy(name, description, run)
+    return STRATEGIES[name]
+
+
+register("cpu-small", "tiny inputs copied to the CPU and joined by the fastest CPU backend")
+register("hash-table", "build a gpuhash table on the build side, probe it with the other")
+register("hash-table-chunked", "the build side's table probed by chunks of the probe side")
+register("hash-partitioned", "both sides split by key hash into parts joined one at a time")
+register("cross-product", "every pair of rows (how='cross'); keys only give the lengths")
+register("gpu-radix", "radix-partitioned join in shared memory (not implemented yet)")
+register("out-of-core-streams", "host inputs joined on a GPU: the probe side copied in "
+         "chunks that overlap the joins, results copied back (both sides split by key hash "
+         "on the host when the build side passes the budget)")
+
+
+@dataclass
+class JoinPlan:
+    """The chosen strategy, its parameters and the reason, as ``explain=True`` shows it.
+
+    Example:
+        >>> plan = plan_join(10, 10, how="semi", key_bytes=8, device=torch.device("cpu"))
+        >>> "hash-table" in str(plan)
+        True
+    """
+
+    strategy: str
+    how: str
+    build_side: str
+    device: str
+    left_rows: int
+    right_rows: int
+    memory_budget: int
+    chunk_rows: int | None = None
+    parts: int = 1
+    estimates: dict = field(default_factory=dict)
+    why: str = ""
+
+    def __str__(self) -> str:
+        extra = [f"chunks of {self.chunk_rows} probe rows"] if self.chunk_rows else []
+        extra += [f"{self.parts} parts"] if self.parts > 1 else []
+        detail = f" ({', '.join(extra)})" if extra else ""
+        return (f"join how={self.how!r}: {self.strategy}{detail} on {self.device}, build side "
+                f"{self.build_side} ({self.left_rows} x {self.right_rows} rows). {self.why}")
+
+
+def free_bytes(device: torch.device) -> int:
+    """Free memory of ``device`` in bytes (host memory for the CPU).
+
+    Example:
+        >>> free_bytes(torch.device("cpu")) > 0
+        True
+    """
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 34
+
+
+@functools.cache
+def total_bytes(device: torch.device) -> int:
+    """Total memory of a GPU (asked once per device)."""
+    return int(torch.cuda.get_device_properties(device).total_memory)
+
+
+def default_budget(device: torch.device, need: int) -> int:
+    """The memory budget of a join needing about ``need`` bytes, when none is given:
+    BUDGET_SHARE of the free memory, or of the total memory when ``need`` is a small share of
+    it (see SMALL_SHARE).
+
+    Example:
+        >>> default_budget(torch.device("cpu"), 1000) > 0
+        True
+    """
+    if device.type == "cuda":
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        total = total_bytes(device)
+        if need <= total * SMALL_SHARE:
+            return int(total * BUDGET_SHARE)
+    return int(free_bytes(device) * BUDGET_SHARE)
+
+
+def table_bytes(rows: int, key_bytes: int, *, direct: bool = False) -> int:
+    """Bytes a build table of ``rows`` entries may take: its slot (key and row id, packed in
+    8 bytes or a pair of words) and a group counter a slot at the worst load, and the group
+    array for the worst case (half again the rows: engines' multi_join_build); with
+    ``direct``, the direct array a GPU build tries before it too (kernels/join_build.cuh)."""
+    entries = direct_entries(rows) if direct else 0
+    array = 8 * (entries + 1) if entries else 0
+    row_bytes = 4 if rows < 2**30 else 8  # join.py: _build_spec
+    slot_bytes = 8 if key_bytes == 4 and row_bytes == 4 else 16  # packed or pair slots
+    return (int(rows * (slot_bytes + row_bytes) / LOAD) + 64 + array
+            + (rows + rows // 2 + 1) * row_bytes)
+
+
+# A build side of 32-bit codes on a GPU first tries a direct array (kernels/join_build.cuh:
+# gh_join_direct_rows), an 8-byte entry per code modulo a power of two at least DIRECT_SPAN
+# times its rows, where its array fits in L2 (there a probe row costs one sector read; past
+# L2 it measured 4.14 against 4.33 ms for J4, not worth the memory) and it has enough rows for
+# the extra launch to pay (smaller tables sit in L1 and L2 anyway).
+DIRECT_SPAN = 2
+DIRECT_MIN_ROWS = 4096
+DIRECT_MAX_BYTES = L2_TABLE_BYTES
+
+
+def direct_entries(rows: int, code_span: int | None = None) -> int:
+    """Entries of the direct array a build side of ``rows`` rows tries (0: none). With the
+    codes' span known (``code_span``: a fitted encoder's), the array covers it exactly, and
+    none is tried where it is wider than the rows allow; unknown, it is DIRECT_SPAN times
+    the rows (rounded up to a power of two), and codes that collide there give it up.
+
+    Example:
+        >>> direct_entries(5000), direct_entries(5000, code_span=5000), direct_entries(10)
+        (16384, 8192, 0)
+    """
+    if rows < DIRECT_MIN_ROWS:
+        return 0
+    entries = 1 << (DIRECT_SPAN * rows - 1).bit_length()
+    if code_span is not None:
+        if code_span > entries:
+            return 0
+        entries = 1 << max(code_span - 1, 1).bit_length()
+    return entries if entries * 8 <= DIRECT_MAX_BYTES else 0
+
+
+def probe_bytes_per_row(key_bytes: int, fanout: float) -> int:
+    """Bytes one probe row needs while it is joined: its code, masks and output pairs."""
+    return key_bytes + 8 + int(16 * max(1.0, fanout)) + 8
+
+
+def _usable(name: str) -> bool:
+    return STRATEGIES.get(name) is not None and STRATEGIES[name].run is not None
+
+
+def _partition(plan: JoinPlan, build: int, probe: int, key_bytes: int, per_row: int,
+               build_row: int = 0, *, direct: bool = False) -> int:
+    """Parts for a build table past half the budget (each part's table, with ``build_row``
+    more bytes a build row and its direct array where ``direct``, fits half of it), and
+    chunk rows when a part's probe rows still pass the budget; returns the parts."""
+    budget = plan.memory_budget
+    parts = 2
+    while parts < MAX_PARTS and (table_bytes(build // parts + 1, key_bytes, direct=direct)
+                                 + (build // parts + 1) * build_row) > budget // 2:
+        parts *= 2
+    plan.parts = parts
+    part_built = (table_bytes(build // parts + 1, key_bytes, direct=direct)
+                  + (build // parts + 1) * build_row)
+    if part_built + (probe // parts + 1) * per_row > budget:
+        plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget // 2) // per_row)
+    return parts
+
+
+def shared_plan(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
+                device: torch.device) -> JoinPlan:
+    """:func:`plan_join`'s plan with the default budget, one object shared by every call with
+    the same arguments where the plan cannot depend on the free memory: a GPU join whose
+    worst case (either side built, either probed) needs at most SMALL_SHARE of the GPU's
+    memory, whose budget is then a share of the total (default_budget). Read-only: a small
+    join's planning is a tenth of its time (bench/RESULTS.md). Others are planned afresh.
+
+    Example:
+        >>> plan = shared_plan(10, 10, how="inner", key_bytes=4, device=torch.device("cpu"))
+        >>> plan.strategy
+        'hash-table'
+    """
+    if device.type == "cuda" and max(left_rows, right_rows) <= _small_rows(device, key_bytes):
+        return _small_gpu_plan(left_rows, right_rows, how, key_bytes, device,
+                               CPU_SMALL_MAX_ROWS["gpuhash-cpu"])
+    return plan_join(left_rows, right_rows, how=how, key_bytes=key_bytes, device=device)
+
+
+@functools.lru_cache(maxsize=64)
+def _small_rows(device: torch.device, key_bytes: int) -> int:
+    """The most rows a side may have for shared_plan: the worst case of that many rows on
+    both sides (either built, either probed) needs at most SMALL_SHARE of the GPU's memory.
+    The need grows with the rows (but for the direct array's end, near 2M rows, far below
+    any GPU's limit), so the limit is found by bisection, once a device and key width."""
+    limit = total_bytes(device) * SMALL_SHARE
+    per_row = probe_bytes_per_row(key_bytes, 1.0)
+    low, high = 0, 1 << 40
+    while low < high:
+        rows = (low + high + 1) // 2
+        if table_bytes(rows, key_bytes, direct=True) + rows * per_row <= limit:
+            low = rows
+        else:
+            high = rows - 1
+    return low
+
+
+@functools.lru_cache(maxsize=256)
+def _small_gpu_plan(left_rows: int, right_rows: int, how: str, key_bytes: int,
+                    device: torch.device, cpu_small_max_rows: int | None) -> JoinPlan:
+    # cpu_small_max_rows: part of the key, since the plan reads CPU_SMALL_MAX_ROWS
+    return plan_join(left_rows, right_rows, how=how, key_bytes=key_bytes, device=device)
+
+
+def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
+              device: torch.device, memory_budget: int | None = None, fanout: float = 1.0,
+              build_fixed: bool = False, data_device: torch.device | None = None,
+              input_bytes: int | None = None) -> JoinPlan:
+    """Choose a strategy for joining ``left_rows`` with ``right_rows`` on ``device``.
+
+    ``key_bytes`` is the table key's width (4 or 8), ``fanout`` the expected matches per
+    probe row, ``build_fixed`` True when the build side is already chosen (a JoinBuild),
+    ``data_device`` where the keys are when that is not ``device`` (host keys joined on a GPU:
+    the budget is the GPU's, the keys come over in chunks, and the chunks waiting on the GPU
+    count too: ``input_bytes`` a probe row, its key columns and null mask as they travel,
+    default ``key_bytes``).
+
+    Example:
+        >>> p = plan_join(100, 5000, how="inner", key_bytes=4, device=torch.device("cpu"),
+        ...               memory_budget=1000)
+        >>> p.strategy, p.build_side, p.parts > 1
+        ('hash-partitioned', 'left', True)
+    """
+    plan = JoinPlan("hash-table", how, "right", str(device), left_rows, right_rows, 0)
+    if how == "cross":
+        plan.strategy, plan.why = "cross-product", "how='cross' pairs every row with every row."
+        return plan
+    reasons = []
+    if how in SYMMETRIC and not build_fixed and left_rows < right_rows:
+        plan.build_side = "left"
+        reasons.append("the left side is smaller, so it is the build side")
+    build, probe = ((left_rows, right_rows) if plan.build_side == "left"
+                    else (right_rows, left_rows))
+    built = table_bytes(build, key_bytes, direct=device.type == "cuda")
+    per_row = probe_bytes_per_row(key_bytes, fanout)
+    budget = plan.memory_budget = (int(memory_budget) if memory_budget is not None
+                                   else default_budget(device, built + probe * per_row))
+    plan.estimates = {"table_bytes": built, "probe_bytes": probe * per_row,
+                      "budget_bytes": budget}
+    kind = "cuda" if device.type == "cuda" else "cpu"
+    costs = COST_NS[kind]
+    plan.estimates["hash_table_ms"] = round(
+        (costs["call"] + build * costs["build"] + probe * costs["probe"]
+         + probe * fanout * costs["pair"]) / 1e6, 4)
+    small = CPU_SMALL_MAX_ROWS["gpuhash-cpu"]
+    if (kind == "cuda" and _usable("cpu-small") and small is not None
+            and left_rows + right_rows <= small):
+        plan.strategy, plan.device = "cpu-small", "cpu"
+        reasons.append(f"{left_rows + right_rows} rows in all are at most CPU_SMALL_MAX_ROWS "
+                       f"({small}): a GPU launch costs more than the CPU's whole join")
+        plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
+        return plan
+    if (kind == "cuda" and data_device is not None and data_device.type != "cuda"
+            and _usable("out-of-core-streams")):
+        plan.strategy = "out-of-core-streams"
+        # on the GPU besides the table: the build side's keys, copied over, and each probe
+        # chunk's own key columns (wider than its code for several columns) and the chunks
+        # waiting behind it
+        row_input = key_bytes if input_bytes is None else input_bytes
+        probe_row = per_row + max(0, row_input - key_bytes)
+        streamed = probe_row + STAGED_CHUNKS * row_input
+        built += build * row_input
+        plan.estimates["table_bytes"] = built
+        if built + probe * probe_row <= budget:
+            reasons.append(f"the keys are in host memory; the table (~{built} bytes) and the "
+                           f"probe (~{probe * probe_row} bytes) fit the budget of {budget} "
+                           f"bytes, so both sides are copied over at once")
+        elif built <= budget // 2:
+            plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget - built) // streamed)
+            reasons.append(f"the keys are in host memory and the probe side (~"
+                           f"{probe * probe_row} bytes) passes the budget of {budget} bytes, "
+                           f"so it is copied over in chunks while the previous chunk is "
+                           f"joined")
+        else:
+            parts = _partition(plan, build, probe, key_bytes, streamed, row_input,
+                               direct=True)
+            reasons.append(f"the keys are in host memory and the table (~{built} bytes) passes"
+                           f" half the budget of {budget} bytes, so both sides are split by "
+                           f"key hash on the host into {parts} parts, each streamed")
+        plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
+        return plan
+    if built + probe * per_row <= budget or not _usable("hash-table-chunked"):
+        reasons.append(f"the table (~{built} bytes) and the probe (~{probe * per_row} bytes) "
+                       f"fit the budget of {budget} bytes")
+    elif built <= budget // 2 or build_fixed or not _usable("hash-partitioned"):
+        plan.strategy = "hash-table-chunked"
+        plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget - built) // per_row)
+        reasons.append(f"the probe side (~{probe * per_row} bytes) passes the budget of "
+                       f"{budget} bytes, so it is streamed through the table in chunks")
+    else:
+        plan.strategy = "hash-partitioned"
+        parts = _partition(plan, build, probe, key_bytes, per_row,
+                           direct=device.type == "cuda")
+        reasons.append(f"the table (~{built} bytes) passes half the budget of {budget} "
+                       f"bytes, so both sides are split by key hash into {parts} parts")
+    entries = direct_entries(build) if device.type == "cuda" and plan.parts == 1 else 0
+    if entries:
+        reasons.append(f"a build of 32-bit key codes first tries a direct array of {entries} "
+                       f"entries, used where the build's keys are distinct and dense (one "
+                       f"entry read a probe row)")
+    plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
+    return plan

@@ -1,0 +1,159 @@
+"""The CUDA engine of CacheMap: the functions of engines/cache_cpu.py as kernels of
+kernels/cache.cu over the same bytes, outputs made with torch on the current stream of the
+cache's device. Nothing here synchronises with the host.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+from .._cache_format import POLICIES, CacheSpec, CacheState, relocation_limit
+from .._cuda.compile import load_module
+from .._cuda.launch import launch
+from .cuda import ARCH_ENV, last_rows_scratch_type, last_rows_with
+
+WRITE_MODES = 4  # UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE (engines/_cpu_cache_loops.py)
+ASSIGN = 2       # the mode that inserts nothing, so never evicts
+
+
+def cache_type(spec: CacheSpec) -> str:
+    """The C++ cache type of a spec: ``GhCache<value bytes, bucket slots>``."""
+    return f"GhCache<{spec.value_bytes}, {spec.bucket_slots}>"
+
+
+def kernel_names(spec: CacheSpec) -> dict[str, str]:
+    """Operation -> name expression of every kernel a cache of this spec uses."""
+    cache = cache_type(spec)
+    names = {f"write_{mode}": f"gh_cache_write<{cache}, {mode}>" for mode in range(WRITE_MODES)}
+    names["evict"] = f"gh_cache_evict<{cache}>"
+    names["lookup"] = f"gh_cache_lookup<{cache}, true>"
+    names["lookup_slots"] = f"gh_cache_lookup<{cache}, false>"  # no value copied
+    names["erase"] = f"gh_cache_erase<{cache}>"
+    names["gather"] = f"gh_cache_gather<{cache}>"
+    names["scatter"] = f"gh_cache_scatter<{cache}>"
+    names["last_rows"] = f"gh_last_rows<{last_rows_scratch_type(8)}>"
+    return names
+
+
+@functools.cache
+def _kernels(value_bytes: int, bucket_slots: int, device_index: int, arch: str | None) -> dict:
+    spec = CacheSpec(key_dtype=torch.int64, value_dtype=torch.uint8, value_shape=(value_bytes,),
+                     num_buckets=1, bucket_slots=bucket_slots)
+    names = kernel_names(spec)
+    module = load_module("cache.cu", tuple(names.values()), device_index, arch)
+    return {op: module.get_kernel(expression) for op, expression in names.items()}
+
+
+def _launch_info(state: CacheState) -> tuple[dict, tuple[int, ...], int]:
+    """Kernels, cache arguments and device index of a state, worked out once."""
+    info = state.__dict__.get("_cuda_launch_info")
+    if info is None:
+        spec = state.spec
+        index = state.keys.get_device()
+        args = (state.keys.data_ptr(), state.digests.data_ptr(), state.scores.data_ptr(),
+                state.values.data_ptr(), state.counts.data_ptr(), spec.num_buckets,
+                spec.signed_seed, _ptr(state.host_values), state.hbm_slots)
+        kernels = _kernels(spec.value_bytes, spec.bucket_slots, index, os.environ.get(ARCH_ENV))
+        info = (kernels, args, index)
+        state.__dict__["_cuda_launch_info"] = info
+    return info
+
+
+def _ptr(tensor: torch.Tensor | None) -> int:
+    return 0 if tensor is None else tensor.data_ptr()
+
+
+def last_rows(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
+    """True on the last row of each distinct key (batch order): gh_last_rows, no sort."""
+    kernels, table, device = _launch_info(state)
+    return last_rows_with(kernels["last_rows"], keys, key_bytes=8, seed=state.spec.seed,
+                          counts=table[4], device=device)
+
+
+def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor, *,
+          values: torch.Tensor | None, value_stride: int, scores: torch.Tensor | None,
+          accumulate: torch.Tensor | None, step: int, epoch: int, evict_capacity: int,
+          out: torch.Tensor | None = None
+          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple | None]:
+    """One write per acting row: gh_cache_write places the rows that find their key or a free
+    slot, then (every mode but ASSIGN) gh_cache_evict moves an entry or evicts for the rest.
+    Status, slot and found per row, the evicted entries (keys, values, scores, count) with
+    ``evict_capacity``, and with ``out`` each acting row's value as the call leaves it."""
+    kernels, table, device = _launch_info(state)
+    spec = state.spec
+    rows = keys.shape[0]
+    status = keys.new_empty(rows, dtype=torch.int8)
+    index = keys.new_empty(rows, dtype=torch.int64)
+    found = keys.new_empty(rows, dtype=torch.bool)
+    evicted = None
+    ev = (0, 0, 0, 0)
+    if evict_capacity:
+        evicted = (keys.new_empty(evict_capacity, dtype=torch.int64),
+                   keys.new_empty((evict_capacity, *spec.value_shape), dtype=spec.value_dtype),
+                   keys.new_empty(evict_capacity, dtype=torch.int64),
+                   keys.new_zeros(1, dtype=torch.int64))
+        ev = tuple(t.data_ptr() for t in evicted)
+    has_values = int(values is not None)
+    policy = POLICIES.index(spec.policy)
+    launch(kernels[f"write_{mode}"], rows, *table, keys.data_ptr(), acting.data_ptr(),
+           _ptr(accumulate), _ptr(scores), _ptr(values), value_stride, has_values, rows,
+           policy, step, epoch, status.data_ptr(), index.data_ptr(), found.data_ptr(),
+           _ptr(out), device=device)
+    if mode != ASSIGN:
+        launch(kernels["evict"], rows, *table, keys.data_ptr(), _ptr(scores), _ptr(values),
+               value_stride, has_values, rows, policy, step, epoch,
+               relocation_limit(spec.capacity), status.data_ptr(), index.data_ptr(), *ev,
+               evict_capacity, device=device)
+    return status, index, found, evicted
+
+
+def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None = None,
+           update: torch.Tensor | None = None, step: int = 0, epoch: int = 0,
+           default: torch.Tensor | None = None, default_stride: int = 0,
+           index: torch.Tensor | None = None, found: torch.Tensor | None = None,
+           out: torch.Tensor | None = None
+           ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """As engines/cache_cpu.lookup (gh_cache_lookup)."""
+    kernels, table, device = _launch_info(state)
+    spec = state.spec
+    rows = keys.shape[0]
+    index = keys.new_empty(rows, dtype=torch.int64) if index is None else index
+    found = keys.new_empty(rows, dtype=torch.bool) if found is None else found
+    if default is not None and out is None:
+        out = keys.new_empty((rows, *spec.value_shape), dtype=spec.value_dtype)
+    kernel = kernels["lookup" if out is not None else "lookup_slots"]
+    launch(kernel, rows, *table, keys.data_ptr(), rows, _ptr(only), _ptr(update),
+           POLICIES.index(spec.policy), step, epoch, _ptr(default), default_stride, _ptr(out),
+           index.data_ptr(), found.data_ptr(), device=device)
+    return out, index, found
+
+
+def erase(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
+    """Free each key's slot; True on the row that did (gh_cache_erase)."""
+    kernels, table, device = _launch_info(state)
+    erased = keys.new_empty(keys.shape[0], dtype=torch.bool)
+    launch(kernels["erase"], keys.shape[0], *table, keys.data_ptr(), keys.shape[0],
+           erased.data_ptr(), device=device)
+    return erased
+
+
+def gather(state: CacheState, index: torch.Tensor) -> torch.Tensor:
+    """The value rows of slots ``index`` (int64; -1: a row of zeros), wherever they live
+    (gh_cache_gather)."""
+    kernels, table, device = _launch_info(state)
+    spec = state.spec
+    out = index.new_zeros((index.shape[0], *spec.value_shape), dtype=spec.value_dtype)
+    launch(kernels["gather"], index.shape[0], *table, index.data_ptr(), index.shape[0],
+           out.data_ptr(), device=device)
+    return out
+
+
+def scatter(state: CacheState, index: torch.Tensor, rows: torch.Tensor) -> None:
+    """Write row r of ``rows`` to the value of slot ``index[r]`` (distinct slots; -1:
+    skipped), wherever it lives (gh_cache_scatter)."""
+    kernels, table, device = _launch_info(state)
+    launch(kernels["scatter"], index.shape[0], *table, index.data_ptr(), index.shape[0],
+           rows.data_ptr(), device=device)

@@ -1,0 +1,1 @@
+"""Benchmarks: the harness (timing, statistics, ceilings), the map suite, peers and reports."""
