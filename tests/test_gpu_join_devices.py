@@ -85,9 +85,12 @@ def two_gpus():
 def test_joins_on_the_second_gpu_match_the_cpu_engine(how):
     torch.cuda.set_device(0)
     generator = torch.Generator().manual_seed(HOWS.index(how))
-    for rows_l, rows_r in ((30_000, 8_000), (3_000_000, 3_000_000)):  # in L2, past it
+    # a table in L2, one past it, and dense distinct keys past the direct array: the ranked one
+    for rows_l, rows_r, dense in ((30_000, 8_000, False), (3_000_000, 3_000_000, False),
+                                  (3_000_000, 3_000_000, True)):
         left = torch.randint(0, rows_r * 2, (rows_l,), generator=generator)
-        right = torch.randint(0, rows_r, (rows_r,), generator=generator)
+        right = (torch.randperm(rows_r, generator=generator) if dense
+                 else torch.randint(0, rows_r, (rows_r,), generator=generator))
         valid = torch.rand(rows_l, generator=generator) > 0.1
         expected = pairs(gh.join(left, right, how=how, left_valid=valid), how)
         on_1 = dict(left_keys=left.to("cuda:1"), right_keys=right.to("cuda:1"),
@@ -102,6 +105,8 @@ def test_joins_on_the_second_gpu_match_the_cpu_engine(how):
         budget = gh.join(**on_1, how=how, memory_budget=rows_r * 40)  # part by part
         assert pairs(budget, how) == expected
         build = gh.JoinBuild(right.to("cuda:1"))
+        _, _, _, words, ranked = build._table._built
+        assert (ranked is not None and int(words[-1]) == 0) is dense
         for _ in range(2):  # reusable
             again = build.probe(left.to("cuda:1"), left_valid=valid.to("cuda:1"), how=how)
             assert pairs(again, how) == expected

@@ -126,10 +126,23 @@ def test_sizes_and_the_plan():
     assert _join_plan.ranked_words(3_000_000, code_span=10**9) == 0  # wider than it allows
     assert _join_plan.ranked_words(14_000_000) > 0  # 8 + 56 MB
     assert _join_plan.ranked_words(17_000_000) == 0  # 16 + 68 MB: past L2 (J5 measured slower)
-    words = _join_plan.ranked_words(10_000_000)
+    # planned for the widest span a fitted encoder may bring: a word a row, up to 64 MB
+    assert _join_plan.ranked_words(3_000_000, code_span=96_000_000) == 3_000_000
+    words = (64 * 2**20 - 4 * 10_000_000) // 8
     assert (_join_plan.table_bytes(10_000_000, 4, direct=True)
             - _join_plan.table_bytes(10_000_000, 4)
-            == 8 * (words + 1 + 1 + 5_000_000 + words // 2048))
+            == 8 * (words + 1 + 1 + 5_000_000 + -(-words // 2048)))
+    for rows in (5000, 3_000_000, 10_000_000, 16_000_000):
+        planned = (_join_plan.table_bytes(rows, 4, direct=True)
+                   - _join_plan.table_bytes(rows, 4))
+        for span in (None, rows, 4 * rows, 32 * rows):
+            entries = _join_plan.direct_entries(rows, span)
+            words = _join_plan.ranked_words(rows, span)
+            taken = (entries + 1 if entries else
+                     words + 1 + _join_plan.ranked_extra_words(rows, words) if words else 0)
+            assert 8 * taken <= planned, (rows, span)
+    # builds whose direct array fits L2 keep to it or the table, whatever their span
+    assert _join_plan.ranked_words(10_000, code_span=100_000) == 0
     plan = _join_plan.plan_join(100_000_000, 10_000_000, how="inner", key_bytes=4,
                                 device=torch.device("cuda"), memory_budget=40 << 30)
     assert plan.parts == 1 and "ranked array of 33554432 bits" in plan.why
@@ -206,10 +219,10 @@ def test_both_engines_write_the_same_array_and_pairs(case):
 @pytest.mark.parametrize("how", HOWS)
 def test_gpu_joins_through_the_ranked_array_match_the_cpu(how):
     generator = torch.Generator().manual_seed(40 + HOWS.index(how))
-    right = dense_keys(2_500_000, 41, base=-777)
-    left = torch.randint(-10_000, 5_100_000, (2_000_000,), generator=generator,
+    right = dense_keys(2_500_000, 41, base=-777)  # the smaller side: the build of every how
+    left = torch.randint(-10_000, 5_100_000, (3_000_000,), generator=generator,
                          dtype=torch.int32)
-    left_valid = torch.rand(2_000_000, generator=generator) > 0.001
+    left_valid = torch.rand(3_000_000, generator=generator) > 0.001
     right_valid = torch.rand(right.shape[0], generator=generator) > 0.001
     built = gh.JoinBuild(right.cuda(), right_valid=right_valid.cuda())
     assert holds(built) is True

@@ -1,6 +1,6 @@
 """A small join's host timeline without a profiler: the join's pieces (the plan, the build
 side, the build launch, the probe, its launch, what follows) wrapped in timers for this
-process only (nothing in the package changes), 300 calls of J1 and J2 after a warm-up; prints
+process only (nothing in the package changes), 300 calls of J1, J2 and J3 after a warm-up; prints
 the median time each piece began and ended after gh.join was entered, us, beside the join's
 CUDA-event time. On the GPU machine:
 PYTHONPATH=src python bench/experiments/join_host_timeline.py"""
@@ -40,13 +40,16 @@ for owner, name, label in (
         (J._join_pool, "take", "pool take"), (cuda, "multi_join_build", "multi_join_build"),
         (cuda, "launch_cooperative", "launch_cooperative"),
         (J.JoinBuild, "_match", "JoinBuild._match"),
+        (J, "_direct_words", "direct words"),
         (cuda, "multi_join_probe", "multi_join_probe"), (cuda, "launch", "launch"),
+        (cuda, "_read_counters", "read counters"),
         (J._Matches, "assemble", "assemble"), (gh._arrays, "to_kind", "to_kind")):
     timed(owner, name, label)
 
 
 def main():
-    for name in ("J1", "J2"):
+    scratch = torch.zeros(1, device=DEVICE)
+    for name in ("J1", "J2", "J3"):
         build, probe = make_inputs(Shape(name, *FULL[name]), DEVICE)
         for _ in range(300):
             gh.join(probe, build)
@@ -69,8 +72,17 @@ def main():
                 seen[label] += 1
                 offsets[(label, seen[label])].append(((began - entered) / 1e3,
                                                       (ended - entered) / 1e3))
+        adds = []
+        for _ in range(100):  # the host's spell: a tiny torch op, timed the same way
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            scratch.add_(1)
+            end.record()
+            end.synchronize()
+            adds.append(start.elapsed_time(end) * 1e3)
         print(f"{name}: gh.join {statistics.median(totals):.1f} us on the host, events "
-              f"{statistics.median(gpu):.1f} us; pieces (median begin - end after entry, us):")
+              f"{statistics.median(gpu):.1f} us (a torch add_ {statistics.median(adds):.1f}); "
+              f"pieces (median begin - end after entry, us):")
         rows = sorted(offsets.items(), key=lambda kv: statistics.median(b for b, _ in kv[1]))
         for (label, nth), spans in rows:
             print(f"  {statistics.median(b for b, _ in spans):7.1f} - "

@@ -165,7 +165,7 @@ def table_bytes(rows: int, key_bytes: int, *, direct: bool = False) -> int:
     8 bytes or a pair of words) and a group counter a slot at the worst load, and the group
     array for the worst case (half again the rows: engines' multi_join_build); with
     ``direct``, the direct array a GPU build tries before it too (kernels/join_build.cuh)."""
-    array = 8 * array_words(rows) if direct else 0
+    array = 8 * planned_array_words(rows) if direct else 0
     row_bytes = 4 if rows < 2**30 else 8  # join.py: _build_spec
     slot_bytes = 8 if key_bytes == 4 and row_bytes == 4 else 16  # packed or pair slots
     return (int(rows * (slot_bytes + row_bytes) / LOAD) + 64 + array
@@ -224,8 +224,9 @@ def ranked_words(rows: int, code_span: int | None = None) -> int:
         >>> ranked_words(10_000_000), ranked_words(5000), ranked_words(10**8)
         (1048576, 0, 0)
     """
-    if rows < DIRECT_MIN_ROWS or rows > RANKED_MAX_ROWS or direct_entries(rows, code_span):
-        return 0
+    if (rows < DIRECT_MIN_ROWS or rows > RANKED_MAX_ROWS or direct_entries(rows)
+            or direct_entries(rows, code_span)):
+        return 0  # (a build whose direct array fits L2 at any span keeps to it or the table)
     if code_span is None:
         words = 1 << ((DIRECT_SPAN * rows - 1).bit_length() - 5)
     elif code_span <= RANKED_SPAN * rows:
@@ -241,14 +242,22 @@ def ranked_extra_words(rows: int, words: int) -> int:
     return 1 + (rows + 1) // 2 + -(-words // RANK_CHUNK_WORDS)
 
 
-def array_words(rows: int, code_span: int | None = None) -> int:
-    """Words of the direct or ranked array a GPU build of ``rows`` rows of 32-bit codes tries,
-    its failed word and the ranked array's rows and chunk words included (0: none)."""
-    entries = direct_entries(rows, code_span)
+def planned_array_words(rows: int) -> int:
+    """The most words the direct or ranked array of a GPU build of ``rows`` rows of 32-bit
+    codes may take, whatever its codes' span (a fitted encoder's span sizes a ranked array up
+    to a word a row), its failed word and a ranked array's other words included (0: none).
+
+    Example:
+        >>> planned_array_words(5000) == direct_entries(5000) + 1, planned_array_words(10**8)
+        (True, 0)
+    """
+    entries = direct_entries(rows)
     if entries:
-        return entries + 1
-    words = ranked_words(rows, code_span)
-    return words + 1 + ranked_extra_words(rows, words) if words else 0
+        return entries + 1  # a known span only narrows it
+    if rows < DIRECT_MIN_ROWS or rows > RANKED_MAX_ROWS:
+        return 0
+    words = min(rows, (RANKED_MAX_BYTES - 4 * rows) // 8)
+    return words + 1 + ranked_extra_words(rows, words) if words > 0 else 0
 
 
 def probe_bytes_per_row(key_bytes: int, fanout: float) -> int:
@@ -303,8 +312,9 @@ def shared_plan(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
 def _small_rows(device: torch.device, key_bytes: int) -> int:
     """The most rows a side may have for shared_plan: the worst case of that many rows on
     both sides (either built, either probed) needs at most SMALL_SHARE of the GPU's memory.
-    The need grows with the rows (but for the direct array's end, near 2M rows, far below
-    any GPU's limit), so the limit is found by bisection, once a device and key width."""
+    The need grows with the rows but where the arrays a build tries end (the direct array's
+    near 2M rows, the ranked array's near 16M, where the need drops by at most 64 MB), so the
+    limit found by bisection, once a device and key width, may pass the share by that much."""
     limit = total_bytes(device) * SMALL_SHARE
     per_row = probe_bytes_per_row(key_bytes, 1.0)
     low, high = 0, 1 << 40
