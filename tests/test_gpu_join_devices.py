@@ -87,7 +87,7 @@ def test_joins_on_the_second_gpu_match_the_cpu_engine(how):
     generator = torch.Generator().manual_seed(HOWS.index(how))
     # a table in L2, one past it, and dense distinct keys past the direct array: the ranked one
     for rows_l, rows_r, dense in ((30_000, 8_000, False), (3_000_000, 3_000_000, False),
-                                  (3_000_000, 3_000_000, True)):
+                                  (5_000_000, 5_000_000, True)):
         left = torch.randint(0, rows_r * 2, (rows_l,), generator=generator)
         right = (torch.randperm(rows_r, generator=generator) if dense
                  else torch.randint(0, rows_r, (rows_r,), generator=generator))
