@@ -1,7 +1,7 @@
 """In-process A/B of CacheMap trees on HKV's dim-8 workload: each tree's package copied under
 its own name (/tmp/ab/<name>), the trees' caches filled to the same load, then timed calls
 alternate tree by tree (call granularity), so machine drift hits every tree alike.
-Usage: python cache_inproc_ab.py name1 name2 ... > out.jsonl
+Usage: python cache_inproc_ab.py name1 name2 ... > out.jsonl (AB_APIS=find,find_index: a subset)
 Trees: bench/experiments/_inproc.py.
 """
 import json
@@ -18,6 +18,8 @@ dev = torch.device(os.environ.get("AB_DEVICE", "cuda"))
 sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 APIS = ("insert_or_assign", "insert_and_evict", "find_or_insert", "find_or_insert_index",
         "assign", "find", "find_index")
+if os.environ.get("AB_APIS"):  # a subset, e.g. AB_APIS=find,find_index
+    APIS = tuple(os.environ["AB_APIS"].split(","))
 BATCH, DIM, CAP, ROUNDS = 1 << 20, 8, 1 << 27, 15
 if dev.type == "cpu":
     BATCH, CAP, ROUNDS = 1 << 12, 1 << 15, 2

@@ -247,8 +247,11 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
 // launch: read-only loads.
 // COPY: whether `out` may be given; find_index's instance leaves the warp copy out, whose
 // loads in flight cost registers (and occupancy) a lookup of slots alone does not need.
+// Five blocks an SM: find_index's instance then fits 48 registers (54 unbounded, four blocks)
+// with a 28-byte spill, and ran 2-5% faster at every load on the H100; six blocks (40
+// registers, 88 bytes of spill) ran 2-12% slower (bench/RESULTS.md, nineteenth session).
 template <class C, bool COPY>
-__global__ void gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
+__global__ void __launch_bounds__(256, 5) gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
                                 const gh_u8* only, const gh_u8* update, gh_u64 policy,
                                 gh_u64 step, gh_u64 epoch, const char* default_row,
                                 gh_u64 default_stride, char* out,
