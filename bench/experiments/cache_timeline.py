@@ -1,9 +1,10 @@
 """Where a CacheMap call's time goes on the GPU: a torch.profiler trace of one call of each
-API (dim 8, 16M slots at load 0.5, 1M keys, 60% present): every kernel with its duration, and
-the call's wall time. Public entry points only.
+API (dim 8, 16M slots or CAPACITY, at load 0.5, 1M keys, 60% present): every kernel with its
+duration, and the call's wall time. Public entry points only.
 On the GPU machine: PYTHONPATH=src python bench/experiments/cache_timeline.py
 """
 
+import os
 import time
 
 import torch
@@ -41,8 +42,8 @@ def main(capacity: int = 16 << 20, batch: int = 1 << 20, dim: int = 8) -> None:
                 torch.cuda.synchronize()
             kernels = [(e.name[:70], e.time_range.elapsed_us()) for e in trace.events()
                        if e.device_type.name == "CUDA"]
-            print(f"{api}: wall {wall:.3f} ms; " + "; ".join(
-                f"{name} {us:.0f} us" for name, us in kernels), flush=True)
+            print(f"{api}: wall {wall:.3f} ms, kernels {sum(us for _, us in kernels):.0f} us: "
+                  + "; ".join(f"{name} {us:.0f} us" for name, us in kernels), flush=True)
 
 
 
@@ -72,5 +73,5 @@ def host_overhead(calls: int = 300) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(capacity=int(os.environ.get("CAPACITY", 16 << 20)))  # CAPACITY=134217728: the bench's
     host_overhead()

@@ -156,10 +156,7 @@ class CacheMap(CacheCore):
             if mode != ASSIGN:
                 self._grow_for(rows)
             engine, state = self._engine, self._state
-            if first:
-                acting = engine.last_rows(state, bits.flip(0)).flip(0)
-            else:
-                acting = engine.last_rows(state, bits)
+            acting = engine.last_rows(state, bits, first=first)
             if among is not None:  # only the rows whose accumulate flag is `among` act
                 acting = acting & (mask if among else ~mask)
             status, index, found, evicted = engine.write(
@@ -292,17 +289,15 @@ class CacheMap(CacheCore):
 
         def repeats():  # rows after a key's first get its slot (and value) as it stands now
             state = self._state
-            self._engine.lookup(state, done.bits, only=~done.acting, index=done.index,
-                                found=done.found, default=rows if copy else None,
-                                default_stride=stride, out=out if copy else None)
-            if copy:
+            if copy:  # (the acting rows' values were copied by the write itself)
+                self._engine.lookup(state, done.bits, only=~done.acting, index=done.index,
+                                    found=done.found, default=rows, default_stride=stride,
+                                    out=out)
                 return
-            # a later row of the call may have moved the entry an acting row found or placed
-            # to its other bucket, or evicted it: that row's slot as the call leaves it
-            held = state.keys.index_select(0, done.index.clamp(min=0))
-            stale = done.acting & (done.index >= 0) & (held != done.bits)
-            self._engine.lookup(state, done.bits, only=stale, index=done.index,
-                                found=torch.empty_like(done.found))
+            # and a later row of the call may have moved the entry an acting row found or
+            # placed to its other bucket, or evicted it: that row's slot as the call leaves it
+            self._engine.lookup(state, done.bits, verify=done.acting, index=done.index,
+                                found=done.found)
         self._run(repeats, writes=False, stream=stream)
         return kind, out if copy else None, done.index, done.found
 

@@ -72,25 +72,27 @@ class Engine(Protocol):
 
     def multi_join_build(self, state: TableState, keys: torch.Tensor,
                          valid: torch.Tensor | None, shape: int, low: int, high: int, *,
-                         groups: torch.Tensor, direct: torch.Tensor | None = None) -> None:
+                         groups: torch.Tensor, direct: torch.Tensor | None = None,
+                         ranked: torch.Tensor | None = None) -> None:
         """A join's build side: every usable row of a key column stored by its code, once a
         code: its row number, or for a code of several rows ~start of their group in
         ``state.join_groups[0]`` (the row count at start, the rows after it); a non-null row
         outside the code range is counted as unplaced (counts[2]). ``groups`` (zeroed words,
         join.py: _group_words): groups[0] gets the number of rows that repeat a code.
-        ``direct`` (zeroed): a direct array tried first; where it holds every row the table
-        stays empty."""
+        ``direct`` (zeroed): a direct array tried first (with ``ranked``, the bits of a
+        ranked array: kernels/join_build.cuh); where it holds every row the table stays
+        empty."""
 
     def multi_join_probe(self, state: TableState, keys: torch.Tensor,
                          valid: torch.Tensor | None, shape: int, low: int, high: int, *,
                          keep_unmatched: bool = False, build_hit: torch.Tensor | None = None,
                          probe_hit: torch.Tensor | None = None,
-                         direct: torch.Tensor | None = None
+                         direct: torch.Tensor | None = None, ranked: torch.Tensor | None = None
                          ) -> tuple[torch.Tensor, torch.Tensor, int]:
         """(probe row, build row) of every match of a key column (and (row, -1) for rows
         without one when ``keep_unmatched``); marks ``build_hit``; with ``probe_hit`` only
-        that mask; ``direct``: the build's direct array, read in place of the table where
-        it holds the build side. Last, the build rows the table lacks: the result is
+        that mask; ``direct`` (and ``ranked``): the build's direct or ranked array, read in
+        place of the table where it holds the build side. Last, the build rows the table lacks: the result is
         complete only when it is zero."""
 
     def stashed(self, state: TableState,

@@ -40,9 +40,9 @@ def _table(state: CacheState) -> tuple:
             state.counts.numpy(), spec.bucket_slots, spec.num_buckets, np.uint64(spec.seed))
 
 
-def last_rows(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
-    """True on the last row of each distinct key (batch order)."""
-    return last_occurrence(keys)
+def last_rows(state: CacheState, keys: torch.Tensor, *, first: bool = False) -> torch.Tensor:
+    """True on the last row (``first``: the first) of each distinct key (batch order)."""
+    return last_occurrence(keys.flip(0)).flip(0) if first else last_occurrence(keys)
 
 
 def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor, *,
@@ -83,12 +83,22 @@ def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None =
            update: torch.Tensor | None = None, step: int = 0, epoch: int = 0,
            default: torch.Tensor | None = None, default_stride: int = 0,
            index: torch.Tensor | None = None, found: torch.Tensor | None = None,
-           out: torch.Tensor | None = None
+           out: torch.Tensor | None = None, verify: torch.Tensor | None = None
            ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """Values (row r * default_stride of ``default`` where absent) if ``default`` is given,
     slot (-1 where absent) and found per row, written into ``out`` / ``index`` / ``found``
     when given; rows with ``only`` clear are left alone; rows with ``update`` set touch their
-    key's score."""
+    key's score. ``verify`` (no ``default``; the acting rows of a write just made, ``index``
+    holding their slots): rows with it set keep their slot while it still holds their key,
+    else are looked up again with their found flag kept."""
+    if verify is not None:
+        held = state.keys.index_select(0, index.clamp(min=0))
+        stale = verify & (index >= 0) & (held != keys)
+        lookup(state, keys, only=~verify if only is None else only & ~verify, index=index,
+               found=found)
+        lookup(state, keys, only=stale if only is None else only & stale, index=index,
+               found=torch.empty_like(found))
+        return None, index, found
     rows = keys.shape[0]
     spec = state.spec
     index = torch.empty(rows, dtype=torch.int64) if index is None else index

@@ -66,10 +66,12 @@ def _ptr(tensor: torch.Tensor | None) -> int:
     return 0 if tensor is None else tensor.data_ptr()
 
 
-def last_rows(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
-    """True on the last row of each distinct key (batch order): gh_last_rows, no sort."""
+def last_rows(state: CacheState, keys: torch.Tensor, *, first: bool = False) -> torch.Tensor:
+    """True on the last row (``first``: the first) of each distinct key (batch order):
+    gh_last_rows, no sort."""
     kernels, table, device = _launch_info(state)
     return last_rows_with(kernels["last_rows"], keys, key_bytes=8, seed=state.spec.seed,
+                          first=first,
                           counts=table[4], device=device)
 
 
@@ -114,7 +116,7 @@ def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None =
            update: torch.Tensor | None = None, step: int = 0, epoch: int = 0,
            default: torch.Tensor | None = None, default_stride: int = 0,
            index: torch.Tensor | None = None, found: torch.Tensor | None = None,
-           out: torch.Tensor | None = None
+           out: torch.Tensor | None = None, verify: torch.Tensor | None = None
            ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """As engines/cache_cpu.lookup (gh_cache_lookup)."""
     kernels, table, device = _launch_info(state)
@@ -127,7 +129,7 @@ def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None =
     kernel = kernels["lookup" if out is not None else "lookup_slots"]
     launch(kernel, rows, *table, keys.data_ptr(), rows, _ptr(only), _ptr(update),
            POLICIES.index(spec.policy), step, epoch, _ptr(default), default_stride, _ptr(out),
-           index.data_ptr(), found.data_ptr(), device=device)
+           index.data_ptr(), found.data_ptr(), _ptr(verify), device=device)
     return out, index, found
 
 

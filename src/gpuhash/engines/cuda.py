@@ -229,11 +229,12 @@ def last_rows(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 
 
 def last_rows_with(kernel, keys: torch.Tensor, *, key_bytes: int, seed: int, counts: int,
-                   device: int) -> torch.Tensor:
+                   device: int, first: bool = False) -> torch.Tensor:
     """last_rows through a given instance of gh_last_rows (its scratch type is
     last_rows_scratch_type(key_bytes)): every structure's dict semantics share it. ``counts``:
     the address of the structure's counters, whose third one counts rows the kernel could not
-    place (never: the scratch has room for every row)."""
+    place (never: the scratch has room for every row). ``first``: True on the first row of
+    each key instead."""
     rows = keys.shape[0]
     buckets = max(1, -(-2 * rows // 8))
     words = buckets * 8 + 2  # slot words (one per slot) and the two out-of-band slots
@@ -247,7 +248,7 @@ def last_rows_with(kernel, keys: torch.Tensor, *, key_bytes: int, seed: int, cou
     salted -= (salted >> 63) << 64  # as a signed 64-bit argument
     values = base + 8 * (words + filter_words) if value_words else 0
     launch(kernel, rows, base, values, base + 8 * words, counts, buckets, salted,
-           keys.data_ptr(), rows, active.data_ptr(), device=device)
+           keys.data_ptr(), rows, active.data_ptr(), int(first), device=device)
     return active
 
 

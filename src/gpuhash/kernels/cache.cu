@@ -250,19 +250,30 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
 // Five blocks an SM: find_index's instance then fits 48 registers (54 unbounded, four blocks)
 // with a 28-byte spill, and ran 2-5% faster at every load on the H100; six blocks (40
 // registers, 88 bytes of spill) ran 2-12% slower (bench/RESULTS.md, nineteenth session).
+// verify (find_index's instance only; the acting rows of a write just made, index holding
+// their slots): rows with it set keep their slot while it still holds their key.
 template <class C, bool COPY>
-__global__ void __launch_bounds__(256, 5) gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
-                                const gh_u8* only, const gh_u8* update, gh_u64 policy,
-                                gh_u64 step, gh_u64 epoch, const char* default_row,
-                                gh_u64 default_stride, char* out,
-                                gh_i64* index, gh_u8* found) {
+__global__ void __launch_bounds__(256, 5)
+gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n, const gh_u8* only,
+                const gh_u8* update, gh_u64 policy, gh_u64 step, gh_u64 epoch,
+                const char* default_row, gh_u64 default_stride, char* out, gh_i64* index,
+                gh_u8* found, const gh_u8* verify) {
     const C t = GH_CACHE_REF(C);
     const int lane = threadIdx.x & 31;
     // lanes take consecutive rows and leave the loop together, so the warp can copy its rows'
     // values together (gh_warp_copy)
     for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
         const gh_u64 r = base + lane;
-        const bool mine = r < n && (only == nullptr || only[r]);
+        bool mine = r < n && (only == nullptr || only[r]);
+        bool keeps_found = false;
+        if (!COPY && mine && verify != nullptr && verify[r]) {
+            // a row that acted in the write before: its slot stands unless a later row of that
+            // write moved the entry to its other bucket or evicted it; then it is looked up
+            // again (its found flag says what the write found, and stays)
+            const gh_i64 at = index[r];
+            mine = at >= 0 && __ldg(t.keys + at) != rows[r];
+            keeps_found = true;
+        }
         const char* src = nullptr;  // the value this row returns
         if (mine) {
             const gh_u64 key = rows[r];
@@ -270,7 +281,7 @@ __global__ void __launch_bounds__(256, 5) gh_cache_lookup(GH_CACHE_PARAMS, const
             const gh_i64 slot = key >= GH_LOCKED
                 ? -1 : gh_cache_locate<C, false>(t, home, key, gh_digest(home.hash));
             index[r] = slot;
-            found[r] = slot >= 0;
+            if (!keeps_found) found[r] = slot >= 0;
             src = slot >= 0 ? t.value(slot) : default_row + r * default_stride * C::VALUE_BYTES;
             if (slot >= 0 && update != nullptr && update[r]) {
                 const int rule = static_cast<int>(policy);

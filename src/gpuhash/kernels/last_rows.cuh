@@ -11,9 +11,12 @@
 // slots publish key and value in one CAS; rows keep values out of the slot words). The row
 // that raises it clears the row it replaced; a row finding a larger one clears itself. Rows
 // only ever clear flags, so the order of those stores does not matter: every row but the
-// largest of its key is cleared by the row that passed it, and the largest never is.
+// largest of its key is cleared by the row that passed it, and the largest never is. With
+// `first` set the rule is mirrored: an atomic min as unsigned (the claim's -1 reads as the
+// largest value) keeps each key's smallest row, its first.
 template <class S>
-__global__ void gh_last_rows(GH_TABLE_PARAMS, const char* keys, gh_u64 n, gh_u8* active) {
+__global__ void gh_last_rows(GH_TABLE_PARAMS, const char* keys, gh_u64 n, gh_u8* active,
+                             gh_u64 first) {
     static_assert(S::LAYOUT == GH_PACKED || S::LAYOUT == GH_ROWS, "a claim must not write values");
     const S t = GH_REF(S);
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
@@ -28,12 +31,23 @@ __global__ void gh_last_rows(GH_TABLE_PARAMS, const char* keys, gh_u64 n, gh_u8*
         }
         gh_i64 prev;
         if constexpr (S::LAYOUT == GH_PACKED) {  // rows < 2^31 (the host splits larger batches)
-            prev = atomicMax(reinterpret_cast<int*>(t.value(s.slot)), static_cast<int>(row));
+            int* value = reinterpret_cast<int*>(t.value(s.slot));
+            prev = first ? static_cast<int>(atomicMin(reinterpret_cast<unsigned int*>(value),
+                                                      static_cast<unsigned int>(row)))
+                         : atomicMax(value, static_cast<int>(row));
         } else {
-            prev = atomicMax(reinterpret_cast<long long*>(t.value(s.slot)),
-                             static_cast<long long>(row));
+            long long* value = reinterpret_cast<long long*>(t.value(s.slot));
+            prev = first ? static_cast<long long>(atomicMin(
+                               reinterpret_cast<unsigned long long*>(value),
+                               static_cast<unsigned long long>(row)))
+                         : atomicMax(value, static_cast<long long>(row));
         }
-        if (prev > static_cast<gh_i64>(row)) active[row] = 0;
-        else if (prev >= 0) active[prev] = 0;
+        // prev < 0: the claim's -1, no row of the key before this one
+        if (prev >= 0 && (first ? prev < static_cast<gh_i64>(row)
+                                : prev > static_cast<gh_i64>(row))) {
+            active[row] = 0;
+        } else if (prev >= 0) {
+            active[prev] = 0;
+        }
     }
 }
