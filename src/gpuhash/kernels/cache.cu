@@ -56,7 +56,15 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
         const gh_u64 mine = given == nullptr ? 0 : given[r];
         const int rule = static_cast<int>(policy);
         GhMasks<C> m1, m2;
-        gh_i64 slot = gh_cache_locate<C, true>(t, home, key, digest, m1, m2);
+        gh_i64 slot;
+        if constexpr (MODE == GH_ASSIGN) {
+            // nothing in an ASSIGN launch adds, moves or frees an entry (and no write runs
+            // beside it: the host orders writes), so it searches as a lookup does, through the
+            // read-only path and without the masks a claim would need
+            slot = gh_cache_locate<C, false>(t, home, key, digest);
+        } else {
+            slot = gh_cache_locate<C, true>(t, home, key, digest, m1, m2);
+        }
         found[r] = slot >= 0;
         if (slot >= 0) {
             if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, t.value(slot));
