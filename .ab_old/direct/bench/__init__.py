@@ -1,1 +1,0 @@
-"""Benchmarks: the harness (timing, statistics, ceilings), the map suite, peers and reports."""

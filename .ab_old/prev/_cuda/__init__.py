@@ -1,1 +1,0 @@
-"""CUDA plumbing: run-time compilation with a disk cache, and kernel launches on torch streams."""
