@@ -13,19 +13,12 @@ import importlib
 
 import pytest
 import torch
+from join_arrays import HOWS, engine_build, pairs
 
 import gpuhash as gh
 from gpuhash import _join_dense, _join_plan
 
 join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
-
-HOWS = ["inner", "left", "right", "full", "semi", "anti"]
-
-
-def pairs(result, how) -> list:
-    if how in ("semi", "anti"):
-        return sorted(result.cpu().tolist())
-    return sorted(zip(*(r.cpu().tolist() for r in result), strict=True))
 
 
 def _any_device(encoder, rows, device):
@@ -137,24 +130,6 @@ def test_the_array_is_only_tried_on_a_gpu():
 
 
 # --- the GPU ----------------------------------------------------------------------------
-def _engine_build(device, keys, valid, direct_words):
-    """A build table and its direct array filled by one engine; (table, array)."""
-    encoder = join.build_encoder([keys], valid)
-    table = join._RowTable.__new__(join._RowTable)
-    table.rows, table.device, table._unique = keys.shape[0], torch.device(device), None
-    table._pooled = False
-    table._build = ([keys.to(device)], None if valid is None else valid.to(device))
-    multi = join.MultiMap._empty(join._build_spec(encoder.key_dtype, table.rows, 0.5),
-                                 table.device, growable=False, duplicates="any")
-    direct = torch.zeros(direct_words, dtype=torch.int64, device=device)
-    groups = torch.zeros(join._group_words(multi._state.spec), dtype=torch.int64,
-                         device=device)
-    multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*table._build),
-                                   groups=groups, direct=direct)
-    table._built = (encoder, multi, None, direct, None)
-    return table, direct
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("right", list(RIGHTS))
 def test_both_engines_write_the_same_array_and_pairs(right):
@@ -163,8 +138,8 @@ def test_both_engines_write_the_same_array_and_pairs(right):
     valid = torch.rand(build.shape[0], generator=generator) > 0.1
     valid[:5] = valid[-5:] = True  # the rows that give the array up are not null
     words = _join_plan.direct_entries(build.shape[0]) + 1
-    (cpu, cpu_direct), (gpu, gpu_direct) = (_engine_build(d, build, valid, words)
-                                            for d in ("cpu", "cuda"))
+    (cpu, cpu_direct, _), (gpu, gpu_direct, _) = (engine_build(d, build, valid, words)
+                                                  for d in ("cpu", "cuda"))
     assert int(cpu_direct[-1]) == int(gpu_direct[-1]) == (0 if held else 1)
     if held:  # a failed array's entries depend on the order rows claimed them
         assert torch.equal(cpu_direct, gpu_direct.cpu())

@@ -14,20 +14,13 @@ import importlib
 
 import pytest
 import torch
+from join_arrays import HOWS, engine_build, pairs
 
 import gpuhash as gh
 from gpuhash import _join_dense, _join_plan
 from gpuhash.engines import cpu
 
 join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
-
-HOWS = ["inner", "left", "right", "full", "semi", "anti"]
-
-
-def pairs(result, how) -> list:
-    if how in ("semi", "anti"):
-        return sorted(result.cpu().tolist())
-    return sorted(zip(*(r.cpu().tolist() for r in result), strict=True))
 
 
 def _ranked_any_device(encoder, rows, device):
@@ -157,25 +150,11 @@ def test_the_array_is_only_tried_on_a_gpu():
 
 # --- the GPU ----------------------------------------------------------------------------
 def _engine_build(device, keys, valid):
-    """A build table and its ranked array filled by one engine: (table, words, ranked)."""
-    encoder = join.build_encoder([keys], valid)
-    table = join._RowTable.__new__(join._RowTable)
-    table.rows, table.device, table._unique = keys.shape[0], torch.device(device), None
-    table._pooled = False
-    table._build = ([keys.to(device)], None if valid is None else valid.to(device))
-    multi = join.MultiMap._empty(join._build_spec(encoder.key_dtype, table.rows, 0.5),
-                                 table.device, growable=False, duplicates="any")
-    # the planner's rule without its size limit: larger arrays than a join makes
-    count = 1 << ((2 * table.rows - 1).bit_length() - 5)
-    words = torch.zeros(count + 1, dtype=torch.int64, device=device)
-    ranked = torch.zeros(_join_plan.ranked_extra_words(table.rows, count), dtype=torch.int64,
-                         device=device)
-    groups = torch.zeros(join._group_words(multi._state.spec), dtype=torch.int64,
-                         device=device)
-    multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*table._build),
-                                   groups=groups, direct=words, ranked=ranked)
-    table._built = (encoder, multi, None, words, ranked)
-    return table, words, ranked
+    """A build table and its ranked array filled by one engine: (table, words, ranked), the
+    planner's rule for its size without the size limit (larger arrays than a join makes)."""
+    count = 1 << ((2 * keys.shape[0] - 1).bit_length() - 5)
+    return engine_build(device, keys, valid, count + 1,
+                        _join_plan.ranked_extra_words(keys.shape[0], count))
 
 
 @pytest.mark.gpu

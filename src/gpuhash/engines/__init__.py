@@ -92,8 +92,8 @@ class Engine(Protocol):
         """(probe row, build row) of every match of a key column (and (row, -1) for rows
         without one when ``keep_unmatched``); marks ``build_hit``; with ``probe_hit`` only
         that mask; ``direct`` (and ``ranked``): the build's direct or ranked array, read in
-        place of the table where it holds the build side. Last, the build rows the table lacks: the result is
-        complete only when it is zero."""
+        place of the table where it holds the build side. Last, the build rows the table
+        lacks: the result is complete only when it is zero."""
 
     def stashed(self, state: TableState,
                 count: int) -> tuple[torch.Tensor, torch.Tensor] | None:

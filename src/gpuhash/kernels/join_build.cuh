@@ -106,10 +106,14 @@ __device__ __forceinline__ void gh_grid_barrier(unsigned int* word) {
 // collide), so nothing reads `failed` here, and a block writes it once, when a claim of its
 // fails; it then stops, since the array is given up (sparse keys collide in a block's first
 // round).
-template <class T, int IN_BYTES>
-__device__ __forceinline__ void gh_join_direct_rows(const char* keys, const gh_u8* valid,
-                                                    gh_u64 n, gh_u64 shape, gh_i64 low,
-                                                    gh_i64 high, gh_u64* direct, gh_u64 mask) {
+// The rounds of an array's try, shared by the direct and the ranked array: each thread of a
+// block takes a row a round, `claim(row, code)` stores a non-null row whose code has 32 bits
+// and returns false where it could not, and the block stops at the first round one of its
+// rows was lost, after setting *failed.
+template <class T, int IN_BYTES, class Claim>
+__device__ __forceinline__ void gh_join_array_rows(const char* keys, const gh_u8* valid,
+                                                   gh_u64 n, gh_u64 shape, gh_i64 low,
+                                                   gh_i64 high, gh_u64* failed, Claim&& claim) {
     for (gh_u64 first = static_cast<gh_u64>(blockIdx.x) * blockDim.x; first < n;
          first += gh_stride()) {  // the same rounds for every thread of a block
         const gh_u64 row = first + threadIdx.x;
@@ -118,18 +122,29 @@ __device__ __forceinline__ void gh_join_direct_rows(const char* keys, const gh_u
         if (row >= n || (valid != nullptr && !valid[row])) {
             // past the end, or null: nulls match nothing and are not stored
         } else if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
-                   code > 0xffffffffull || row >= 0xffffffffull) {
+                   code > 0xffffffffull) {
             lost = true;
         } else {
-            const gh_u64 entry = ((row + 1) << 32) | code;
-            lost = atomicCAS(reinterpret_cast<unsigned long long*>(direct + (code & mask)),
-                             0ull, static_cast<unsigned long long>(entry)) != 0ull;
+            lost = !claim(row, code);
         }
         if (__syncthreads_or(lost)) {
-            if (threadIdx.x == 0) direct[mask + 1] = 1;  // failed
+            if (threadIdx.x == 0) *failed = 1;
             return;
         }
     }
+}
+
+template <class T, int IN_BYTES>
+__device__ __forceinline__ void gh_join_direct_rows(const char* keys, const gh_u8* valid,
+                                                    gh_u64 n, gh_u64 shape, gh_i64 low,
+                                                    gh_i64 high, gh_u64* direct, gh_u64 mask) {
+    gh_join_array_rows<T, IN_BYTES>(keys, valid, n, shape, low, high, direct + mask + 1,
+                                    [&](gh_u64 row, gh_u64 code) {
+        if (row >= 0xffffffffull) return false;  // row + 1 must fit the entry's 32 bits
+        const gh_u64 entry = ((row + 1) << 32) | code;
+        return atomicCAS(reinterpret_cast<unsigned long long*>(direct + (code & mask)), 0ull,
+                         static_cast<unsigned long long>(entry)) == 0ull;
+    });
 }
 
 // A build side too large for the direct array's L2 budget tries a ranked array instead: a bit
@@ -175,27 +190,13 @@ __device__ __forceinline__ void gh_join_ranked_bits(const char* keys, const gh_u
                                                     gh_u64 n, gh_u64 shape, gh_i64 low,
                                                     gh_i64 high, gh_u64* words,
                                                     gh_u64 num_words, gh_u64 base) {
-    for (gh_u64 first = static_cast<gh_u64>(blockIdx.x) * blockDim.x; first < n;
-         first += gh_stride()) {  // the same rounds for every thread of a block
-        const gh_u64 row = first + threadIdx.x;
-        bool lost = false;
-        gh_u64 code;
-        if (row >= n || (valid != nullptr && !valid[row])) {
-            // past the end, or null: nulls match nothing and are not stored
-        } else if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
-                   code > 0xffffffffull || ((code - base) >> 5) >= num_words ||
-                   row >= 0x7fffffffull) {
-            lost = true;
-        } else {  // the word's low half (little-endian) holds its bits
-            const gh_u64 at = code - base;
-            const gh_u32 bit = 1u << (at & 31);
-            lost = (atomicOr(reinterpret_cast<unsigned int*>(words + (at >> 5)), bit) & bit) != 0;
-        }
-        if (__syncthreads_or(lost)) {
-            if (threadIdx.x == 0) words[num_words] = 1;  // failed
-            return;
-        }
-    }
+    gh_join_array_rows<T, IN_BYTES>(keys, valid, n, shape, low, high, words + num_words,
+                                    [&](gh_u64 row, gh_u64 code) {
+        const gh_u64 at = code - base;
+        if ((at >> 5) >= num_words || row >= 0x7fffffffull) return false;  // 4-byte rows
+        const gh_u32 bit = 1u << (at & 31);  // the word's low half (little-endian): its bits
+        return (atomicOr(reinterpret_cast<unsigned int*>(words + (at >> 5)), bit) & bit) == 0;
+    });
 }
 
 // Exclusive prefix sums of one value a thread across a block of 256 threads; *total gets the

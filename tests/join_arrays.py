@@ -1,0 +1,43 @@
+"""What the join tests of the direct and ranked arrays share: the hows, pairs as sorted lists,
+and a build table with its array filled by one engine, made by hand so that each engine can
+be asked to fill the same array (tests/test_join_direct.py, tests/test_join_ranked.py)."""
+
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
+
+HOWS = ["inner", "left", "right", "full", "semi", "anti"]
+
+
+def pairs(result, how) -> list:
+    """A join's result as a sorted list: rows for semi / anti, (left, right) pairs else."""
+    if how in ("semi", "anti"):
+        return sorted(result.cpu().tolist())
+    return sorted(zip(*(r.cpu().tolist() for r in result), strict=True))
+
+
+def engine_build(device, keys: torch.Tensor, valid: torch.Tensor | None, direct_words: int,
+                 ranked_words: int = 0):
+    """A build table of ``keys`` on ``device`` and its array (``direct_words`` zeroed words;
+    with ``ranked_words``, a ranked array's bits, and that many words more for its base, rows
+    and chunk sums) filled by that device's engine: (table, array, ranked words or None)."""
+    encoder = join.build_encoder([keys], valid)
+    table = join._RowTable.__new__(join._RowTable)
+    table.rows, table.device, table._unique = keys.shape[0], torch.device(device), None
+    table._pooled = False
+    table._build = ([keys.to(device)], None if valid is None else valid.to(device))
+    multi = join.MultiMap._empty(join._build_spec(encoder.key_dtype, table.rows, 0.5),
+                                 table.device, growable=False, duplicates="any")
+    direct = torch.zeros(direct_words, dtype=torch.int64, device=device)
+    ranked = (torch.zeros(ranked_words, dtype=torch.int64, device=device) if ranked_words
+              else None)
+    groups = torch.zeros(join._group_words(multi._state.spec), dtype=torch.int64,
+                         device=device)
+    multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*table._build),
+                                   groups=groups, direct=direct, ranked=ranked)
+    table._built = (encoder, multi, None, direct, ranked)
+    return table, direct, ranked
