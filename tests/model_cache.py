@@ -132,10 +132,15 @@ class CacheModel:
         if among is not None:
             acting = [a and (f == among) for a, f in zip(acting, accumulate)]
         status, slots, found, evicted = [], [], [], []
+        # find_or_insert's value of each acting row: what the row found, else its own (init),
+        # whatever a later row of the call does to that entry
+        self.acted_values = [None] * len(keys)
         for r, key in enumerate(keys):
             if not acting[r]:
                 status.append(SUPERSEDED), slots.append(-1), found.append(False)
                 continue
+            if values is not None:
+                self.acted_values[r] = list(values[r])
             if key in RESERVED:
                 status.append(REFUSED), slots.append(-1), found.append(False)
                 continue
@@ -144,6 +149,7 @@ class CacheModel:
             if s >= 0:
                 entry = self.slots[s]
                 entry[1] = self.score(entry[1], True, given[r])
+                self.acted_values[r] = list(entry[2])
                 if adds:
                     entry[2] = [a + b for a, b in zip(entry[2], values[r])]
                 elif mode != "find_or_insert" and values is not None:
@@ -274,7 +280,13 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
                 self._check_rows(index, slots, "slots")
             else:
                 values, got = self.cache.find_or_insert(k, init=7, scores=scores)
-                want = [list(self.model.slots[s][2]) if s >= 0 else init for s in slots]
+                # an acting row: the value it found or inserted (a later row of the call may
+                # have evicted that entry since); a later row of its key: the value as the call
+                # leaves it
+                acted = self.model.acted_values
+                want = [acted[r] if acted[r] is not None
+                        else list(self.model.slots[s][2]) if s >= 0 else init
+                        for r, s in enumerate(slots)]
                 assert values.cpu().tolist() == want
             self._check_rows(got, found, "found")
 

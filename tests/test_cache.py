@@ -232,6 +232,27 @@ def test_the_first_eviction_comes_past_load_098(width):
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_find_or_insert_gives_a_row_what_it_found_though_a_later_row_evicts_it(device):
+    """One full 16-slot bucket: the first row of key 0 finds it (value 100) and lowers its
+    score; key 99 then evicts it; the repeat of key 0 finds it gone. find_or_insert gives the
+    first row what it found, find_or_insert_index gives it -1 (the slot as the call leaves
+    it); the repeat gets init."""
+    def full_cache():
+        cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=16,
+                            device=device, policy="custom", bucket_slots=16)
+        keys = torch.arange(16, device=device)
+        cache.insert_or_assign(keys, keys.float() + 100, scores=keys + 100)
+        return cache
+    batch = torch.tensor([0, 99, 0], device=device)
+    scores = torch.tensor([1, 200, 5], device=device)
+    values, found = full_cache().find_or_insert(batch, init=-1.0, scores=scores)
+    assert values.tolist() == [100.0, -1.0, -1.0] and found.tolist() == [True, False, False]
+    index, found = full_cache().find_or_insert_index(batch, init=-1.0, scores=scores)
+    assert index[0] == -1 and index[1] >= 0 and index[2] == -1
+    assert found.tolist() == [True, False, False]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("width", [16, 32, 128])
 def test_find_or_insert_index_gives_each_key_its_slot_as_the_call_leaves_it(width, device):
     """Near full load later rows of a call move entries to their other bucket and evict

@@ -300,6 +300,34 @@ def test_writes_and_reads_on_two_streams_are_ordered_without_a_host_sync():
     assert len(cache) == 25_000
 
 
+def test_a_cache_made_or_grown_on_one_stream_is_whole_before_calls_on_another():
+    """The new state's fill is queued on the stream current where the cache is made (here
+    behind a long sleep): a write on another stream must wait for it, or the fill would wipe
+    what it wrote. reserve()'s move is queued on the current stream too, and the next call
+    on another stream waits for it the same way."""
+    maker, other = torch.cuda.Stream(), torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(maker):
+        torch.cuda._sleep(1_000_000_000)
+        cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(2,),
+                            capacity=1 << 16, initial_capacity=1 << 12, device="cuda")
+    keys = torch.arange(2_000, device="cuda")
+    values = keys[:, None].float().expand(-1, 2).contiguous()
+    torch.cuda.synchronize()  # the keys and values, made on the default stream
+    with torch.cuda.stream(maker):
+        torch.cuda._sleep(1_000_000_000)
+    cache.insert_or_assign(keys, values, stream=other)
+    got, found = cache.find(keys, stream=other)
+    other.synchronize()
+    assert bool(found.all()) and torch.equal(got, values)
+    with torch.cuda.stream(maker):
+        cache.reserve(1 << 16)
+        assert cache._writer == maker.cuda_stream  # what a call on another stream waits for
+    got, found = cache.find(keys, stream=other)
+    other.synchronize()
+    assert cache.capacity == 1 << 16 and bool(found.all()) and torch.equal(got, values)
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_caches_on_two_gpus_interleaved_from_one_thread():
     torch.cuda.set_device(0)

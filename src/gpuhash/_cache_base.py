@@ -75,7 +75,9 @@ class CacheCore:
         self._engine = _engine_for(state.device)
         self._step = step
         self._epoch = epoch
-        self._writer: int | None = None  # raw handle of the stream of the last write
+        # raw handle of the stream of the last write: here the new state's fill, queued on
+        # the current stream, which a call on another stream must wait for
+        self._writer: int | None = self._current_stream()
         self._readers: set[int] = set()  # streams that read since it
         self._defaults: dict[Any, torch.Tensor] = {}
 
@@ -140,6 +142,12 @@ class CacheCore:
         return self._state.scores.view(torch.uint64)
 
     # --- ordering and input -------------------------------------------------------------
+    def _current_stream(self) -> int | None:
+        """The raw handle of the device's current stream (None on the CPU)."""
+        if self._device.type != "cuda":
+            return None
+        return torch._C._cuda_getCurrentRawStream(self._device_index)
+
     def _run(self, work, *, writes: bool, stream: Any):
         """Run ``work()`` on the operation's stream, ordered after the last write (and, for a
         write, after every read since) when those ran on other streams: that stream waits for
@@ -238,7 +246,8 @@ class CacheCore:
                                f"every entry; the cache is unchanged")
         spec = dataclasses.replace(placing, policy=old.spec.policy)
         self._state = dataclasses.replace(state, spec=spec)
-        self._writer, self._readers = None, set()
+        # the move was queued on the current stream: calls on other streams wait for it
+        self._writer, self._readers = self._current_stream(), set()
 
     def reserve(self, slots: int) -> None:
         """Grow to at least ``slots`` slots (whole buckets, doubling), up to

@@ -305,7 +305,10 @@ class CacheMap(CacheCore):
                        stream: Any = None) -> tuple[Any, Any]:
         """Each key's value, inserting absent keys with ``init`` (a scalar, one row, or a row
         per key) first. Returns (values, found): found says the key was present before (a
-        refused insert gives ``init`` and found False).
+        refused insert gives ``init`` and found False). A repeated key's first row acts and
+        gets the value it found or inserted, even if a later row of the same call evicts that
+        entry (``find_or_insert_index`` then gives -1 for it); its later rows get the value
+        as the call leaves it.
 
         Example:
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)

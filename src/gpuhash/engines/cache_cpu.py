@@ -91,6 +91,8 @@ def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None =
     key's score. ``verify`` (no ``default``; the acting rows of a write just made, ``index``
     holding their slots): rows with it set keep their slot while it still holds their key,
     else are looked up again with their found flag kept."""
+    if verify is not None and (default is not None or out is not None or update is not None):
+        raise ValueError("verify is for lookups of slots alone (no default, out or update)")
     if verify is not None:
         held = state.keys.index_select(0, index.clamp(min=0))
         stale = verify & (index >= 0) & (held != keys)

@@ -119,6 +119,8 @@ def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None =
            out: torch.Tensor | None = None, verify: torch.Tensor | None = None
            ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """As engines/cache_cpu.lookup (gh_cache_lookup)."""
+    if verify is not None and (default is not None or out is not None or update is not None):
+        raise ValueError("verify is for lookups of slots alone (no default, out or update)")
     kernels, table, device = _launch_info(state)
     spec = state.spec
     rows = keys.shape[0]

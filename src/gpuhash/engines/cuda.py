@@ -55,8 +55,9 @@ def table_type(spec: TableSpec) -> str:
 
 
 def last_rows_scratch_type(key_bytes: int) -> str:
-    """The scratch table of gh_last_rows (map.cu): key -> largest row, 8-slot buckets, packed
-    for 32-bit keys, rows (values beside the slot words) for 64-bit ones."""
+    """The scratch table of gh_last_rows (map.cu): key -> largest row (smallest with
+    ``first``), 8-slot buckets, packed for 32-bit keys, rows (values beside the slot words)
+    for 64-bit ones."""
     return "GhTable<4, 4, 0, 8>" if key_bytes == 4 else "GhTable<8, 8, 2, 8>"
 
 

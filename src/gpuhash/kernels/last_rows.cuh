@@ -1,5 +1,6 @@
-// gh_last_rows: which row of a batch is the last of its key, in one pass over a scratch table of
-// the core. Used by every structure whose writes follow dict semantics (map.cu, cache.cu).
+// gh_last_rows: which row of a batch is the last (or, with `first`, the first) of its key, in
+// one pass over a scratch table of the core. Used by every structure whose writes follow dict
+// semantics (map.cu, cache.cu), and by the cache's find_or_insert, whose first row acts.
 #pragma once
 #include "launch_params.cuh"
 
