@@ -8,6 +8,8 @@ import importlib
 
 import torch
 
+from gpuhash import _join_dense, _join_plan
+
 join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
@@ -41,3 +43,17 @@ def engine_build(device, keys: torch.Tensor, valid: torch.Tensor | None, direct_
                                    groups=groups, direct=direct, ranked=ranked)
     table._built = (encoder, multi, None, direct, ranked)
     return table, direct, ranked
+
+
+def arrays_anywhere(monkeypatch, *, ranked: bool) -> None:
+    """Let CPU joins take the hash table's path with a direct array (``ranked``: a ranked one
+    in its place), as only GPU joins do: no dense table, the arrays' GPU-only rule lifted."""
+    monkeypatch.setattr(_join_dense, "DENSE_MIN_ROWS", 1 << 62)
+    if ranked:
+        monkeypatch.setattr(_join_plan, "DIRECT_MAX_BYTES", 0)
+    rule = _join_plan.ranked_words if ranked else _join_plan.direct_entries
+
+    def any_device(encoder, rows, device):
+        return rule(rows, encoder.code_span) if encoder.key_dtype == torch.int32 else 0
+
+    monkeypatch.setattr(join, "_ranked_words" if ranked else "_direct_entries", any_device)

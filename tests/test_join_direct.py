@@ -13,26 +13,18 @@ import importlib
 
 import pytest
 import torch
-from join_arrays import HOWS, engine_build, pairs
+from join_arrays import HOWS, arrays_anywhere, engine_build, pairs
 
 import gpuhash as gh
-from gpuhash import _join_dense, _join_plan
+from gpuhash import _join_plan
 
 join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
-
-
-def _any_device(encoder, rows, device):
-    """join._direct_entries without its GPU-only rule."""
-    if encoder.key_dtype != torch.int32:
-        return 0
-    return _join_plan.direct_entries(rows, encoder.code_span)
 
 
 @pytest.fixture
 def direct_anywhere(monkeypatch):
     """CPU joins through the hash table's path with a direct array (no dense table)."""
-    monkeypatch.setattr(_join_dense, "DENSE_MIN_ROWS", 1 << 62)
-    monkeypatch.setattr(join, "_direct_entries", _any_device)
+    arrays_anywhere(monkeypatch, ranked=False)
 
 
 def without_direct(monkeypatch, *args, **options):

@@ -14,29 +14,20 @@ import importlib
 
 import pytest
 import torch
-from join_arrays import HOWS, engine_build, pairs
+from join_arrays import HOWS, arrays_anywhere, engine_build, pairs
 
 import gpuhash as gh
-from gpuhash import _join_dense, _join_plan
+from gpuhash import _join_plan
 from gpuhash.engines import cpu
 
 join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
-
-
-def _ranked_any_device(encoder, rows, device):
-    """join._ranked_words without its GPU-only rule."""
-    if encoder.key_dtype != torch.int32:
-        return 0
-    return _join_plan.ranked_words(rows, encoder.code_span)
 
 
 @pytest.fixture
 def ranked_anywhere(monkeypatch):
     """CPU joins through the hash table's path with a ranked array (no dense table, no direct
     array)."""
-    monkeypatch.setattr(_join_dense, "DENSE_MIN_ROWS", 1 << 62)
-    monkeypatch.setattr(_join_plan, "DIRECT_MAX_BYTES", 0)
-    monkeypatch.setattr(join, "_ranked_words", _ranked_any_device)
+    arrays_anywhere(monkeypatch, ranked=True)
 
 
 def without_arrays(monkeypatch, *args, **options):
