@@ -40,6 +40,8 @@ def key_columns(keys: Any, name: str) -> tuple[list[torch.Tensor], str]:
         >>> len(cols), kind
         (2, 'torch')
     """
+    if isinstance(keys, torch.Tensor) and keys.dim() == 1 and keys.dtype in BITS:
+        return [keys], _arrays.TORCH  # the common case, cheaply: a small join is host time
     parts = list(keys) if isinstance(keys, tuple) else [keys]  # a list is not columns
     if not parts:
         raise ValueError(f"{name} is an empty tuple; give at least one key column")
