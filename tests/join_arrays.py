@@ -51,9 +51,10 @@ def arrays_anywhere(monkeypatch, *, ranked: bool) -> None:
     monkeypatch.setattr(_join_dense, "DENSE_MIN_ROWS", 1 << 62)
     if ranked:
         monkeypatch.setattr(_join_plan, "DIRECT_MAX_BYTES", 0)
-    rule = _join_plan.ranked_words if ranked else _join_plan.direct_entries
 
     def any_device(encoder, rows, device):
-        return rule(rows, encoder.code_span) if encoder.key_dtype == torch.int32 else 0
+        if encoder.key_dtype != torch.int32:
+            return 0, 0
+        return _join_plan.array_words(rows, encoder.code_span)
 
-    monkeypatch.setattr(join, "_ranked_words" if ranked else "_direct_entries", any_device)
+    monkeypatch.setattr(join, "_direct_words", any_device)

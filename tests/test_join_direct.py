@@ -1,5 +1,5 @@
 """The direct array a join build tries before its hash table (kernels/join_build.cuh:
-gh_join_direct_rows; join._direct_entries): dense distinct keys are held and probed through it,
+gh_join_direct_rows; join._direct_words): dense distinct keys are held and probed through it,
 repeated keys, keys colliding modulo its size and rows without a 32-bit code give it up for the
 table, and every how, null rule, chunked probe and refit gives the pairs of the table alone.
 
@@ -29,7 +29,7 @@ def direct_anywhere(monkeypatch):
 
 def without_direct(monkeypatch, *args, **options):
     with monkeypatch.context() as patch:
-        patch.setattr(join, "_direct_entries", lambda *_: 0)
+        patch.setattr(join, "_direct_words", lambda *_: (0, 0))
         return gh.join(*args, **options)
 
 

@@ -156,7 +156,7 @@ class CacheCore:
         if self._device.type != "cuda":
             return work()
         with stream_context(stream, self._device):
-            handle = torch._C._cuda_getCurrentRawStream(self._device_index)
+            handle = self._current_stream()
             others = set() if self._writer in (None, handle) else {self._writer}
             if writes:
                 others |= self._readers - {handle}

@@ -242,6 +242,22 @@ def ranked_extra_words(rows: int, words: int) -> int:
     return 1 + (rows + 1) // 2 + -(-words // RANK_CHUNK_WORDS)
 
 
+def array_words(rows: int, code_span: int | None = None) -> tuple[int, int]:
+    """The words a GPU build of ``rows`` rows of 32-bit codes gives the array it tries: the
+    direct array's entries or the ranked array's bits, with the failed word; and a ranked
+    array's other words (0 for a direct array). (0, 0): none.
+
+    Example:
+        >>> array_words(5000), array_words(10)
+        ((16385, 0), (0, 0))
+    """
+    entries = direct_entries(rows, code_span)
+    if entries:
+        return entries + 1, 0
+    words = ranked_words(rows, code_span)
+    return (words + 1, ranked_extra_words(rows, words)) if words else (0, 0)
+
+
 def planned_array_words(rows: int) -> int:
     """The most words the direct or ranked array of a GPU build of ``rows`` rows of 32-bit
     codes may take, whatever its codes' span (a fitted encoder's span sizes a ranked array up

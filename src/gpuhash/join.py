@@ -79,7 +79,7 @@ class _RowTable:
     """The build side as a MultiMap from key code to build row number, filled and probed by
     the join kernels straight from the key columns (engines: multi_join_build and
     multi_join_probe), at load at most LOAD so a probe reads one bucket; 32-bit codes try
-    a direct array first (``_direct_entries``), which spares the table its entries and a probe
+    a direct array first (``_direct_words``), which spares the table its entries and a probe
     its bucket walk where the keys are dense and distinct. A table whose
     encoder may not hold every build key (``refit``: :class:`Direct32`) learns so from the
     first probe's unplaced count, then refits a :class:`KeyEncoder` and builds again."""
@@ -183,36 +183,15 @@ class _RowTable:
         return self._unique
 
 
-def _direct_entries(encoder, rows: int, device: torch.device) -> int:
-    """Entries of the direct array a build side tries before its hash table (0: none; the
-    array has one word more, saying whether it failed: kernels/join_build.cuh:
-    gh_join_direct_rows). On a GPU only: on the CPU the dense table (_join_dense) takes
-    dense 32-bit keys, sized from their range, which a GPU would need a second host sync to
-    learn. (The CPU engine has the array's operations too, as the CUDA engine's twin.)"""
-    if device.type != "cuda" or encoder.key_dtype != torch.int32:
-        return 0
-    return _join_plan.direct_entries(rows, encoder.code_span)
-
-
-def _ranked_words(encoder, rows: int, device: torch.device) -> int:
-    """Words of bits of the ranked array a build side tries where it has no direct array
-    (0: none; kernels/join_build.cuh: gh_join_ranked_bits); on a GPU only, as the direct
-    array."""
-    if device.type != "cuda" or encoder.key_dtype != torch.int32:
-        return 0
-    return _join_plan.ranked_words(rows, encoder.code_span)
-
-
 def _direct_words(encoder, rows: int, device: torch.device) -> tuple[int, int]:
-    """(words of the array a build tries, with its failed word; words of a ranked array's rows
-    and chunk sums, 0 for a direct array or none)."""
-    entries = _direct_entries(encoder, rows, device)
-    if entries:
-        return entries + 1, 0
-    words = _ranked_words(encoder, rows, device)
-    if not words:
+    """The words of the array a build tries before its hash table, its failed word included,
+    and of a ranked array's base, rows and chunk sums (_join_plan.array_words; (0, 0): none).
+    On a GPU only: on the CPU the dense table (_join_dense) takes dense 32-bit keys, sized
+    from their range, which a GPU would need a second host sync to learn. (The CPU engine has
+    the arrays' operations too, as the CUDA engine's twin.)"""
+    if device.type != "cuda" or encoder.key_dtype != torch.int32:
         return 0, 0
-    return words + 1, _join_plan.ranked_extra_words(rows, words)
+    return _join_plan.array_words(rows, encoder.code_span)
 
 
 def _event_after_queued_work(device: torch.device) -> torch.cuda.Event | None:
