@@ -345,6 +345,22 @@ def test_last_rows_kernel_matches_cpu_engine(key_dtype, rows):
         assert int(table._state.counts[2]) == 0
 
 
+@pytest.mark.parametrize("rows", [1, 1000, 300_000])
+def test_first_rows_of_a_cache_batch_match_cpu_engine(rows):
+    """The cache's gh_last_rows instance with `first` (find_or_insert's acting rows) and
+    without marks the rows the CPU engine does, keys repeating rarely or often."""
+    from gpuhash.engines import cache_cpu, cache_cuda
+
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
+                        device="cuda")
+    for distinct in (rows, max(1, rows // 50)):
+        keys = torch.randint(-3, distinct, (rows,), dtype=torch.int64)
+        for first in (False, True):
+            got = cache_cuda.last_rows(cache._state, keys.cuda(), first=first).cpu()
+            want = cache_cpu.last_rows(None, keys, first=first)
+            assert torch.equal(got, want), (distinct, rows, first)
+
+
 @pytest.mark.parametrize(("key_dtype", "value_dtype", "shape"),
                          [(torch.int32, torch.int32, ()), (torch.int64, torch.float64, ()),
                           (torch.uint64, torch.float32, (8,)), (torch.uint32, torch.int8, (3,))],

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import mmap
+import os
 import queue
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,7 +49,12 @@ from .join import _MIX, _PART_SHIFT, JoinBuild, _Side
 # chunks queued ahead of the one being joined (the planner counts them and the copies in
 # flight against the budget: _join_plan.STAGED_CHUNKS)
 _AHEAD = _join_plan.STAGED_AHEAD
-_STAGES, _STAGE_BYTES, _WORKERS = 8, 32 << 20, 8  # the result's staging ring and its copiers
+# The result's staging ring and the threads that land it. Landing is bound by the host's page
+# faults in new memory, which scale with threads (12.9 GB: 4.4 GB/s on one, 33 on 16 on the
+# H100 host): one worker a core up to 16, and more stages than workers so that none waits for
+# a copy to arrive (the return path alone, 12.9 GB: 0.78 s at 8 x 8, 0.51 at 24 x 16;
+# bench/RESULTS.md). 24 stages hold 768 MB of pinned memory while a join runs.
+_STAGES, _STAGE_BYTES, _WORKERS = 24, 32 << 20, min(16, os.cpu_count() or 1)
 _HUGE_FROM = 64 << 20  # results from this size go to huge pages
 
 
@@ -91,15 +97,16 @@ class _ToHost:
     the GPU goes on (NumPy's copy: one core each, no nested thread pools). ``wait()`` before
     reading what it returned."""
 
-    def __init__(self, device: torch.device, rows: int):
+    def __init__(self, device: torch.device, rows: int, *, stages: int = _STAGES,
+                 workers: int = _WORKERS):
         self.device, self.rows = device, rows
         self.stream = torch.cuda.Stream(device)
         self.staging = [torch.empty(_STAGE_BYTES, dtype=torch.uint8, pin_memory=True)
-                        for _ in range(_STAGES)]
-        self.landing: list[Future | None] = [None] * _STAGES
+                        for _ in range(stages)]
+        self.landing: list[Future | None] = [None] * stages
         self.turn = 0
         self.arenas: dict[str, list] = {}  # lane -> [host tensor, rows used]
-        self.workers = ThreadPoolExecutor(max_workers=_WORKERS,
+        self.workers = ThreadPoolExecutor(max_workers=workers,
                                           thread_name_prefix="gpuhash-to-host")
 
     def _place(self, lane: str, rows: int, dtype: torch.dtype) -> torch.Tensor:
@@ -119,7 +126,7 @@ class _ToHost:
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
         for first in range(0, flat.numel(), step):
             part = flat[first:first + step]
-            slot = self.turn % _STAGES
+            slot = self.turn % len(self.staging)
             self.turn += 1
             if self.landing[slot] is not None:
                 self.landing[slot].result()  # the slot's last part is in place

@@ -56,9 +56,10 @@ def table_type(spec: TableSpec) -> str:
 
 def last_rows_scratch_type(key_bytes: int) -> str:
     """The scratch table of gh_last_rows (map.cu): key -> largest row (smallest with
-    ``first``), 8-slot buckets, packed for 32-bit keys, rows (values beside the slot words)
-    for 64-bit ones."""
-    return "GhTable<4, 4, 0, 8>" if key_bytes == 4 else "GhTable<8, 8, 2, 8>"
+    ``first``) as int32, 8-slot buckets, packed for 32-bit keys, rows (values beside the slot
+    words) for 64-bit ones. (4-byte rows there, not 8: a 1M-key check took 71 us against 84 on
+    the H100, its scratch 24 MB against 32; bench/RESULTS.md.)"""
+    return "GhTable<4, 4, 0, 8>" if key_bytes == 4 else "GhTable<8, 4, 2, 8>"
 
 
 def kernel_names(spec: TableSpec, *, multi: bool) -> dict[str, str]:
@@ -216,7 +217,7 @@ def stashed(state: TableState, count: int) -> tuple[torch.Tensor, torch.Tensor] 
     return words[:, 0].clone(), value_bytes
 
 
-# gh_last_rows keeps rows as int32 in packed scratch slots: larger batches go in parts
+# gh_last_rows keeps rows as int32 in its scratch slots: larger batches go in parts
 LAST_ROWS_LIMIT = 2**31 - 1
 _SCRATCH_SALT = 0x2545F4914F6CDD1D  # the scratch's hash seed: the table's, salted
 
@@ -240,7 +241,7 @@ def last_rows_with(kernel, keys: torch.Tensor, *, key_bytes: int, seed: int, cou
     buckets = max(1, -(-2 * rows // 8))
     words = buckets * 8 + 2  # slot words (one per slot) and the two out-of-band slots
     filter_words = -(-buckets // 4)  # 16 filter bits a bucket, as int64 words
-    value_words = words if key_bytes == 8 else 0
+    value_words = -(-words // 2) if key_bytes == 8 else 0  # 4-byte rows beside the slots
     # all ones: EMPTY slots, -1 rows, and every filter bit set (claims never read them)
     scratch = keys.new_empty(words + filter_words + value_words, dtype=torch.int64).fill_(-1)
     active = keys.new_ones(rows, dtype=torch.bool)
