@@ -51,10 +51,13 @@ from .join import _MIX, _PART_SHIFT, JoinBuild, _Side
 _AHEAD = _join_plan.STAGED_AHEAD
 # The result's staging ring and the threads that land it. Landing is bound by the host's page
 # faults in new memory, which scale with threads (12.9 GB: 4.4 GB/s on one, 33 on 16 on the
-# H100 host): one worker a core up to 16, and more stages than workers so that none waits for
-# a copy to arrive (the return path alone, 12.9 GB: 0.78 s at 8 x 8, 0.51 at 24 x 16;
-# bench/RESULTS.md). 24 stages hold 768 MB of pinned memory while a join runs.
-_STAGES, _STAGE_BYTES, _WORKERS = 24, 32 << 20, min(16, os.cpu_count() or 1)
+# H100 host): one worker a core up to 16, and half again as many stages, so that a worker
+# rarely waits for a copy to arrive (the return path alone, 12.9 GB: 0.78 s at 8 stages x 8
+# workers, 0.57 at 16 x 16, 0.51 at 24 x 16, 0.54 at 32 x 16; bench/RESULTS.md). At 24 stages
+# the ring is 768 MB of pinned memory, which torch's pinned-memory cache keeps for the next
+# join.
+_WORKERS = min(16, os.cpu_count() or 1)
+_STAGES, _STAGE_BYTES = _WORKERS + _WORKERS // 2, 32 << 20
 _HUGE_FROM = 64 << 20  # results from this size go to huge pages
 
 
