@@ -328,11 +328,17 @@ def test_gpu_reuses_erased_slots_and_churn_keeps_every_key(key_dtype, value_shap
 @pytest.mark.parametrize("key_dtype", [torch.int32, torch.uint32, torch.int64, torch.uint64],
                          ids=str)
 @pytest.mark.parametrize("rows", [1, 1000, 300_000])
-def test_last_rows_kernel_matches_cpu_engine(key_dtype, rows):
+@pytest.mark.parametrize("wide", [False, True], ids=["", "past the limit"])
+def test_last_rows_kernel_matches_cpu_engine(key_dtype, rows, wide, monkeypatch):
     """gh_last_rows (no sort) marks the last row of each key, as the CPU engine's sort does,
-    whether keys repeat rarely or often, the sentinel key values included."""
+    whether keys repeat rarely or often, the sentinel key values included; `wide`: as a batch
+    past LAST_ROWS_LIMIT rows would (the limit lowered: 64-bit keys take the instance with
+    8-byte rows; 32-bit keys keep their packed one)."""
     from gpuhash.engines import cpu as cpu_engine
     from gpuhash.engines import cuda as cuda_engine
+
+    if wide:
+        monkeypatch.setattr(cuda_engine, "LAST_ROWS_LIMIT", 0)
 
     table = gh.HashSet(key_dtype=key_dtype, device="cuda")
     for distinct in (rows, max(1, rows // 50)):
@@ -345,12 +351,18 @@ def test_last_rows_kernel_matches_cpu_engine(key_dtype, rows):
         assert int(table._state.counts[2]) == 0
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["4-byte rows", "8-byte rows"])
 @pytest.mark.parametrize("rows", [1, 1000, 300_000])
-def test_first_rows_of_a_cache_batch_match_cpu_engine(rows):
-    """The cache's gh_last_rows instance with `first` (find_or_insert's acting rows) and
-    without marks the rows the CPU engine does, keys repeating rarely or often."""
+def test_first_rows_of_a_cache_batch_match_cpu_engine(rows, wide, monkeypatch):
+    """The cache's gh_last_rows instances with `first` (find_or_insert's acting rows) and
+    without mark the rows the CPU engine does, keys repeating rarely or often; `wide`: the
+    instance with 8-byte rows that batches past LAST_ROWS_LIMIT rows take (the limit lowered
+    here, since such a batch needs about 80 GB)."""
     from gpuhash.engines import cache_cpu, cache_cuda
+    from gpuhash.engines import cuda as cuda_engine
 
+    if wide:
+        monkeypatch.setattr(cuda_engine, "LAST_ROWS_LIMIT", 0)
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
                         device="cuda")
     for distinct in (rows, max(1, rows // 50)):

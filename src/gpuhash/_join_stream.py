@@ -5,7 +5,7 @@ device="cuda")`` on host keys).
 The build side is copied to the GPU and becomes the usual table; the probe side comes over in
 chunks. A copier thread stages chunk i + 1 (into pinned memory unless it is pinned already) and
 issues its copy on a side stream while the GPU joins chunk i, and every piece of the result
-goes back through a small pinned ring on another side stream into its place in the result
+goes back through a ring of pinned buffers on another side stream into its place in the result
 (new host memory, in huge pages: host_empty), so the link carries data both ways while
 kernels run and the host writes the result as it comes. A chunk's output size must reach
 Python before its pairs can be copied, so the streamed join synchronises with the GPU at least
@@ -56,8 +56,9 @@ _AHEAD = _join_plan.STAGED_AHEAD
 # workers, 0.57 at 16 x 16, 0.51 at 24 x 16, 0.54 at 32 x 16; bench/RESULTS.md). At 24 stages
 # the ring is 768 MB of pinned memory, which torch's pinned-memory cache keeps for the next
 # join.
-_WORKERS = min(16, os.cpu_count() or 1)
-_STAGES, _STAGE_BYTES = _WORKERS + _WORKERS // 2, 32 << 20
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+_WORKERS = min(16, _CORES or 1)
+_STAGES, _STAGE_BYTES = max(2, _WORKERS + _WORKERS // 2), 32 << 20  # 2: a copy beside a landing
 _HUGE_FROM = 64 << 20  # results from this size go to huge pages
 
 

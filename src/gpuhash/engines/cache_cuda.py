@@ -35,6 +35,7 @@ def kernel_names(spec: CacheSpec) -> dict[str, str]:
     names["gather"] = f"gh_cache_gather<{cache}>"
     names["scatter"] = f"gh_cache_scatter<{cache}>"
     names["last_rows"] = f"gh_last_rows<{last_rows_scratch_type(8)}>"
+    names["last_rows_wide"] = f"gh_last_rows<{last_rows_scratch_type(8, wide=True)}>"
     return names
 
 
@@ -71,8 +72,8 @@ def last_rows(state: CacheState, keys: torch.Tensor, *, first: bool = False) -> 
     gh_last_rows, no sort."""
     kernels, table, device = _launch_info(state)
     return last_rows_with(kernels["last_rows"], keys, key_bytes=8, seed=state.spec.seed,
-                          first=first,
-                          counts=table[4], device=device)
+                          first=first, counts=table[4], device=device,
+                          wide_kernel=kernels["last_rows_wide"])
 
 
 def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor, *,

@@ -54,12 +54,15 @@ def table_type(spec: TableSpec) -> str:
             f"{spec.bucket_slots}>")
 
 
-def last_rows_scratch_type(key_bytes: int) -> str:
+def last_rows_scratch_type(key_bytes: int, *, wide: bool = False) -> str:
     """The scratch table of gh_last_rows (map.cu): key -> largest row (smallest with
     ``first``) as int32, 8-slot buckets, packed for 32-bit keys, rows (values beside the slot
     words) for 64-bit ones. (4-byte rows there, not 8: a 1M-key check took 71 us against 84 on
-    the H100, its scratch 24 MB against 32; bench/RESULTS.md.)"""
-    return "GhTable<4, 4, 0, 8>" if key_bytes == 4 else "GhTable<8, 4, 2, 8>"
+    the H100, its scratch 24 MB against 32; bench/RESULTS.md.) ``wide``: 8-byte rows, for a
+    batch of 64-bit keys past LAST_ROWS_LIMIT rows (a cache's write takes any batch whole)."""
+    if key_bytes == 4:
+        return "GhTable<4, 4, 0, 8>"
+    return "GhTable<8, 8, 2, 8>" if wide else "GhTable<8, 4, 2, 8>"
 
 
 def kernel_names(spec: TableSpec, *, multi: bool) -> dict[str, str]:
@@ -73,6 +76,8 @@ def kernel_names(spec: TableSpec, *, multi: bool) -> dict[str, str]:
         return names
     names = {name: f"{name}<{table}>" for name in MAP_KERNELS}
     names["gh_last_rows"] = f"gh_last_rows<{last_rows_scratch_type(spec.key_bytes)}>"
+    if spec.key_bytes == 8:
+        names["gh_last_rows_wide"] = f"gh_last_rows<{last_rows_scratch_type(8, wide=True)}>"
     element = ELEMENT_TYPES.get(spec.value_dtype)
     if element is not None:
         for op, code in APPLY_OPS.items():
@@ -217,7 +222,8 @@ def stashed(state: TableState, count: int) -> tuple[torch.Tensor, torch.Tensor] 
     return words[:, 0].clone(), value_bytes
 
 
-# gh_last_rows keeps rows as int32 in its scratch slots: larger batches go in parts
+# gh_last_rows keeps rows as int32 in its scratch slots: a HashMap's larger batches go in parts;
+# a larger batch of 64-bit keys otherwise takes the instance with 8-byte rows (last_rows_with)
 LAST_ROWS_LIMIT = 2**31 - 1
 _SCRATCH_SALT = 0x2545F4914F6CDD1D  # the scratch's hash seed: the table's, salted
 
@@ -227,21 +233,25 @@ def last_rows(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     pass over a scratch table of twice the batch's slots, made and filled on this stream."""
     kernels, table, device = _launch_info(state)
     return last_rows_with(kernels["gh_last_rows"], keys, key_bytes=state.spec.key_bytes,
-                          seed=state.spec.seed, counts=table[3], device=device)
+                          seed=state.spec.seed, counts=table[3], device=device,
+                          wide_kernel=kernels.get("gh_last_rows_wide"))
 
 
 def last_rows_with(kernel, keys: torch.Tensor, *, key_bytes: int, seed: int, counts: int,
-                   device: int, first: bool = False) -> torch.Tensor:
-    """last_rows through a given instance of gh_last_rows (its scratch type is
-    last_rows_scratch_type(key_bytes)): every structure's dict semantics share it. ``counts``:
+                   device: int, first: bool = False, wide_kernel=None) -> torch.Tensor:
+    """last_rows through given instances of gh_last_rows (``kernel``'s scratch type is
+    last_rows_scratch_type(key_bytes); ``wide_kernel``'s, for 64-bit keys, the wide one,
+    taken past LAST_ROWS_LIMIT rows): every structure's dict semantics share it. ``counts``:
     the address of the structure's counters, whose third one counts rows the kernel could not
     place (never: the scratch has room for every row). ``first``: True on the first row of
     each key instead."""
     rows = keys.shape[0]
+    wide = key_bytes == 8 and rows > LAST_ROWS_LIMIT and wide_kernel is not None
     buckets = max(1, -(-2 * rows // 8))
     words = buckets * 8 + 2  # slot words (one per slot) and the two out-of-band slots
     filter_words = -(-buckets // 4)  # 16 filter bits a bucket, as int64 words
-    value_words = -(-words // 2) if key_bytes == 8 else 0  # 4-byte rows beside the slots
+    # the rows beside the slots: 4 bytes each, 8 in the wide instance (none when packed)
+    value_words = (words if wide else -(-words // 2)) if key_bytes == 8 else 0
     # all ones: EMPTY slots, -1 rows, and every filter bit set (claims never read them)
     scratch = keys.new_empty(words + filter_words + value_words, dtype=torch.int64).fill_(-1)
     active = keys.new_ones(rows, dtype=torch.bool)
@@ -249,8 +259,8 @@ def last_rows_with(kernel, keys: torch.Tensor, *, key_bytes: int, seed: int, cou
     salted = (seed ^ _SCRATCH_SALT) & (2**64 - 1)
     salted -= (salted >> 63) << 64  # as a signed 64-bit argument
     values = base + 8 * (words + filter_words) if value_words else 0
-    launch(kernel, rows, base, values, base + 8 * words, counts, buckets, salted,
-           keys.data_ptr(), rows, active.data_ptr(), int(first), device=device)
+    launch(wide_kernel if wide else kernel, rows, base, values, base + 8 * words, counts,
+           buckets, salted, keys.data_ptr(), rows, active.data_ptr(), int(first), device=device)
     return active
 
 

@@ -31,7 +31,8 @@ __global__ void gh_last_rows(GH_TABLE_PARAMS, const char* keys, gh_u64 n, gh_u8*
             continue;
         }
         gh_i64 prev;
-        if constexpr (S::VALUE_BYTES == 4) {  // rows < 2^31 (the host splits larger batches)
+        if constexpr (S::VALUE_BYTES == 4) {  // rows < 2^31 (the host takes the 8-byte
+                                               // instance, or splits, past that)
             int* value = reinterpret_cast<int*>(t.value(s.slot));
             prev = first ? static_cast<int>(atomicMin(reinterpret_cast<unsigned int*>(value),
                                                       static_cast<unsigned int>(row)))
