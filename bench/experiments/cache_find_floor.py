@@ -14,6 +14,7 @@ import os
 
 import cupy
 import torch
+from _timing import back_to_back
 
 import gpuhash as gh
 from gpuhash.engines import cpu
@@ -95,19 +96,6 @@ def ceilings() -> None:
     print(f"ceilings: random 128-byte lines {line_rate:.1f} G/s, random 8-byte words "
           f"{word_rate:.1f} G/s; 1.6 lines and 0.6 words a query for {BATCH} queries: "
           f"{floor_us:.1f} us", flush=True)
-
-
-def back_to_back(call, calls: int = 20) -> float:
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        call()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / calls
 
 
 def measure(load: float) -> None:

@@ -8,6 +8,7 @@ ncu --kernel-name regex:gh_last_rows --launch-skip 23 --launch-count 1 --section
     --section MemoryWorkloadAnalysis --section WarpStateStats python ...last_rows_cost.py"""
 
 import torch
+from _timing import back_to_back
 
 import gpuhash as gh
 from gpuhash.bench.cache_suite import _random_keys
@@ -15,19 +16,6 @@ from gpuhash.engines import cache_cuda
 
 DEV = torch.device("cuda")
 BATCH = 1 << 20
-
-
-def back_to_back(call, calls: int = 20) -> float:
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        call()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / calls * 1e3
 
 
 def main() -> None:
@@ -40,8 +28,8 @@ def main() -> None:
     state = cache._state
     words = 2 * BATCH + 2 + 2 * BATCH // 8 // 4 + 2 * BATCH + 2  # last_rows_with's scratch
     scratch = torch.empty(words, dtype=torch.int64, device=DEV)
-    fill_us = back_to_back(lambda: scratch.fill_(-1))
-    total_us = back_to_back(lambda: cache_cuda.last_rows(state, keys))
+    fill_us = back_to_back(lambda: scratch.fill_(-1)) * 1e3
+    total_us = back_to_back(lambda: cache_cuda.last_rows(state, keys)) * 1e3
     kept = int(cache_cuda.last_rows(state, keys).sum())
     print(f"gh_last_rows of {BATCH:,} keys ({BATCH - kept:,} repeats): {total_us:.1f} us a "
           f"call, of which the scratch's fill ({words * 8 / 2**20:.1f} MB) {fill_us:.1f} us",
