@@ -365,12 +365,20 @@ def test_first_rows_of_a_cache_batch_match_cpu_engine(rows, wide, monkeypatch):
         monkeypatch.setattr(cuda_engine, "LAST_ROWS_LIMIT", 0)
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
                         device="cuda")
+    launched = []  # which instance ran: the test must fail if the limit chose the other
+    launch = cuda_engine.launch
+    monkeypatch.setattr(cuda_engine, "launch",
+                        lambda kernel, *args, **options: (launched.append(kernel),
+                                                          launch(kernel, *args, **options)))
     for distinct in (rows, max(1, rows // 50)):
         keys = torch.randint(-3, distinct, (rows,), dtype=torch.int64)
         for first in (False, True):
             got = cache_cuda.last_rows(cache._state, keys.cuda(), first=first).cpu()
             want = cache_cpu.last_rows(None, keys, first=first)
             assert torch.equal(got, want), (distinct, rows, first)
+    kernels = cache_cuda._launch_info(cache._state)[0]
+    chosen = kernels["last_rows_wide" if wide else "last_rows"]
+    assert launched and all(kernel is chosen for kernel in launched)
 
 
 @pytest.mark.parametrize(("key_dtype", "value_dtype", "shape"),
