@@ -45,6 +45,9 @@ from ._cache_format import (
 from ._cache_io import load_cache, save_cache
 from ._table import _resolve_device, stream_context
 
+# value dtypes torch has no addition for, whose accum_or_assign is refused up front
+_NO_ADDITION = (torch.float8_e4m3fn, torch.float8_e5m2)
+
 
 class CacheMap(CacheCore):
     """A fixed-capacity key-value cache that evicts the lowest-scored entry when a key's two
@@ -233,8 +236,9 @@ class CacheMap(CacheCore):
             >>> s.tolist() == [ASSIGNED, SKIPPED], c.find(torch.tensor([1]))[0].tolist()
             (True, [1.5])
         """
-        if self._state.spec.value_dtype == torch.bool:
-            raise TypeError("accum_or_assign adds values: a cache of bool values cannot")
+        dtype = self._state.spec.value_dtype
+        if dtype == torch.bool or dtype in _NO_ADDITION:
+            raise TypeError(f"accum_or_assign adds values: a cache of {dtype} values cannot")
         # the adding rows first, their deltas added before any row of the batch can evict
         # the entry they found; then the other rows, as an insert_or_assign
         adding = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
@@ -242,17 +246,21 @@ class CacheMap(CacheCore):
 
         def add():
             adds = adding.accumulate & adding.acting & adding.found
-            shape = (-1,) + (1,) * (adding.values.dim() - 1)
-            delta = torch.where(adds.view(shape), adding.values,
-                                torch.zeros((), dtype=adding.values.dtype,
-                                            device=adding.values.device))
+            # unsigned values add as the signed integers of their width (the same bits, as
+            # addition wraps alike), since torch has no addition kernels for them
+            signed = _arrays.SIGNED_VIEW.get(dtype, dtype)
+            given = adding.values.view(signed)
+            shape = (-1,) + (1,) * (given.dim() - 1)
+            delta = torch.where(adds.view(shape), given,
+                                torch.zeros((), dtype=signed, device=given.device))
             slots = torch.where(adds, adding.index, 0)
             state = self._state
             if state.host_values is None:
-                state.values.index_add_(0, slots, delta)
+                state.values.view(signed).index_add_(0, slots, delta)
             else:  # the rows of distinct keys: distinct slots, so gather-add-scatter is one add
                 slots = torch.where(adds, adding.index, -1)
-                self._engine.scatter(state, slots, self._engine.gather(state, slots) + delta)
+                summed = self._engine.gather(state, slots).view(signed) + delta
+                self._engine.scatter(state, slots, summed.view(dtype))
         self._run(add, writes=True, stream=stream)
         rest = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
                            accumulate=accumulate, among=False)
@@ -337,6 +345,10 @@ class CacheMap(CacheCore):
     # --- reads ----------------------------------------------------------------------------
     def _lookup(self, keys: Any, *, copy: bool, default: Any, update_scores: bool,
                 stream: Any):
+        # a 'custom' score comes from the caller's scores= alone: a touch without one leaves
+        # it (the policy's rule would write 0, making the entry the first to go)
+        update_scores = update_scores and self.policy != "custom"
+
         def work():
             bits, kind = self._keys(keys)
             engine, state = self._engine, self._state
@@ -352,7 +364,8 @@ class CacheMap(CacheCore):
     def find(self, keys: Any, *, default: Any = 0, update_scores: bool = False,
              stream: Any = None) -> tuple[Any, Any]:
         """Each key's value (``default`` where absent) and a found mask; with
-        ``update_scores`` a found key's score is touched as a write would.
+        ``update_scores`` a found key's score is touched as a write would (not under policy
+        ``custom``, whose scores come from the caller's ``scores=`` alone).
 
         Example:
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._arrays import SIGNED_VIEW
 from .._batch import last_occurrence
 from .._cache_format import POLICIES, CacheState, relocation_limit
 from .._format import as_value_bytes
@@ -142,7 +143,8 @@ def erase(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
 def gather(state: CacheState, index: torch.Tensor) -> torch.Tensor:
     """The value rows of slots ``index`` (int64; -1: a row of zeros)."""
     out = state.values[index.clamp(min=0)]
-    out[index < 0] = 0
+    signed = SIGNED_VIEW.get(out.dtype)  # torch has no fill for unsigned or float8 values
+    (out if signed is None else out.view(signed))[index < 0] = 0
     return out
 
 
