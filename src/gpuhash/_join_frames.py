@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 from typing import Any
@@ -72,6 +73,28 @@ def from_arrow(table: Any, kind: str) -> Any:
     return table
 
 
+def pandas_frame(table: Any, dtypes: dict) -> Any:
+    """A merge's pyarrow Table as a pandas DataFrame whose columns keep the extension dtypes
+    their source columns had (``dtypes``: output name -> the input column's dtype), as pandas'
+    merge keeps them: a nullable Int64 column with missing rows stays Int64 (Arrow's default
+    makes it float64, which rounds values past 2**53), a nullable boolean stays boolean.
+
+    Example:
+        >>> import pandas as pd, pyarrow as pa
+        >>> t = pa.table({"a": pa.array([2**53 + 1, None], pa.int64())})
+        >>> pandas_frame(t, {"a": pd.Int64Dtype()})["a"].tolist()
+        [9007199254740993, <NA>]
+    """
+    frame = table.to_pandas()
+    for name, dtype in dtypes.items():
+        if not hasattr(dtype, "__from_arrow__") or frame[name].dtype == dtype:
+            continue
+        # (suppressed: the output's type cannot hold it, a key coalesced with another type's)
+        with contextlib.suppress(TypeError, ValueError, NotImplementedError):
+            frame[name] = table.column(name).to_pandas(types_mapper=lambda _, d=dtype: d)
+    return frame
+
+
 def _column(table: Any, name: str):
     column = table.column(name)
     return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
@@ -94,6 +117,7 @@ def arrow_key_pair(left, right, left_name: str, right_name: str):
     valid). Integer columns go as they are; anything else is dictionary-encoded over both
     sides at once. Null rows have valid False (None when a side has none)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.types as pt
 
     if pt.is_dictionary(left.type):
@@ -110,18 +134,45 @@ def arrow_key_pair(left, right, left_name: str, right_name: str):
                             f"{right_name!r} of the right side is {right.type}: signed and "
                             f"unsigned keys are not joined; cast one side")
         return (*_integer_key(left), *_integer_key(right))
-    if left.type != right.type:
-        try:
-            right = right.cast(left.type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise TypeError(f"key column {left_name!r} of the left side is {left.type} but "
-                            f"{right_name!r} of the right side is {right.type}; they cannot "
-                            f"be compared") from None
+    key_type = _common_key_type(left.type, right.type)
+    if key_type is None:
+        raise TypeError(f"key column {left_name!r} of the left side is {left.type} but "
+                        f"{right_name!r} of the right side is {right.type}; they cannot be "
+                        f"compared (cast one side)")
+    left, right = left.cast(key_type), right.cast(key_type)
+    if pt.is_floating(key_type):  # -0.0 equals 0.0, as in pandas and DuckDB: one code
+        zero = pa.scalar(0, key_type)
+        left, right = pc.add(left, zero), pc.add(right, zero)
     both = pa.concat_arrays([left, right]).dictionary_encode()
     codes, valid = _integer_key(both.indices)
     rows = len(left)
     lv, rv = (None, None) if valid is None else (valid[:rows], valid[rows:])
     return codes[:rows], lv, codes[rows:], rv
+
+
+def _common_key_type(left, right):
+    """The type both sides' key values are compared in, the same whichever side is which (None:
+    none, the kinds differ): numbers with a float among them as float64 (by value, as pandas
+    merges an integer and a float key), text as large_string, bytes as large_binary,
+    timestamps of one time zone at the finer unit, dates as date64; any other type only with
+    itself. (Integer pairs are joined by value before this.)"""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if left == right:
+        return left
+    if _numeric(left) or pt.is_float16(left):
+        numeric = _numeric(right) or pt.is_float16(right)
+        return pa.float64() if numeric else None
+    for kind, common in ((lambda t: pt.is_string(t) or pt.is_large_string(t), pa.large_string()),
+                         (lambda t: pt.is_binary(t) or pt.is_large_binary(t), pa.large_binary()),
+                         (pt.is_date, pa.date64())):
+        if kind(left) and kind(right):
+            return common
+    if pt.is_timestamp(left) and pt.is_timestamp(right) and left.tz == right.tz:
+        units = ("s", "ms", "us", "ns")
+        return pa.timestamp(max(left.unit, right.unit, key=units.index), tz=left.tz)
+    return None
 
 
 def _numeric(type_) -> bool:
@@ -212,8 +263,11 @@ def coalesce_arrow(left, right):
 
     if left.type != right.type:
         if pt.is_integer(left.type) and pt.is_integer(right.type):
-            wide = pa.int64() if pt.is_signed_integer(left.type) else pa.uint64()
-            left, right = left.cast(wide), right.cast(wide)
-        else:
+            common = pa.int64() if pt.is_signed_integer(left.type) else pa.uint64()
+        else:  # the type the keys were compared in, where they differ in kind (int, float)
+            common = _common_key_type(left.type, right.type)
+        if common is None:  # a dictionary column and its value type: the left's
             right = right.cast(left.type)
+        else:
+            left, right = left.cast(common), right.cast(common)
     return pc.coalesce(left, right)

@@ -27,6 +27,7 @@ import torch
 
 from . import _arrays
 from ._join_frames import (
+    PANDAS,
     POLARS,
     TENSORS,
     GatherMap,
@@ -34,6 +35,7 @@ from ._join_frames import (
     coalesce_arrow,
     frame_kind,
     from_arrow,
+    pandas_frame,
     take_arrow,
     to_arrow,
 )
@@ -193,9 +195,16 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
     rows_l, rows_r = _match(pairs, how, nulls_equal, device, memory_budget, explain,
                             left_table.num_rows, right_table.num_rows, validate,
                             {"left": left_keys, "right": right_keys})
-    return from_arrow(gather_tables(left_table, right_table, rows_l, rows_r, left_keys,
-                                    right_keys, how=how, suffixes=suffixes, kind=kind,
-                                    device=device), kind)
+    table = gather_tables(left_table, right_table, rows_l, rows_r, left_keys, right_keys,
+                          how=how, suffixes=suffixes, kind=kind, device=device)
+    if kind == PANDAS:
+        coalesced = {b for a, b in zip(left_keys, right_keys) if a == b}
+        left_out, right_out = _output_names(left_table.column_names, right_table.column_names,
+                                            coalesced, suffixes, kind, how)
+        dtypes = {out: right[name].dtype for name, out in right_out.items()}
+        dtypes.update({out: left[name].dtype for name, out in left_out.items()})
+        return pandas_frame(table, dtypes)
+    return from_arrow(table, kind)
 
 
 def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,

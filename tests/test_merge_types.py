@@ -1,0 +1,79 @@
+"""gh.merge's key and column types as a pandas user meets them: keys of two types compared
+the same way whichever side is left (or refused), -0.0 equal to 0.0, and pandas' nullable
+extension dtypes kept in the output (found by an exploratory review)."""
+
+from __future__ import annotations
+
+import pytest
+
+import gpuhash as gh
+
+pd = pytest.importorskip("pandas")
+pa = pytest.importorskip("pyarrow")
+
+
+def _rows(frame, columns) -> list[tuple]:
+    """The rows of ``columns`` as sorted tuples, missing values as None."""
+    def clean(v):
+        return None if v is None or v is pd.NA or v != v else v
+    return sorted((tuple(clean(v) for v in row) for row in
+                   frame[columns].astype(object).itertuples(index=False)), key=repr)
+
+
+@pytest.mark.filterwarnings("ignore:You are merging on int and float")
+@pytest.mark.parametrize("how", ["inner", "left", "right", "full"])
+def test_an_integer_and_a_float_key_match_by_value_whichever_side_is_left(how):
+    ints = pd.DataFrame({"k": [1, 2, 0, 7], "i": [10, 20, 30, 40]})
+    floats = pd.DataFrame({"k": [1.0, 1.5, -0.0, 7.0], "f": [0.1, 0.2, 0.3, 0.4]})
+    pandas_how = "outer" if how == "full" else how
+    for left, right in ((ints, floats), (floats, ints)):
+        got = gh.merge(left, right, on="k", how=how, device="cpu")
+        want = pd.merge(left, right, on="k", how=pandas_how)
+        assert _rows(got, ["i", "f"]) == _rows(want, ["i", "f"]), (how, list(left))
+
+
+@pytest.mark.parametrize(("left", "right"), [
+    (["1", "01"], [1, 2]),
+    ([True, False], [1, 0]),
+    ([b"a"], ["a"]),
+])
+def test_keys_of_kinds_that_do_not_compare_are_refused_either_way(left, right):
+    a, b = pd.DataFrame({"k": left}), pd.DataFrame({"k": right, "v": range(len(right))})
+    for x, y in ((a, b), (b, a)):
+        with pytest.raises(TypeError, match="cannot be compared"):
+            gh.merge(x, y, on="k", device="cpu")
+
+
+def test_minus_zero_equals_zero_as_in_pandas():
+    left = pd.DataFrame({"k": [0.0, -0.0, 2.5]})
+    right = pd.DataFrame({"k": [-0.0, 2.5], "z": [1, 2]})
+    got = gh.merge(left, right, on="k", device="cpu")
+    assert sorted(got["z"].tolist()) == sorted(pd.merge(left, right, on="k")["z"].tolist())
+
+
+def test_strings_timestamps_and_dates_of_two_arrow_types_join():
+    left = pa.table({"s": pa.array(["a", "b"], pa.string()),
+                     "t": pa.array([1, 2], pa.timestamp("s")),
+                     "d": pa.array([1, 2], pa.date32())})
+    right = pa.table({"s": pa.array(["b", "a"], pa.large_string()),
+                      "t": pa.array([2000, 1000], pa.timestamp("ms")),
+                      "d": pa.array([2 * 86_400_000, 86_400_000], pa.date64()),
+                      "v": [20, 10]})
+    for on in ("s", "t", "d"):
+        got = gh.merge(left, right, on=on, device="cpu")
+        assert sorted(got.column("v").to_pylist()) == [10, 20], on
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "right", "full"])
+def test_nullable_pandas_columns_keep_their_dtypes_and_values(how):
+    """A nullable Int64 column with missing rows stays Int64 with its exact values (not
+    float64, which rounds past 2**53); a nullable boolean stays boolean; as pandas' merge."""
+    left = pd.DataFrame({"k": pd.array([1, 3], dtype="Int64"),
+                         "a": pd.array([2**53 + 1, None], dtype="Int64")})
+    right = pd.DataFrame({"k": pd.array([2, 1], dtype="Int64"), "b": [0, 7],
+                          "c": pd.array([True, None], dtype="boolean")})
+    got = gh.merge(left, right, on="k", how=how, device="cpu")
+    want = pd.merge(left, right, on="k", how="outer" if how == "full" else how)
+    for column in ("k", "a", "b", "c"):
+        assert got[column].dtype == want[column].dtype, column
+    assert _rows(got, ["k", "a", "b", "c"]) == _rows(want, ["k", "a", "b", "c"])
