@@ -84,3 +84,29 @@ def test_a_scoring_lookup_leaves_custom_scores_as_the_caller_set_them(device):
     keys, _, scores = cache.export()
     assert dict(zip(keys.tolist(), scores.tolist())) == {1: 100, 2: 50}
     assert cache.erase_if(max_score=0) == 0
+
+
+def test_a_bad_init_is_named_init_and_a_fraction_for_integer_values_is_refused():
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.int8, capacity=64)
+    keys = torch.tensor([1, 2])
+    with pytest.raises(ValueError, match="^init has 3 rows but keys has 2"):
+        cache.find_or_insert(keys, init=torch.zeros(3, dtype=torch.int8))
+    for bad in (1.5, 300):
+        with pytest.raises(ValueError, match=f"^init {bad}"):
+            cache.find_or_insert(keys, init=bad)
+        with pytest.raises(ValueError, match=f"^default {bad}"):
+            cache.find(keys, default=bad)
+    assert len(cache) == 0
+    cache.find_or_insert(keys, init=2.0)  # a whole number is taken
+    assert cache.find(keys)[0].tolist() == [2, 2]
+
+
+def test_a_device_neither_cpu_nor_cuda_is_refused_up_front():
+    with pytest.raises(ValueError, match="neither a CPU nor a CUDA device"):
+        gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
+                    device="meta")
+    with pytest.raises(ValueError, match="neither a CPU nor a CUDA device"):
+        gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, device="meta")
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
+    with pytest.raises(ValueError, match="neither a CPU nor a CUDA device"):
+        cache.to("meta")

@@ -86,48 +86,57 @@ def check_keys(array: Any, spec: TableSpec, device: torch.device,
     return keys, kind
 
 
-def check_values(array: Any, spec: TableSpec, device: torch.device, rows: int) -> torch.Tensor:
-    """Validate values for ``rows`` keys: dtype, shape, device, contiguity, alignment."""
-    values, _ = as_tensor(array, "values")
+def check_values(array: Any, spec: TableSpec, device: torch.device, rows: int, *,
+                 name: str = "values") -> torch.Tensor:
+    """Validate values for ``rows`` keys: dtype, shape, device, contiguity, alignment
+    (``name``: the argument they came as, for the errors)."""
+    values, _ = as_tensor(array, name)
     if values.dtype != spec.value_dtype:
-        raise TypeError(f"values have dtype {values.dtype} but the table's value_dtype is "
+        raise TypeError(f"{name} have dtype {values.dtype} but the table's value_dtype is "
                         f"{spec.value_dtype}")
     want = (rows, *spec.value_shape)
     if tuple(values.shape) != want:
         if values.dim() >= 1 and values.shape[0] != rows:
-            raise ValueError(f"values has {values.shape[0]} rows but keys has {rows}")
-        raise ValueError(f"values must have shape {want}, got {tuple(values.shape)}")
-    _check_device(values, "values", device)
-    _check_contiguous(values, "values")
+            raise ValueError(f"{name} has {values.shape[0]} rows but keys has {rows}")
+        raise ValueError(f"{name} must have shape {want}, got {tuple(values.shape)}")
+    _check_device(values, name, device)
+    _check_contiguous(values, name)
     if values.data_ptr() % copy_width(spec.value_bytes):
         values = values.clone()  # kernels copy rows in aligned words; an odd view gets a copy
     return values
 
 
-def default_row(default: Any, spec: TableSpec, device: torch.device) -> torch.Tensor:
-    """The value returned for missing keys, as one contiguous row of ``value_shape``."""
+def default_row(default: Any, spec: TableSpec, device: torch.device, *,
+                name: str = "default") -> torch.Tensor:
+    """The value returned for missing keys, as one contiguous row of ``value_shape``
+    (``name``: the argument it came as, for the errors). A fraction for integer values is
+    refused, not truncated."""
+    integral = not spec.value_dtype.is_floating_point and not spec.value_dtype.is_complex
+    if integral and isinstance(default, float) and not default.is_integer():
+        raise ValueError(f"{name} {default!r} is not a whole number, and the values are "
+                         f"{spec.value_dtype}")
     try:
         row = torch.as_tensor(default, dtype=spec.value_dtype, device=device)
         row = row.expand(spec.value_shape).contiguous()
         # kernels copy a row in aligned words: an offset view of a user's tensor gets a copy
         return row.clone() if row.data_ptr() % copy_width(spec.value_bytes) else row
     except (RuntimeError, TypeError, ValueError) as error:
-        raise ValueError(f"default {default!r} does not fit value_shape {spec.value_shape} "
+        raise ValueError(f"{name} {default!r} does not fit value_shape {spec.value_shape} "
                          f"of dtype {spec.value_dtype}: {error}") from None
 
 
 def cached_default_row(cache: dict, default: Any, spec: TableSpec, device: torch.device,
-                       device_index: int) -> torch.Tensor:
+                       device_index: int, *, name: str = "default") -> torch.Tensor:
     """default_row, made on the current stream (the operation's): a row of a scalar is kept
     in ``cache`` per stream, so it is never read by a kernel ordered before its making."""
     cacheable = isinstance(default, (int, float, bool)) and default == default  # not NaN
     if not cacheable:
-        return default_row(default, spec, device)
+        return default_row(default, spec, device, name=name)
     stream = torch._C._cuda_getCurrentRawStream(device_index) if device.type == "cuda" else 0
     key = (type(default), default, stream)
     row = cache.get(key)
     if row is None:
-        row = default_row(default, spec, device)
+        row = default_row(default, spec, device, name=name)
         if len(cache) >= 64:  # streams made per call would grow it forever
             cache.clear()
         cache[key] = row

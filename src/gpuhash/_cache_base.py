@@ -174,8 +174,8 @@ class CacheCore:
     def _keys(self, keys: Any) -> tuple[torch.Tensor, str]:
         return _arrays.check_keys(keys, self._state.spec, self._device, self._device_index)
 
-    def _values(self, values: Any, rows: int) -> torch.Tensor:
-        return _arrays.check_values(values, self._state.spec, self._device, rows)
+    def _values(self, values: Any, rows: int, *, name: str = "values") -> torch.Tensor:
+        return _arrays.check_values(values, self._state.spec, self._device, rows, name=name)
 
     def _scores(self, scores: Any, rows: int) -> torch.Tensor | None:
         custom = self.policy == "custom"

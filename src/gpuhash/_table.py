@@ -57,6 +57,8 @@ def _resolve_device(device: Any) -> torch.device:
         resolved = torch.device(device)
     except (RuntimeError, TypeError):
         raise ValueError(f"device {device!r} is not a torch device") from None
+    if resolved.type not in ("cpu", "cuda"):  # the engines: the CPU's and CUDA's
+        raise ValueError(f"device {device!r} is neither a CPU nor a CUDA device")
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"device {device!r} asked for CUDA but no CUDA device is available")

@@ -212,7 +212,8 @@ class CacheMap(CacheCore):
     def assign(self, keys: Any, values: Any = None, *, scores: Any = None,
                stream: Any = None) -> Any:
         """Assign values (and, for ``custom``, scores) of present keys only; ``values=None``
-        updates scores alone. Returns found per row.
+        updates scores alone. Returns found per row: True on the row that assigned (of a key
+        the batch repeats, its last row, which wins; the earlier ones say False).
 
         Example:
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
@@ -271,9 +272,9 @@ class CacheMap(CacheCore):
         spec = self._state.spec
         tensor = init if isinstance(init, torch.Tensor) else None
         if tensor is not None and tensor.dim() == len(spec.value_shape) + 1:
-            return self._values(tensor, rows), 1
+            return self._values(tensor, rows, name="init"), 1
         row = _arrays.cached_default_row(self._defaults, init, spec, self._device,
-                                         self._device_index)
+                                         self._device_index, name="init")
         return row.reshape(1, *spec.value_shape), 0
 
     def _find_or_insert(self, keys: Any, init: Any, scores: Any, stream: Any, *,
