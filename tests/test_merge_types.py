@@ -77,3 +77,11 @@ def test_nullable_pandas_columns_keep_their_dtypes_and_values(how):
     for column in ("k", "a", "b", "c"):
         assert got[column].dtype == want[column].dtype, column
     assert _rows(got, ["k", "a", "b", "c"]) == _rows(want, ["k", "a", "b", "c"])
+
+
+def test_a_dict_column_no_tensor_holds_is_named():
+    np = pytest.importorskip("numpy")
+    left = {"k": np.array([1, 2]), "s": np.array(["a", "b"])}
+    right = {"k": np.array([2, 3]), "v": np.array([1.0, 2.0])}
+    with pytest.raises(TypeError, match=r"^left\['s'\] is a NumPy array of <U1"):
+        gh.merge(left, right, on="k", device="cpu")

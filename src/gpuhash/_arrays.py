@@ -26,7 +26,11 @@ def as_tensor(array: Any, name: str) -> tuple[torch.Tensor, str]:
         return array, TORCH
     module = type(array).__module__.split(".")[0]
     if module == "numpy":
-        return torch.from_numpy(array), NUMPY
+        try:
+            return torch.from_numpy(array), NUMPY
+        except TypeError:  # strings, objects: no tensor holds them
+            raise TypeError(f"{name} is a NumPy array of {array.dtype}, which no torch "
+                            f"tensor holds (numbers and bools only)") from None
     if hasattr(array, "__dlpack__"):
         return torch.from_dlpack(array), CUPY if module == "cupy" else TORCH
     raise TypeError(
