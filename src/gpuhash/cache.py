@@ -313,8 +313,11 @@ class CacheMap(CacheCore):
     def find_or_insert(self, keys: Any, *, init: Any = 0, scores: Any = None,
                        stream: Any = None) -> tuple[Any, Any]:
         """Each key's value, inserting absent keys with ``init`` (a scalar, one row, or a row
-        per key) first. Returns (values, found): found says the key was present before (a
-        refused insert gives ``init`` and found False). A repeated key's first row acts and
+        per key) first. Returns (values, found): found says the row found its key rather
+        than inserting it (a refused insert gives ``init`` and found False); a repeated key's
+        later rows look after its first row, so they find what it inserted, unless another
+        row of the call evicted it (at full load rows of one call may evict each other's
+        entries: README, "CacheMap"). A repeated key's first row acts and
         gets the value it found or inserted, even if a later row of the same call evicts that
         entry (``find_or_insert_index`` then gives -1 for it); its later rows get the value
         as the call leaves it.
