@@ -23,7 +23,7 @@ from gpuhash._format import DEFAULT_SEED
 
 M64, M32 = 2**64 - 1, 2**32 - 1
 RESERVED = (M64, M64 - 1)
-INSERTED, ASSIGNED, EVICTING, REFUSED, SKIPPED, SUPERSEDED = range(6)
+INSERTED, ASSIGNED, EVICTING, REFUSED, SKIPPED, SUPERSEDED, TO_EVICT = range(7)
 
 
 def _mix(x: int) -> int:
@@ -73,7 +73,7 @@ class CacheModel:
             return (self.epoch << 32) | count
         return given
 
-    def _place(self, key, score, value) -> tuple[int, int, list | None]:
+    def _place(self, key, score, value, *, may_evict: bool) -> tuple[int, int, list | None]:
         b1, b2 = self.buckets(key)
 
         def free(b):
@@ -84,6 +84,8 @@ class CacheModel:
             slot = (f2 if len(f2) > len(f1) else f1)[0]
             self.slots[slot] = [key, score, value]
             return slot, INSERTED, None
+        if not may_evict:  # both buckets full: the write's second pass places it
+            return -1, TO_EVICT, None
         if sum(e is not None for e in self.slots) < relocation_limit(len(self.slots)):
             # an entry of b1 or b2 moves to its other bucket: the candidate whose other bucket
             # has the most free slots, the earliest on a tie
@@ -160,10 +162,16 @@ class CacheModel:
                 status.append(SKIPPED), slots.append(-1), found.append(False)
                 continue
             slot, outcome, gone = self._place(key, self.score(0, False, given[r]),
-                                              list(values[r]))
+                                              list(values[r]), may_evict=False)
+            status.append(outcome), slots.append(slot), found.append(False)
+        # the second pass, as the engines': rows whose two buckets were full, in row order
+        for r, key in enumerate(keys):
+            if status[r] != TO_EVICT:
+                continue
+            slots[r], status[r], gone = self._place(key, self.score(0, False, given[r]),
+                                                    list(values[r]), may_evict=True)
             if gone is not None:
                 evicted.append(tuple(gone[:2]) + (tuple(gone[2]),))
-            status.append(outcome), slots.append(slot), found.append(False)
         if first:  # later rows of a key see it as the first row left it
             for r, key in enumerate(keys):
                 if not acting[r]:

@@ -192,12 +192,16 @@ def test_every_write_mode_at_full_load_keeps_the_table_whole(width, policy, hbm_
 def test_two_full_buckets_move_an_entry_before_they_evict(width):
     """Slot by slot against the model, filled well past capacity in small batches: while the
     cache is below its relocation limit, a key whose two buckets are full moves an entry of
-    them to its other bucket (the candidate with the roomiest other bucket); then it evicts."""
-    model = CacheModel(num_buckets=8, width=width, policy="custom")
+    them to its other bucket (the candidate with the roomiest other bucket); then it evicts.
+    (A write's full pairs move entries only after its free slots are taken, so 128-slot
+    buckets need more of them to fill a pair below the limit: 32.)"""
+    buckets = 8 if width < 128 else 32
+    model = CacheModel(num_buckets=buckets, width=width, policy="custom")
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.int64, value_shape=(2,),
-                        capacity=8 * width, device="cpu", policy="custom", bucket_slots=width)
+                        capacity=buckets * width, device="cpu", policy="custom",
+                        bucket_slots=width)
     generator = torch.Generator().manual_seed(width)
-    for _ in range(3 * 8 * width // 16):
+    for _ in range(3 * buckets * width // 16):
         keys = torch.randint(0, 2**62, (16,), generator=generator)
         scores = torch.randint(0, 2**40, (16,), generator=generator)
         values = torch.stack([keys, scores], 1)

@@ -24,6 +24,7 @@ LRU, LFU, EPOCH_LRU, EPOCH_LFU, CUSTOM = 0, 1, 2, 3, 4
 UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE = 0, 1, 2, 3
 # row status (cache.py: INSERTED ...)
 INSERTED, ASSIGNED, INSERTED_EVICTING, REFUSED, SKIPPED, SUPERSEDED = 0, 1, 2, 3, 4, 5
+_TO_EVICT = 6  # within cache_write only: a row whose two buckets were full in its first pass
 
 _EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
 _RESERVED = np.uint64(0xFFFFFFFFFFFFFFFE)  # this and _EMPTY: no entry may hold them
@@ -132,15 +133,18 @@ def _movable(keys, digests, width, num_buckets, seed, b1, b2, digest):
 
 @numba.njit(inline="always", **_JIT)
 def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limit, b1, b2,
-           key, digest, score, row, ev_keys, ev_values, ev_scores, evicted):
-    """Put an absent key in a free slot of b1 or b2, in a slot an entry left for its other
-    bucket (below ``limit`` entries), or in place of their lowest score. Returns (slot or -1,
-    status); the evicted entry goes to ev_* when they have room."""
+           key, digest, score, row, ev_keys, ev_values, ev_scores, evicted, may_evict):
+    """Put an absent key in a free slot of b1 or b2, or (``may_evict``) in a slot an entry
+    left for its other bucket (below ``limit`` entries), or in place of their lowest score.
+    Returns (slot or -1, status: _TO_EVICT where both buckets are full and not
+    ``may_evict``); the evicted entry goes to ev_* when they have room."""
     free1, count1 = _first_free(digests, width, b1)
     free2, count2 = _first_free(digests, width, b2)
     slot, status = free1, INSERTED
     if count2 > count1:
         slot = free2
+    if slot < 0 and not may_evict:
+        return -1, _TO_EVICT
     if slot < 0 and counts[0] < limit:
         slot, target = _movable(keys, digests, width, num_buckets, seed, b1, b2, digest)
         if slot >= 0:
@@ -176,11 +180,13 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
                 has_values, status, index, found, out, copy_out, ev_keys, ev_values, ev_scores,
                 evicted):
     """Apply each acting row of a write (mode UPSERT, FIND_OR_INSERT, ASSIGN or ACCUMULATE) in
-    row order; status / index / found per acting row, and with ``copy_out`` its value as the
-    call leaves it in ``out`` (refused: its own). in_values row r is read at r *
-    value_stride (0: one row for all). ACCUMULATE rows with accumulate[r] set only locate
-    their key (the caller adds to the value) and are SKIPPED when it is absent; the other rows
-    are UPSERTs."""
+    two passes, as the CUDA engine's two launches (kernels/cache.cu): first every row in row
+    order finds its key or takes a free slot, then the rows whose two buckets were full move
+    an entry or evict, in row order; so every row sees its key as it was before the call's
+    evictions. status / index / found per acting row, and with ``copy_out`` its value as it
+    found it, else its own. in_values row r is read at r * value_stride (0: one row for all).
+    ACCUMULATE rows with accumulate[r] set only locate their key (the caller adds to the
+    value) and are SKIPPED when it is absent; the other rows are UPSERTs."""
     for r in range(rows.shape[0]):
         if not acting[r]:
             status[r] = SUPERSEDED
@@ -217,7 +223,18 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
         score = new_score(policy, np.uint64(0), False, given[r], step, epoch)
         slot, status[r] = _place(keys, digests, scores, values, counts, width, num_buckets,
                                  seed, limit, b1, b2, key, digest, score, mine, ev_keys,
-                                 ev_values, ev_scores, evicted)
+                                 ev_values, ev_scores, evicted, False)
+        index[r] = slot
+    for r in range(rows.shape[0]):
+        if status[r] != _TO_EVICT:
+            continue
+        key = rows[r]
+        b1, b2, digest = cache_home(key, seed, num_buckets)
+        score = new_score(policy, np.uint64(0), False, given[r], step, epoch)
+        slot, status[r] = _place(keys, digests, scores, values, counts, width, num_buckets,
+                                 seed, limit, b1, b2, key, digest, score,
+                                 in_values[r * value_stride, :], ev_keys, ev_values,
+                                 ev_scores, evicted, True)
         index[r] = slot
 
 
