@@ -3,8 +3,10 @@
 The right file is read whole and prepared once as a :class:`~gpuhash.JoinBuild`; the left
 file is read one row group at a time, each probed and written out before the next is read,
 so the left side may be larger than memory. Right and full joins remember which right rows
-matched and write the unmatched ones last. Key columns that are not integers (strings,
-dictionaries, ...) are coded by their position in the right side's distinct values.
+matched and write the unmatched ones last. Key columns compare as in gh.merge: integers by
+value, other pairs in their common type (or refused); those that are not integers are coded
+by their position in the right side's distinct values. The output's key columns hold either
+side's keys (int32 against int64: int64).
 
 Example:
     >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -20,6 +22,8 @@ Example:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from .join import JoinBuild
@@ -30,8 +34,55 @@ _PER_CHUNK = {"inner": "inner", "left": "left", "right": "inner", "full": "left"
               "semi": "semi", "anti": "anti"}
 
 
-def _right_codes(column):
-    """Right key column as (codes, valid, coder for left columns)."""
+def _value_type(type_):
+    """A key column's type with any dictionary encoding taken off."""
+    import pyarrow.types as pt
+
+    return type_.value_type if pt.is_dictionary(type_) else type_
+
+
+def _key_type(name: str, left_type, right_type):
+    """The type one key column is compared in, as gh.merge compares it (_join_frames:
+    arrow_key_pair): integers by value as they are (None here), else the sides' common type;
+    pairs that do not compare are refused naming both."""
+    import pyarrow.types as pt
+
+    from ._join_frames import _common_key_type
+
+    left, right = _value_type(left_type), _value_type(right_type)
+    if pt.is_integer(left) and pt.is_integer(right):
+        if pt.is_signed_integer(left) != pt.is_signed_integer(right):
+            raise TypeError(f"key column {name!r} is {left_type} in the left file but "
+                            f"{right_type} in the right one: signed and unsigned keys are not "
+                            f"joined; cast one side")
+        return None
+    common = _common_key_type(left, right)
+    if common is None:
+        raise TypeError(f"key column {name!r} is {left_type} in the left file but {right_type} "
+                        f"in the right one; they cannot be compared (cast one side)")
+    return common
+
+
+def _output_type(left_type, right_type, how: str):
+    """The type of a key column in the output file: the left's, but for right and full
+    joins, whose rows may carry the right side's keys, a type that holds both (as
+    _join_frames.coalesce_arrow makes it)."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    from ._join_frames import _common_key_type
+
+    if how not in ("right", "full") or left_type == right_type:
+        return left_type
+    left, right = _value_type(left_type), _value_type(right_type)
+    if pt.is_integer(left) and pt.is_integer(right):
+        return pa.int64() if pt.is_signed_integer(left) else pa.uint64()
+    return _common_key_type(left, right) or left_type
+
+
+def _right_codes(column, key_type):
+    """Right key column as (codes, valid, coder for left columns); ``key_type``: the type
+    both sides are compared in (None: integers, by value)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.types as pt
@@ -40,15 +91,22 @@ def _right_codes(column):
 
     if pt.is_dictionary(column.type):
         column = column.dictionary_decode()
-    if pt.is_integer(column.type):
+    if key_type is None:
         return (*_integer_key(column), lambda left: _integer_key(left))
+
+    def comparable(values):
+        if pt.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        values = values.cast(key_type)
+        if pt.is_floating(key_type):  # -0.0 equals 0.0, as in gh.merge
+            values = pc.add(values, pa.scalar(0, key_type))
+        return values
+
+    column = comparable(column)
     distinct = pc.unique(column).drop_null()
 
     def code(values):
-        if pt.is_dictionary(values.type):
-            values = values.dictionary_decode()
-        if values.type != column.type:
-            values = values.cast(column.type)
+        values = comparable(values)
         found = pc.index_in(values, value_set=distinct)
         absent = len(distinct)  # a code no right row has: matches nothing, stays a key
         codes = pc.fill_null(found, absent).cast(pa.int64())
@@ -69,18 +127,29 @@ def run_join(left_path: str, right_path: str, *, on: list[str], how: str, output
 
     if how == "cross":
         raise ValueError("gpuhash join does not stream how='cross'; use gh.merge")
+    if not on:
+        raise ValueError("--on names no key column")
+    for path in (left_path, right_path):
+        if Path(output).resolve() == Path(path).resolve():
+            raise ValueError(f"the output {output!r} is an input file; write elsewhere")
+    if not Path(output).resolve().parent.is_dir():
+        raise ValueError(f"the output's directory {str(Path(output).parent)!r} does not exist")
     right = pq.read_table(right_path)
     left_file = pq.ParquetFile(left_path)
+    left_schema = left_file.schema_arrow
     for name in on:
-        for names, side in ((right.column_names, "right"),
-                            (left_file.schema_arrow.names, "left")):
+        for names, side in ((right.column_names, "right"), (left_schema.names, "left")):
             if name not in names:
-                raise KeyError(f"key column {name!r} is not in the {side} file (columns: "
-                               f"{names})")
+                raise ValueError(f"key column {name!r} is not in the {side} file (columns: "
+                                 f"{names})")
     target = torch.device(device)
+    key_types = {name: _key_type(name, left_schema.field(name).type,
+                                 right.schema.field(name).type) for name in on}
+    out_types = {name: _output_type(left_schema.field(name).type,
+                                    right.schema.field(name).type, how) for name in on}
     keys, valids, coders = [], [], []
     for name in on:
-        codes, valid, coder = _right_codes(right.column(name).combine_chunks())
+        codes, valid, coder = _right_codes(right.column(name).combine_chunks(), key_types[name])
         keys.append(codes.to(target))
         valids.append(valid)
         coders.append(coder)
@@ -92,8 +161,13 @@ def run_join(left_path: str, right_path: str, *, on: list[str], how: str, output
 
     def write(table):
         nonlocal writer, written
-        if writer is None:
-            writer = pq.ParquetWriter(output, table.schema)
+        if writer is None:  # key columns typed to hold either side's keys (right, full)
+            schema = table.schema
+            for name, type_ in out_types.items():
+                if name in schema.names:
+                    at = schema.get_field_index(name)
+                    schema = schema.set(at, schema.field(at).with_type(type_))
+            writer = pq.ParquetWriter(output, schema)
         writer.write_table(table.cast(writer.schema))
         written += table.num_rows
 

@@ -236,10 +236,14 @@ def _join_files(args, on_gpu: bool) -> int:
 
     from ._join_cli import run_join
 
-    on = [name for given in args.on for name in given.split(",") if name]
-    written = run_join(args.left, args.right, on=on, how=args.how, output=args.output,
-                       device="cuda" if on_gpu else "cpu", explain=args.explain,
-                       progress=sys.stderr.isatty())
+    on = [name.strip() for given in args.on for name in given.split(",") if name.strip()]
+    try:
+        written = run_join(args.left, args.right, on=on, how=args.how, output=args.output,
+                           device="cuda" if on_gpu else "cpu", explain=args.explain,
+                           progress=sys.stderr.isatty())
+    except (ValueError, TypeError, OSError) as error:  # the user's files or options
+        print(f"gpuhash join: error: {error}", file=sys.stderr)
+        return 2
     Console(stderr=True).print(f"wrote {written} rows to {args.output}")
     return 0
 
