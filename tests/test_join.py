@@ -490,3 +490,12 @@ def test_small_gpu_joins_share_one_plan_that_no_caller_gets_to_change(monkeypatc
     monkeypatch.setitem(_join_plan.CPU_SMALL_MAX_ROWS, "gpuhash-cpu", 10_000)  # in the key
     assert _join_plan.shared_plan(1000, 5000, how="left", key_bytes=4,
                                   device=device).strategy == "cpu-small"
+
+
+def test_explain_join_takes_the_arguments_join_takes():
+    import inspect
+
+    join_args = set(inspect.signature(gh.join).parameters) - {"explain"}
+    assert join_args <= set(inspect.signature(gh.explain_join).parameters)
+    plan = gh.explain_join(torch.arange(10), torch.arange(100), nulls_equal=True)
+    assert plan.strategy == gh.explain_join(torch.arange(10), torch.arange(100)).strategy

@@ -395,10 +395,12 @@ def _key_bytes(left: _Side, right: _Side) -> int:
 
 
 def explain_join(left_keys: Any, right_keys: Any, *, how: str = "inner",
-                 left_valid: Any = None, right_valid: Any = None,
-                 memory_budget: int | None = None, device: Any = None) -> JoinPlan:
+                 left_valid: Any = None, right_valid: Any = None, nulls_equal: bool = False,
+                 memory_budget: int | None = None, device: Any = None,
+                 stream: Any = None) -> JoinPlan:
     """The plan :func:`join` would follow for these arguments (``device`` as there),
-    without joining.
+    without joining; it takes every argument join does but ``explain`` (``nulls_equal``
+    and ``stream`` do not change the plan).
 
     Example:
         >>> import torch, gpuhash as gh
