@@ -110,3 +110,10 @@ def test_quick_cpu_join_bench_writes_json_and_a_plot(tmp_path, capsys):
     assert report["suite"] == "join" and [r["name"] for r in report["results"]] == ["J1", "J2"]
     assert all(r["gpuhash_ms"] > 0 for r in report["results"])
     assert picture.stat().st_size > 10_000 and picture.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+def test_an_output_in_a_missing_directory_is_refused_before_the_run(option, capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        main(["bench", "join", "--quick", "--cpu", option, str(tmp_path / "no" / "x")])
+    assert "its directory does not exist" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
@@ -269,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
                             f"{'plot' if option == '--plot' else 'fixed-layout kernels'})")
     if args.plot and importlib.util.find_spec("matplotlib") is None:  # before a long run
         bench.error("--plot needs matplotlib: pip install 'gpuhash[plot]'")
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        if path and not Path(path).resolve().parent.is_dir():  # before a long run, too
+            bench.error(f"{option} {path}: its directory does not exist")
 
     from .bench import report as show
 
