@@ -380,7 +380,8 @@ class _Table:
         self._used_bound = 0
 
     def reserve(self, entries: int) -> None:
-        """Grow now so that ``entries`` keys fit without further growth.
+        """Grow now so that ``entries`` keys fit without further growth (a table made with
+        ``growable=False`` too: that stops only the growth a write would start).
 
         Example:
             >>> s = HashSet(key_dtype=torch.int64, capacity=10)

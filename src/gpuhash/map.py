@@ -25,7 +25,7 @@ class HashMap(_Table):
     Keys may be int32, uint32, int64 or uint64, and every key value is usable. Values are rows
     of ``value_shape`` (``()`` for scalars). Operations take batches: torch tensors on the
     table's device, or NumPy / CuPy / DLPack arrays (viewed without copying); results come back
-    as the same kind of array.
+    as the same kind of array (torch tensors for DLPack arrays of other libraries).
 
     Args:
         key_dtype: dtype of the keys.
