@@ -1,11 +1,13 @@
 """A Python model of CacheMap and a Hypothesis state machine that drives both side by side.
 
-The model keeps each bucket as a list of slots and applies a batch's acting rows one after
-another by the rules of _cache_format.py (emptier bucket, first free slot; when both are full,
-an entry moved to its other bucket while the cache is below its relocation limit, else the
-lowest score of both buckets evicted, earliest slot on a tie). On the CPU engine, whose rows
-run in that order, the machine compares the cache's bytes slot by slot; on the GPU, whose rows
-race for slots, it compares statuses and contents as a dict, on a cache too large to evict.
+The model keeps each bucket as a list of slots and applies a batch's acting rows in the
+engines' two passes by the rules of _cache_format.py: in row order, each row finds its key or
+takes the first free slot of its emptier bucket; then, in row order, the rows whose two
+buckets were full move an entry to its other bucket while the cache is below its relocation
+limit, else evict the lowest score of both buckets (earliest slot on a tie). On the CPU
+engine, whose rows run in that order, the machine compares the cache's bytes slot by slot; on
+the GPU, whose rows race for slots, it compares statuses and contents as a dict, on a cache
+too large to evict.
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ class CacheModel:
             acting = [a and (f == among) for a, f in zip(acting, accumulate)]
         status, slots, found, evicted = [], [], [], []
         # find_or_insert's value of each acting row: what the row found, else its own (init),
-        # whatever a later row of the call does to that entry
+        # whatever another row of the call does to that entry
         self.acted_values = [None] * len(keys)
         for r, key in enumerate(keys):
             if not acting[r]:
@@ -179,7 +181,7 @@ class CacheModel:
                     slots[r], found[r] = s, s >= 0
                 elif slots[r] >= 0 and (self.slots[slots[r]] is None
                                         or self.slots[slots[r]][0] != key):
-                    slots[r] = self.slot_of(key)  # moved or evicted by a later row
+                    slots[r] = self.slot_of(key)  # moved or evicted by another row
         return status, slots, found, evicted
 
     def lookup(self, keys, *, update: bool):
@@ -289,7 +291,7 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
                 self._check_rows(index, slots, "slots")
             else:
                 values, got = self.cache.find_or_insert(k, init=7, scores=scores)
-                # an acting row: the value it found or inserted (a later row of the call may
+                # an acting row: the value it found or inserted (another row of the call may
                 # have evicted that entry since); a later row of its key: the value as the call
                 # leaves it
                 acted = self.model.acted_values

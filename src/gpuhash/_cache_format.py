@@ -20,7 +20,8 @@ HashMap's first and second bucket), and nowhere else: that pair is its bounded c
 - A new key takes the first free slot of whichever of b1, b2 has more free slots (b1 on a tie).
 - When both are full and the cache holds fewer than ``relocation_limit(capacity)`` entries
   (the CPU engine counts before each row; a GPU write reads the count once per warp of its
-  eviction launch, so one call may carry the cache a little past the limit), an entry of b1
+  eviction launch, every resident warp about together, so one large call may carry the cache
+  past the limit by as many moves as a wave of warps makes), an entry of b1
   or b2 first moves to its own other bucket to make room: of 16 candidates a bucket (slots
   ``i * step + digest % step``, ``step = bucket_slots // 16``, b1's then b2's, i ascending),
   the one whose other bucket has the most free slots (the earliest on a tie; none if no

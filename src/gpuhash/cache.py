@@ -303,7 +303,7 @@ class CacheMap(CacheCore):
                                     found=done.found, default=rows, default_stride=stride,
                                     out=out)
                 return
-            # and a later row of the call may have moved the entry an acting row found or
+            # and another row of the call may have moved the entry an acting row found or
             # placed to its other bucket, or evicted it: that row's slot as the call leaves it
             self._engine.lookup(state, done.bits, verify=done.acting, index=done.index,
                                 found=done.found)
@@ -318,7 +318,7 @@ class CacheMap(CacheCore):
         later rows look after its first row, so they find what it inserted, unless another
         row of the call evicted it (at full load rows of one call may evict each other's
         entries: README, "CacheMap"). A repeated key's first row acts and
-        gets the value it found or inserted, even if a later row of the same call evicts that
+        gets the value it found or inserted, even if another row of the same call evicts that
         entry (``find_or_insert_index`` then gives -1 for it); its later rows get the value
         as the call leaves it.
 
@@ -335,7 +335,7 @@ class CacheMap(CacheCore):
                              stream: Any = None) -> tuple[Any, Any]:
         """As ``find_or_insert``, returning each key's slot (row of ``values``) as the call
         leaves it instead of a copy of its value: -1 where the key was refused, or evicted by
-        a later row of the same call.
+        another row of the same call.
 
         Example:
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)

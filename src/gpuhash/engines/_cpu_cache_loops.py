@@ -2,13 +2,13 @@
 one row at a time as one CUDA thread runs it, over the bytes _cache_format.py describes.
 
 Arrays arrive as NumPy views: keys and scores as uint64, digests as uint8, value rows as uint8
-``(slots, value_bytes)``. Rows run in row order on one thread, so the outcome is the sequential
-one the CUDA engine's racing rows approximate (which slot a new key takes, which of two equal
-lowest scores goes, may differ there; what each row reports may not). The CUDA engine places
-every row that finds its key or a free slot before any row evicts (two launches), so there an
-evicting row may take an entry a later row of the same batch inserted; here it cannot. Near
-the relocation limit the two may also differ in whether a row moves an entry or evicts: here
-the count is read before each row, there once per warp of the evict launch.
+``(slots, value_bytes)``. A write runs in the CUDA engine's two passes (its two launches):
+every row that finds its key or a free slot, then the rows whose two buckets were full, each
+pass in row order on one thread; so the outcome is the sequential one the CUDA engine's racing
+rows approximate (which slot a new key takes, which of two equal lowest scores goes, may
+differ there; what each row reports may not). Near the relocation limit the two may also
+differ in whether a row moves an entry or evicts: here the count is read before each row,
+there once per warp of the evict launch, by every resident warp about together.
 """
 
 from __future__ import annotations

@@ -52,10 +52,10 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
           out: torch.Tensor | None = None
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple | None]:
     """One write per acting row (kernels/cache.cu: gh_cache_write, then gh_cache_evict for
-    the rows whose buckets were full; here the rows run in order, evictions among them):
-    status (int8), slot (int64, -1 where none) and found per row, and with
-    ``evict_capacity`` the evicted entries (keys, values, scores, count); with ``out``, each
-    acting row's value as the call leaves it."""
+    the rows whose buckets were full; here the same two passes, each in row order): status
+    (int8), slot (int64, -1 where none) and found per row, and with ``evict_capacity`` the
+    evicted entries (keys, values, scores, count); with ``out``, each acting row's value as
+    it found it, else its own."""
     rows = keys.shape[0]
     spec = state.spec
     status = torch.empty(rows, dtype=torch.int8)

@@ -22,7 +22,7 @@ enum GhWriteMode { GH_UPSERT = 0, GH_FIND_OR_INSERT = 1, GH_ASSIGN = 2, GH_ACCUM
 // a claimer that sees 0 after another row took the slot fails its CAS and looks further.
 // New entries are counted by gh_tally (no barrier: one per block ended each block waiting for
 // its slowest row, a tenth of the kernel's stalls by ncu).
-// With `out` (FIND_OR_INSERT), each acting row's value as the call leaves it (refused: its own).
+// With `out` (FIND_OR_INSERT), each acting row's value as it found it (else its own).
 template <class C, int MODE>
 __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8* acting,
                                const gh_u8* accumulate, const gh_u64* given,
