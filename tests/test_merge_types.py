@@ -85,3 +85,42 @@ def test_a_dict_column_no_tensor_holds_is_named():
     right = {"k": np.array([2, 3]), "v": np.array([1.0, 2.0])}
     with pytest.raises(TypeError, match=r"^left\['s'\] is a NumPy array of <U1"):
         gh.merge(left, right, on="k", device="cpu")
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "full"])
+def test_pandas_frames_with_integer_column_labels_merge_as_pandas_merges_them(how):
+    left = pd.DataFrame({0: [1, 2], 1: [3, 4]})
+    right = pd.DataFrame({0: [2, 3], 2: [5, 6]})
+    pandas_how = "outer" if how == "full" else how
+    for on in (None, 0, [0]):
+        got = gh.merge(left, right, on=on, how=how, device="cpu")
+        want = pd.merge(left, right, on=on, how=pandas_how)
+        assert list(got.columns) == list(want.columns), on
+        assert _rows(got, list(want.columns)) == _rows(want, list(want.columns)), on
+
+
+def test_multiindex_columns_are_refused_before_any_work():
+    frame = pd.DataFrame([[1, 2]], columns=pd.MultiIndex.from_tuples([("k", ""), ("v", "a")]))
+    with pytest.raises(TypeError, match="MultiIndex columns"):
+        gh.merge(frame, frame, device="cpu")
+
+
+def test_a_cross_join_has_no_keys_for_validate_to_check():
+    left, right = pd.DataFrame({"a": [1, 2]}), pd.DataFrame({"b": [1]})
+    for validate in ("1:1", "1:m", "m:1", "m:m"):
+        assert len(gh.merge(left, right, how="cross", validate=validate, device="cpu")) == 2
+    with pytest.raises(ValueError, match="validate must be one of"):
+        gh.merge(left, right, how="cross", validate="bogus", device="cpu")
+
+
+def test_polars_enum_columns_stay_enums():
+    pl = pytest.importorskip("polars")
+    kinds = pl.Enum(["a", "b", "c"])
+    left = pl.DataFrame({"k": pl.Series(["a", "b"], dtype=kinds), "v": [1, 2]})
+    right = pl.DataFrame({"k": pl.Series(["b", "c"], dtype=kinds),
+                          "e": pl.Series(["c", "a"], dtype=kinds)})
+    for how in ("inner", "full"):
+        got = gh.merge(left, right, on="k", how=how, device="cpu")
+        want = left.join(right, on="k", how=how, coalesce=True)
+        assert got.schema["k"] == kinds and got.schema["e"] == kinds, how
+        assert sorted(got.rows(), key=repr) == sorted(want.select(got.columns).rows(), key=repr)

@@ -62,14 +62,56 @@ def to_arrow(frame: Any, kind: str):
     return frame
 
 
-def from_arrow(table: Any, kind: str) -> Any:
-    """A pyarrow Table as the caller's kind of frame."""
+def pandas_labels(frame: Any, name: str) -> dict:
+    """Arrow column name -> the pandas column label it came from (Arrow names a column by its
+    label as a string); MultiIndex columns are refused before any work.
+
+    Example:
+        >>> import pandas as pd
+        >>> pandas_labels(pd.DataFrame({0: [1], "k": [2]}), "left")
+        {'0': 0, 'k': 'k'}
+    """
+    import pandas as pd
+
+    if isinstance(frame.columns, pd.MultiIndex):
+        raise TypeError(f"{name} has MultiIndex columns, which merge does not take; flatten "
+                        f"them to one level first")
+    return {str(label): label for label in frame.columns}
+
+
+def pandas_key_names(value: Any) -> Any:
+    """``on`` / ``left_on`` / ``right_on`` for a pandas frame as Arrow's column names: a label
+    that is not a string (an int column label) as its string; a list of them each so."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [v if isinstance(v, str) else str(v) for v in value]
+    return str(value)
+
+
+def restore_frame(table: Any, kind: str, left: Any, right: Any, left_out: dict,
+                  right_out: dict) -> Any:
+    """A merge's output Table as the caller's kind of frame (``left_out`` / ``right_out``:
+    each side's column name -> its output name): pandas columns keep the labels and extension
+    dtypes of the columns they came from (pandas_frame), polars columns their Enum types,
+    which a trip through Arrow turns into Categorical."""
     if kind == PANDAS:
-        return table.to_pandas()
+        labels_l, labels_r = pandas_labels(left, "left"), pandas_labels(right, "right")
+        dtypes = {out: right[labels_r[name]].dtype for name, out in right_out.items()}
+        dtypes.update({out: left[labels_l[name]].dtype for name, out in left_out.items()})
+        frame = pandas_frame(table, dtypes)
+        back = {out: labels_r[name] for name, out in right_out.items() if out == name}
+        back.update({out: labels_l[name] for name, out in left_out.items() if out == name})
+        frame.columns = [back.get(c, c) for c in frame.columns]
+        return frame
     if kind == POLARS:
         import polars
 
-        return polars.from_arrow(table)
+        frame = polars.from_arrow(table)
+        enums = {out: source.schema[name]
+                 for source, names in ((right, right_out), (left, left_out))
+                 for name, out in names.items() if isinstance(source.schema[name], polars.Enum)}
+        return frame.with_columns([polars.col(out).cast(dtype) for out, dtype in enums.items()])
     return table
 
 

@@ -34,8 +34,9 @@ from ._join_frames import (
     arrow_key_pair,
     coalesce_arrow,
     frame_kind,
-    from_arrow,
-    pandas_frame,
+    pandas_key_names,
+    pandas_labels,
+    restore_frame,
     take_arrow,
     to_arrow,
 )
@@ -183,6 +184,9 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
     if kind == TENSORS:
         return _merge_tensors(left, right, on, left_on, right_on, how, suffixes, validate,
                               nulls_equal, device, memory_budget, explain)
+    if kind == PANDAS:  # Arrow names columns by their labels as strings
+        pandas_labels(left, "left"), pandas_labels(right, "right")  # MultiIndex: refused
+        on, left_on, right_on = map(pandas_key_names, (on, left_on, right_on))
     left_table, right_table = to_arrow(left, kind), to_arrow(right, kind)
     left_keys, right_keys = _key_names(left_table.column_names, right_table.column_names, on,
                                        left_on, right_on, how)
@@ -197,14 +201,10 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                             {"left": left_keys, "right": right_keys})
     table = gather_tables(left_table, right_table, rows_l, rows_r, left_keys, right_keys,
                           how=how, suffixes=suffixes, kind=kind, device=device)
-    if kind == PANDAS:
-        coalesced = {b for a, b in zip(left_keys, right_keys) if a == b}
-        left_out, right_out = _output_names(left_table.column_names, right_table.column_names,
-                                            coalesced, suffixes, kind, how)
-        dtypes = {out: right[name].dtype for name, out in right_out.items()}
-        dtypes.update({out: left[name].dtype for name, out in left_out.items()})
-        return pandas_frame(table, dtypes)
-    return from_arrow(table, kind)
+    coalesced = {b for a, b in zip(left_keys, right_keys) if a == b}
+    left_out, right_out = _output_names(left_table.column_names, right_table.column_names,
+                                        coalesced, suffixes, kind, how)
+    return restore_frame(table, kind, left, right, left_out, right_out)
 
 
 def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
@@ -258,7 +258,10 @@ def _match(pairs, how, nulls_equal, device, memory_budget, explain, left_rows, r
         pairs = [(torch.zeros(left_rows, dtype=torch.int64), None,
                   torch.zeros(right_rows, dtype=torch.int64), None)]
     (keys_l, valid_l), (keys_r, valid_r) = _keys_of(pairs, nulls_equal, device)
-    _check_validate(validate, keys_l, valid_l, keys_r, valid_r, names)
+    # a cross join has no keys to be distinct (as in pandas and polars): only the value is
+    # checked
+    checked = None if how == "cross" and validate in VALIDATE else validate
+    _check_validate(checked, keys_l, valid_l, keys_r, valid_r, names)
     result = join(keys_l, keys_r, how=how, left_valid=valid_l, right_valid=valid_r,
                   nulls_equal=nulls_equal, memory_budget=memory_budget, explain=explain)
     if how in ("semi", "anti"):
