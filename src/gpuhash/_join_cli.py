@@ -42,42 +42,23 @@ def _value_type(type_):
 
 
 def _key_type(name: str, left_type, right_type):
-    """The type one key column is compared in, as gh.merge compares it (_join_frames:
-    arrow_key_pair): integers by value as they are (None here), else the sides' common type;
-    pairs that do not compare are refused naming both."""
-    import pyarrow.types as pt
+    """The type one key column is compared in, as gh.merge compares it (None: integers, by
+    value); pairs that do not compare are refused naming the column."""
+    from ._join_frames import compared_type
 
-    from ._join_frames import _common_key_type
-
-    left, right = _value_type(left_type), _value_type(right_type)
-    if pt.is_integer(left) and pt.is_integer(right):
-        if pt.is_signed_integer(left) != pt.is_signed_integer(right):
-            raise TypeError(f"key column {name!r} is {left_type} in the left file but "
-                            f"{right_type} in the right one: signed and unsigned keys are not "
-                            f"joined; cast one side")
-        return None
-    common = _common_key_type(left, right)
-    if common is None:
-        raise TypeError(f"key column {name!r} is {left_type} in the left file but {right_type} "
-                        f"in the right one; they cannot be compared (cast one side)")
-    return common
+    return compared_type(_value_type(left_type), _value_type(right_type),
+                         f"key column {name!r} is {left_type} in the left file but "
+                         f"{right_type} in the right one")
 
 
 def _output_type(left_type, right_type, how: str):
     """The type of a key column in the output file: the left's, but for right and full
-    joins, whose rows may carry the right side's keys, a type that holds both (as
-    _join_frames.coalesce_arrow makes it)."""
-    import pyarrow as pa
-    import pyarrow.types as pt
-
-    from ._join_frames import _common_key_type
+    joins, whose rows may carry the right side's keys, one that holds both."""
+    from ._join_frames import coalesced_type
 
     if how not in ("right", "full") or left_type == right_type:
         return left_type
-    left, right = _value_type(left_type), _value_type(right_type)
-    if pt.is_integer(left) and pt.is_integer(right):
-        return pa.int64() if pt.is_signed_integer(left) else pa.uint64()
-    return _common_key_type(left, right) or left_type
+    return coalesced_type(_value_type(left_type), _value_type(right_type)) or left_type
 
 
 def _right_codes(column, key_type):
@@ -87,26 +68,18 @@ def _right_codes(column, key_type):
     import pyarrow.compute as pc
     import pyarrow.types as pt
 
-    from ._join_frames import _integer_key
+    from ._join_frames import _integer_key, comparable
 
     if pt.is_dictionary(column.type):
         column = column.dictionary_decode()
     if key_type is None:
         return (*_integer_key(column), lambda left: _integer_key(left))
 
-    def comparable(values):
-        if pt.is_dictionary(values.type):
-            values = values.dictionary_decode()
-        values = values.cast(key_type)
-        if pt.is_floating(key_type):  # -0.0 equals 0.0, as in gh.merge
-            values = pc.add(values, pa.scalar(0, key_type))
-        return values
-
-    column = comparable(column)
+    column = comparable(column, key_type)
     distinct = pc.unique(column).drop_null()
 
     def code(values):
-        values = comparable(values)
+        values = comparable(values, key_type)
         found = pc.index_in(values, value_set=distinct)
         absent = len(distinct)  # a code no right row has: matches nothing, stays a key
         codes = pc.fill_null(found, absent).cast(pa.int64())

@@ -159,7 +159,6 @@ def arrow_key_pair(left, right, left_name: str, right_name: str):
     valid). Integer columns go as they are; anything else is dictionary-encoded over both
     sides at once. Null rows have valid False (None when a side has none)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.types as pt
 
     if pt.is_dictionary(left.type):
@@ -170,26 +169,60 @@ def arrow_key_pair(left, right, left_name: str, right_name: str):
         left = left.cast(right.type)
     elif pt.is_null(right.type):
         right = right.cast(left.type)
-    if pt.is_integer(left.type) and pt.is_integer(right.type):
-        if pt.is_signed_integer(left.type) != pt.is_signed_integer(right.type):
-            raise TypeError(f"key column {left_name!r} of the left side is {left.type} but "
-                            f"{right_name!r} of the right side is {right.type}: signed and "
-                            f"unsigned keys are not joined; cast one side")
-        return (*_integer_key(left), *_integer_key(right))
-    key_type = _common_key_type(left.type, right.type)
+    key_type = compared_type(left.type, right.type,
+                             f"key column {left_name!r} of the left side is {left.type} but "
+                             f"{right_name!r} of the right side is {right.type}")
     if key_type is None:
-        raise TypeError(f"key column {left_name!r} of the left side is {left.type} but "
-                        f"{right_name!r} of the right side is {right.type}; they cannot be "
-                        f"compared (cast one side)")
-    left, right = left.cast(key_type), right.cast(key_type)
-    if pt.is_floating(key_type):  # -0.0 equals 0.0, as in pandas and DuckDB: one code
-        zero = pa.scalar(0, key_type)
-        left, right = pc.add(left, zero), pc.add(right, zero)
+        return (*_integer_key(left), *_integer_key(right))
+    left, right = comparable(left, key_type), comparable(right, key_type)
     both = pa.concat_arrays([left, right]).dictionary_encode()
     codes, valid = _integer_key(both.indices)
     rows = len(left)
     lv, rv = (None, None) if valid is None else (valid[:rows], valid[rows:])
     return codes[:rows], lv, codes[rows:], rv
+
+
+def compared_type(left, right, which: str):
+    """The type two key columns' values are compared in (``left`` / ``right``: their types,
+    dictionaries decoded): None for two integer columns, joined by value as they are, else
+    their common type; pairs that do not compare raise a TypeError that starts with
+    ``which`` (the columns named)."""
+    import pyarrow.types as pt
+
+    if pt.is_integer(left) and pt.is_integer(right):
+        if pt.is_signed_integer(left) != pt.is_signed_integer(right):
+            raise TypeError(f"{which}: signed and unsigned keys are not joined; cast one side")
+        return None
+    common = _common_key_type(left, right)
+    if common is None:
+        raise TypeError(f"{which}; they cannot be compared (cast one side)")
+    return common
+
+
+def comparable(values, key_type):
+    """Key values in the type they are compared in (compared_type), -0.0 made 0.0 (equal in
+    pandas and DuckDB: one code)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    if pt.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    values = values.cast(key_type)
+    if pt.is_floating(key_type):
+        values = pc.add(values, pa.scalar(0, key_type))
+    return values
+
+
+def coalesced_type(left, right):
+    """The type of a key column that holds both sides' keys (right and full joins), None
+    where there is none but the left's (a dictionary column and its value type)."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if pt.is_integer(left) and pt.is_integer(right):
+        return pa.int64() if pt.is_signed_integer(left) else pa.uint64()
+    return _common_key_type(left, right)
 
 
 def _common_key_type(left, right):
@@ -299,15 +332,10 @@ def take_arrow(array, rows: GatherMap):
 
 def coalesce_arrow(left, right):
     """One key column from both sides' gathered keys: the left's value, else the right's."""
-    import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.types as pt
 
     if left.type != right.type:
-        if pt.is_integer(left.type) and pt.is_integer(right.type):
-            common = pa.int64() if pt.is_signed_integer(left.type) else pa.uint64()
-        else:  # the type the keys were compared in, where they differ in kind (int, float)
-            common = _common_key_type(left.type, right.type)
+        common = coalesced_type(left.type, right.type)
         if common is None:  # a dictionary column and its value type: the left's
             right = right.cast(left.type)
         else:
