@@ -122,15 +122,18 @@ class CacheModel:
                 out[r] = True
         return out
 
-    def write(self, mode: str, keys, values, given, accumulate=None, among=None):
+    def write(self, mode: str, keys, values, given, accumulate=None, among=None, tick=True):
         """Returns (status, slot, found, evicted entries) per the engines' write. accum_or_assign
-        is two of these: the adding rows (among=True), then the others (among=False)."""
+        is two of these on one step: the adding rows (among=True), then the others
+        (among=False)."""
         if mode == "accumulate" and among is None:
-            adds = self.write(mode, keys, values, given, accumulate, among=True)
-            rest = self.write(mode, keys, values, given, accumulate, among=False)
+            self.step += 1
+            adds = self.write(mode, keys, values, given, accumulate, among=True, tick=False)
+            rest = self.write(mode, keys, values, given, accumulate, among=False, tick=False)
             return tuple([a if f else b for a, b, f in zip(x, y, accumulate)]
                          for x, y in zip(adds[:3], rest[:3])) + (adds[3] + rest[3],)
-        self.step += 1
+        if tick:
+            self.step += 1
         first = mode == "find_or_insert"
         acting = self.acting(keys, first=first)
         if among is not None:

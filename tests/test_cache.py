@@ -33,7 +33,7 @@ def test_the_readme_training_loop_runs():
     scope: dict = {}
     exec(compile(loop, "README.md", "exec"), scope)
     table = scope["table"]
-    assert 0 < len(table) <= table.capacity
+    assert 0.98 * table.capacity <= len(table) <= table.capacity  # it filled, then evicted
     assert bool(table.values.abs().sum() > 0)  # the sparse steps wrote back
 
 
@@ -115,6 +115,52 @@ def test_reserve_grows_in_whole_doublings_and_keeps_the_entries():
     out_keys, values, scores = cache.export()
     assert sorted(zip(out_keys.tolist(), values.tolist(), scores.tolist())) == [
         (2**63 + i, i, 7 * i) for i in range(50)]
+
+
+def test_a_saved_cache_grows_as_far_as_the_one_it_was(tmp_path):
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(3,),
+                        capacity=4096, initial_capacity=256, bucket_slots=32)
+    cache.insert_or_assign(torch.arange(100), torch.randn(100, 3))
+    cache.save(tmp_path / "c.pt")
+    loaded = gh.CacheMap.load(tmp_path / "c.pt")
+    assert (loaded.capacity, loaded.max_capacity) == (256, 4096)
+    status = loaded.insert_or_assign(torch.arange(1000, 1400), torch.zeros(400, 3))
+    assert set(status.tolist()) == {gh.INSERTED} and len(loaded) == 500  # grew, no eviction
+    # a file of format version 1 recorded no maximum: it loads, and cannot grow
+    payload = torch.load(tmp_path / "c.pt", weights_only=True)
+    del payload["max_slots"]
+    payload["version"] = 1
+    torch.save(payload, tmp_path / "v1.pt")
+    old = gh.CacheMap.load(tmp_path / "v1.pt")
+    assert (old.capacity, old.max_capacity) == (256, 256)
+    payload["version"], payload["max_slots"] = 2, 100  # below its own capacity
+    torch.save(payload, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="max_slots is 100"):
+        gh.CacheMap.load(tmp_path / "bad.pt")
+
+
+def test_init_rows_per_key_come_as_any_array_kind():
+    import numpy as np
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(2,),
+                        capacity=64)
+    values, found = cache.find_or_insert(np.array([6, 7]),
+                                         init=np.array([[1, 1], [2, 2]], np.float32))
+    assert isinstance(values, np.ndarray) and values.tolist() == [[1, 1], [2, 2]]
+    assert cache.find(torch.tensor([7]))[0].tolist() == [[2.0, 2.0]]
+    with pytest.raises(ValueError, match="init has 3 rows but keys has 2"):
+        cache.find_or_insert(np.array([8, 9]), init=np.ones((3, 2), np.float32))
+    assert len(cache) == 2
+
+
+def test_a_negative_int64_custom_score_is_the_uint64_of_its_bits():
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=16,
+                        bucket_slots=16, policy="custom")
+    cache.insert_or_assign(torch.arange(16), torch.zeros(16), scores=torch.full((16,), 5))
+    status = cache.insert_or_assign(torch.tensor([200]), torch.ones(1),
+                                    scores=torch.tensor([-1]))
+    assert status.tolist() == [gh.INSERTED_EVICTING]  # 2**64 - 1 outranks every 5
+    index, _ = cache.find_index(torch.tensor([200]))
+    assert cache.scores[index].tolist() == [2**64 - 1]
 
 
 def test_a_damaged_cache_file_is_refused_with_its_path(tmp_path):

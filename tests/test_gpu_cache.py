@@ -275,7 +275,7 @@ def test_eviction_keeps_the_top_scores_and_starts_late():
     kept_fraction = torch.isin(kept, best).sum().item() / cache.capacity
     print(f"kept {kept_fraction:.4f} of the top scores; first eviction at load "
           f"{first_eviction:.4f}")
-    assert kept_fraction >= 0.99 and first_eviction >= 0.98
+    assert kept_fraction >= 0.995 and first_eviction >= 0.98  # issue 11: 99.5%, 0.98
 
 
 def test_writes_and_reads_on_two_streams_are_ordered_without_a_host_sync():

@@ -131,7 +131,12 @@ class CacheCore:
         """The value rows, indexed by slot (``find_index``): writes land in the cache. Rows
         of free slots hold stale bytes. A tensor (a view) while every row is in one memory;
         with rows in host memory (``max_hbm_bytes``), a :class:`SplitValues` that reads
-        ``values[index]`` and writes ``values[index] = rows`` the same way."""
+        ``values[index]`` and writes ``values[index] = rows`` the same way.
+
+        Index with the slots of found rows only: a tensor, as torch does, reads row -1 as the
+        last row, where a SplitValues reads zeros for -1. Torch operations on this tensor run
+        on the current stream, which the cache's own ordering does not see: issue them on the
+        stream of the cache calls they follow (or wait for it)."""
         if self._state.host_values is None:
             return self._state.values
         return SplitValues(self)

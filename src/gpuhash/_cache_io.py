@@ -35,14 +35,16 @@ from ._format import (
 )
 
 KIND = "CacheMap"
-VERSION = 1
-_PAYLOAD_KEYS = ("format", "version", "kind", "spec", "tensors", "checksum", "step", "epoch")
+VERSION = 2  # 2 added max_slots (the capacity the cache may grow to); 1 is read as not growing
+_PAYLOAD_KEYS = {1: ("format", "version", "kind", "spec", "tensors", "checksum", "step", "epoch")}
+_PAYLOAD_KEYS[2] = (*_PAYLOAD_KEYS[1], "max_slots")
 _SPEC_KEYS = ("key_dtype", "value_dtype", "value_shape", "num_buckets", "bucket_slots",
               "policy", "seed")
 
 
-def save_cache(state: CacheState, path: str | Path, *, step: int, epoch: int) -> None:
-    """Write a cache's tensors, spec, step counter and epoch."""
+def save_cache(state: CacheState, path: str | Path, *, step: int, epoch: int,
+               max_slots: int) -> None:
+    """Write a cache's tensors, spec, step counter, epoch and the capacity it may grow to."""
     spec = state.spec
     tensors = {name: t.detach().cpu().contiguous()
                for name, t in state.tensors("cpu").items()}
@@ -53,25 +55,27 @@ def save_cache(state: CacheState, path: str | Path, *, step: int, epoch: int) ->
                  "value_shape": list(spec.value_shape), "num_buckets": spec.num_buckets,
                  "bucket_slots": spec.bucket_slots, "policy": spec.policy, "seed": spec.seed},
         "tensors": tensors, "checksum": _checksum(tensors), "step": step, "epoch": epoch,
+        "max_slots": max_slots,
     }, str(path))
 
 
 def load_cache(path: str | Path, device: torch.device, *, max_hbm_bytes: int | None = None
-               ) -> tuple[CacheState, int, int]:
+               ) -> tuple[CacheState, int, int, int]:
     """Read a cache written by ``save_cache``: (state on ``device``, its value rows split by
-    ``max_hbm_bytes``; step; epoch). Anything that is not a sound cache file raises one
-    ``ValueError`` naming the path."""
+    ``max_hbm_bytes``; step; epoch; the capacity it may grow to). Anything that is not a
+    sound cache file raises one ``ValueError`` naming the path."""
     try:
         payload = _read_payload(path)
         check_kind(payload, KIND, path)
-        _check_keys("the file", payload, _PAYLOAD_KEYS)
+        version = payload.get("version") if isinstance(payload, dict) else None
+        if not _is_int(version) or version not in _PAYLOAD_KEYS:
+            raise ValueError(f"{path} has cache format version {version!r}; this gpuhash "
+                             f"reads versions {', '.join(map(str, _PAYLOAD_KEYS))}")
+        _check_keys("the file", payload, _PAYLOAD_KEYS[version])
         if not isinstance(payload["format"], str) or payload["format"] != FORMAT_NAME:
             raise _Damaged(f"its format marker is {payload['format']!r}, not {FORMAT_NAME!r}")
         if not isinstance(payload["kind"], str) or payload["kind"] != KIND:
             raise ValueError(f"{path} holds a {payload['kind']}, not a {KIND}")
-        if not _is_int(payload["version"]) or payload["version"] != VERSION:
-            raise ValueError(f"{path} has cache format version {payload['version']!r}; this "
-                             f"gpuhash reads version {VERSION}")
         spec = _spec_from(payload["spec"])
         tensors = _checked_tensors(spec, payload["tensors"])
         if not isinstance(payload["checksum"], str) or (
@@ -82,10 +86,15 @@ def load_cache(path: str | Path, device: torch.device, *, max_hbm_bytes: int | N
             raise _Damaged(f"step is {step!r}, not an int in [0, 2**63)")
         if not _is_int(epoch) or not 0 <= epoch < 2**32:
             raise _Damaged(f"epoch is {epoch!r}, not an int in [0, 2**32)")
+        max_slots = payload.get("max_slots", spec.capacity)
+        if not _is_int(max_slots) or not spec.capacity <= max_slots <= MAX_SLOTS:
+            raise _Damaged(f"max_slots is {max_slots!r}, not an int in [{spec.capacity}, "
+                           f"{MAX_SLOTS}]")
     except _Damaged as exc:
         raise ValueError(f"{path} is not a gpuhash cache file or is damaged: {exc}"
                          ) from exc.__cause__
-    return place_cache(spec, tensors, device, max_hbm_bytes=max_hbm_bytes), step, epoch
+    state = place_cache(spec, tensors, device, max_hbm_bytes=max_hbm_bytes)
+    return state, step, epoch, max_slots
 
 
 def _spec_from(raw: object) -> CacheSpec:

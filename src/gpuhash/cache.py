@@ -60,8 +60,12 @@ class CacheMap(CacheCore):
     - ``lru``: the table's step counter, advanced by every call that sets scores;
     - ``lfu``: how many calls touched the key (repeats within a batch count once);
     - ``epoch_lru`` / ``epoch_lfu``: the global epoch (``set_global_epoch``) in the high 32
-      bits, the step or the count within that epoch in the low 32;
-    - ``custom``: the caller's ``scores`` (int64 or uint64 tensors), required on writes.
+      bits; in the low 32 the step counter's low bits (``epoch_lru``, not restarted by a new
+      epoch) or the count within that epoch (``epoch_lfu``);
+    - ``custom``: the caller's ``scores``, required on writes: uint64 tensors, or int64
+      tensors read as the same 64 bits (torch's usual stand-in for uint64), so a negative
+      int64 is a score of at least 2**63, above every non-negative one. (Not checked: a check
+      would read the scores back to the host on every write.)
 
     A batch that repeats a key applies one row of it: the last (the first for
     ``find_or_insert``); the others report ``SUPERSEDED`` (``find_or_insert`` gives them the
@@ -138,7 +142,7 @@ class CacheMap(CacheCore):
     def _write(self, mode: int, keys: Any, values: Any, *, scores: Any, stream: Any,
                accumulate: Any = None, evict: bool = False, first: bool = False,
                value_stride: int = 1, out: torch.Tensor | None = None,
-               among: bool | None = None) -> _Written:
+               among: bool | None = None, tick: bool = True) -> _Written:
         def work():
             bits, kind = self._keys(keys)
             rows = bits.shape[0]
@@ -164,7 +168,8 @@ class CacheMap(CacheCore):
                 acting = acting & (mask if among else ~mask)
             status, index, found, evicted = engine.write(
                 state, mode, bits, acting, values=checked, value_stride=value_stride,
-                scores=given, accumulate=mask, step=self._tick(), epoch=self._epoch,
+                scores=given, accumulate=mask, step=self._tick() if tick else self._step,
+                epoch=self._epoch,
                 evict_capacity=max(rows, 1) if evict else 0, out=out)
             return _Written(bits, kind, acting, checked, mask, status, index, found, evicted)
         return self._run(work, writes=True, stream=stream)
@@ -264,13 +269,15 @@ class CacheMap(CacheCore):
                 self._engine.scatter(state, slots, summed.view(dtype))
         self._run(add, writes=True, stream=stream)
         rest = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
-                           accumulate=accumulate, among=False)
+                           accumulate=accumulate, among=False, tick=False)  # one call, one step
         status = torch.where(adding.accumulate, adding.status, rest.status)
         return _arrays.to_kind(status, adding.kind)
 
     def _init_rows(self, init: Any, rows: int) -> tuple[torch.Tensor, int]:
         spec = self._state.spec
         tensor = init if isinstance(init, torch.Tensor) else None
+        if tensor is None and getattr(init, "ndim", 0) == len(spec.value_shape) + 1:
+            tensor, _ = _arrays.as_tensor(init, "init")  # NumPy / CuPy / DLPack rows per key
         if tensor is not None and tensor.dim() == len(spec.value_shape) + 1:
             return self._values(tensor, rows, name="init"), 1
         row = _arrays.cached_default_row(self._defaults, init, spec, self._device,
@@ -525,20 +532,23 @@ class CacheMap(CacheCore):
         return other
 
     def save(self, path: Any) -> None:
-        """Write the cache to ``path`` (its bytes, the step counter and the epoch)."""
+        """Write the cache to ``path`` (its bytes, the step counter, the epoch and
+        ``max_capacity``)."""
         if self._device.type == "cuda":  # every stream: the last write may be on another
             torch.cuda.synchronize(self._device)
-        save_cache(self._state, path, step=self._step, epoch=self._epoch)
+        save_cache(self._state, path, step=self._step, epoch=self._epoch,
+                   max_slots=self._max_slots)
 
     @classmethod
     def load(cls, path: Any, *, device: str | torch.device = "cpu",
              max_hbm_bytes: int | None = None) -> CacheMap:
         """Read a cache written by ``save``, onto ``device``, its value rows past
-        ``max_hbm_bytes`` in host memory. It cannot grow (its capacity is its maximum)."""
-        state, step, epoch = load_cache(path, _resolve_device(device),
-                                        max_hbm_bytes=max_hbm_bytes)
+        ``max_hbm_bytes`` in host memory. It may grow up to the ``max_capacity`` it was saved
+        with (a file of format version 1, which did not record it, cannot grow)."""
+        state, step, epoch, max_slots = load_cache(path, _resolve_device(device),
+                                                   max_hbm_bytes=max_hbm_bytes)
         cache = cls.__new__(cls)
-        cache._adopt(state, step=step, epoch=epoch, max_slots=state.spec.capacity,
+        cache._adopt(state, step=step, epoch=epoch, max_slots=max_slots,
                      max_hbm_bytes=max_hbm_bytes)
         return cache
 

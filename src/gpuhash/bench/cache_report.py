@@ -21,7 +21,8 @@ def print_cache(report: dict) -> None:
                  else f", values past {work['max_hbm_bytes'] / 2**30:.1f} GiB in host memory")
         table = Table(title=f"dim {work['dim']}, capacity {work['capacity']:,}, "
                             f"{work['batch']:,} keys per call, {work['bucket_slots']}-slot "
-                            f"buckets{where}")
+                            f"buckets{where}; {work['bytes_per_slot']:.0f} B a slot, of "
+                            f"which {work['metadata_bytes_per_slot']:.0f} B metadata (HKV 17)")
         table.add_column("API")
         for load in LOADS:
             table.add_column(f"load {load}", justify="right")

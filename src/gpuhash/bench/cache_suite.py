@@ -112,6 +112,7 @@ def workload(dim: int, capacity: int, device: torch.device, *, batch: int, runs:
         for part in present.split(batch):
             cache.insert_or_assign(part.view(torch.uint64),
                                    torch.zeros(part.numel(), dim, device=device))
+        out.update(_footprint(cache))
         row: dict = {"entries_before": len(cache)}
         # the share of the loaded keys still present (LRU evicts the oldest once full): the
         # hit rate of the timed calls is HIT_RATE times this
@@ -121,6 +122,7 @@ def workload(dim: int, capacity: int, device: torch.device, *, batch: int, runs:
         for api in APIS:
             row[api] = _time_api(cache, api, present, batch, dim, runs)
         row["entries_after"] = len(cache)
+        row["bytes_per_entry"] = out["bytes_per_slot"] * cache.capacity / row["entries_after"]
         if max_hbm_bytes is not None:
             row["host_gather"] = _host_gather(cache, present, batch, runs)
         out["loads"][str(load)] = row
@@ -128,6 +130,17 @@ def workload(dim: int, capacity: int, device: torch.device, *, batch: int, runs:
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return out
+
+
+def _footprint(cache: CacheMap) -> dict:
+    """Bytes a slot takes: the metadata (key, score, digest: HierarchicalKV keeps the same 17
+    B a slot) and with the value row, counted from the cache's own tensors."""
+    state = cache._state
+    meta = sum(t.element_size() * t.numel() for t in (state.keys, state.scores, state.digests))
+    rows = state.values if state.host_values is None else state.host_values
+    row_bytes = rows.element_size() * rows[0].numel()
+    return {"metadata_bytes_per_slot": meta / cache.capacity,
+            "bytes_per_slot": meta / cache.capacity + row_bytes}
 
 
 def _host_gather(cache: CacheMap, present: torch.Tensor, batch: int, runs: int) -> dict:
