@@ -61,17 +61,44 @@ def test_pandas_merge_matches_pandas(how, data, on):
     assert records(ours) == records(theirs)
 
 
-@pytest.mark.parametrize("how", ["inner", "left", "full", "semi", "anti"])
+@pytest.mark.parametrize("how", ["inner", "left", "right", "full", "semi", "anti"])
 @settings(max_examples=15, deadline=None)
 @given(data=frames(), on=st.sampled_from([["k"], ["s"], ["k", "s"]]))
 def test_polars_merge_matches_polars(how, data, on):
+    """Columns, names and rows as polars' own join makes them by default (which keys it
+    keeps differs by how)."""
     schema = {"k": pl.Int64, "s": pl.String}
     left, right = pl.DataFrame(data[0], schema_overrides=schema), pl.DataFrame(
         data[1], schema_overrides=schema)
     ours = gh.merge(left, right, on=on, how=how)
-    theirs = left.join(right, on=on, how=how, coalesce=True)
+    theirs = left.join(right, on=on, how=how)
     assert ours.columns == theirs.columns
     assert records(ours) == records(theirs)
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "right", "full"])
+def test_polars_left_on_right_on_keeps_the_keys_polars_keeps(how):
+    left = pl.DataFrame({"a": [1, 2, 3], "k": [1, 2, 3], "v": [10, 20, 30]})
+    right = pl.DataFrame({"b": [5, 6], "rk": [2, 4], "v": [7, 8]})
+    ours = gh.merge(left, right, left_on="k", right_on="rk", how=how)
+    theirs = left.join(right, left_on="k", right_on="rk", how=how)
+    assert ours.columns == theirs.columns
+    assert records(ours) == records(theirs)
+
+
+def test_pandas_names_for_outer_validate_and_suffixes():
+    left = pd.DataFrame({"k": [1, 2], "v": [1.0, 2.0]})
+    right = pd.DataFrame({"k": [2, 3], "v": [5.0, 6.0]})
+    ours = gh.merge(left, right, on="k", how="outer", validate="one_to_one",
+                    suffixes=(None, "_r"))
+    theirs = pd.merge(left, right, on="k", how="outer", validate="one_to_one",
+                      suffixes=(None, "_r"))
+    assert list(ours.columns) == list(theirs.columns) == ["k", "v", "v_r"]
+    assert records(ours) == records(theirs)
+    with pytest.raises(ValueError, match="validate='m:1' failed"):
+        gh.merge(left, pd.DataFrame({"k": [2, 2]}), on="k", validate="many_to_one")
+    with pytest.raises(ValueError, match="suffixes"):
+        gh.merge(left, right, on="k", suffixes=(None, None))
 
 
 def test_pyarrow_dictionary_and_string_keys_share_one_encoding():
@@ -179,7 +206,7 @@ def test_validate():
 @pytest.mark.parametrize("call, error, words", [
     (lambda a, b: gh.merge(a, b, on="nope"), KeyError, ["'nope'", "left"]),
     (lambda a, b: gh.merge(a, b, left_on="k", right_on="zz"), KeyError, ["'zz'", "right"]),
-    (lambda a, b: gh.merge(a, b, on="k", how="outer"), ValueError, ["how", "'outer'"]),
+    (lambda a, b: gh.merge(a, b, on="k", how="left_outer"), ValueError, ["how", "'left_outer'"]),
     (lambda a, b: gh.merge(a, b, on="k", left_on="k"), ValueError, ["either on"]),
     (lambda a, b: gh.merge(a, b, left_on="k", right_on="s"), TypeError, ["'k'", "'s'"]),
     (lambda a, b: gh.merge(a, b.to_dict(), on="k"), TypeError, ["pandas", "dict"]),

@@ -121,6 +121,7 @@ def test_polars_enum_columns_stay_enums():
                           "e": pl.Series(["c", "a"], dtype=kinds)})
     for how in ("inner", "full"):
         got = gh.merge(left, right, on="k", how=how, device="cpu")
-        want = left.join(right, on="k", how=how, coalesce=True)
-        assert got.schema["k"] == kinds and got.schema["e"] == kinds, how
+        want = left.join(right, on="k", how=how)
+        assert got.columns == want.columns
+        assert all(got.schema[c] == kinds for c in got.columns if c != "v"), how
         assert sorted(got.rows(), key=repr) == sorted(want.select(got.columns).rows(), key=repr)

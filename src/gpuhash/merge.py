@@ -3,11 +3,17 @@
 The rows are matched by :func:`gpuhash.join` on the key columns; this module owns what a
 table join adds: finding the key columns, checking ``validate``, naming the output's columns
 and gathering them. The output is the inputs' kind of table, with the left side's columns
-first (``on`` keys once, taken from whichever side has the row) and then the right side's.
+first and then the right side's, keys as the inputs' library keeps them: pandas, pyarrow
+and dicts keep a key named alike on both sides once (taken from whichever side has the row);
+polars frames come out as polars' join makes them by default (inner, left, semi, anti: the
+left keys; right: the right keys, the left side's other columns first; full: both sides'
+keys).
 
-Naming of columns present on both sides (other than ``on`` keys): pandas, pyarrow and dicts
-add ``suffixes`` (default ``("_x", "_y")``, pandas' convention); polars keeps the left name
-and adds ``"_right"`` to the right one (polars' convention) unless ``suffixes`` is given.
+Naming of columns present on both sides: pandas, pyarrow and dicts add ``suffixes``
+(default ``("_x", "_y")``, pandas' convention; None leaves a side's names); polars keeps the
+left name and adds ``"_right"`` to the right one (polars' convention) unless ``suffixes`` is
+given. ``how="outer"`` and validate's long names (``"one_to_one"``, ...) are pandas' names
+for ``"full"`` and ``"1:1"``, ....
 Unlike pandas, null keys never match unless ``nulls_equal=True`` (SQL's and polars' rule).
 
 Example:
@@ -44,6 +50,8 @@ from ._join_plan import HOWS
 from .join import JoinBuild, join
 
 VALIDATE = (None, "1:1", "1:m", "m:1", "m:m")
+VALIDATE_NAMES = {"one_to_one": "1:1", "one_to_many": "1:m", "many_to_one": "m:1",
+                  "many_to_many": "m:m"}  # pandas' long names
 
 
 def _names(value: Any, argument: str) -> list[str]:
@@ -83,13 +91,38 @@ def _key_names(left_cols, right_cols, on, left_on, right_on, how):
     return left_keys, right_keys
 
 
-def _output_names(left_cols, right_cols, coalesced, suffixes, kind, how):
-    """(left name -> output name, right name -> output name); coalesced keys appear once."""
+def _key_layout(left_keys, right_keys, kind, how):
+    """Which key columns the output keeps: (left keys dropped, right keys dropped, left key ->
+    the right key whose value fills its rows that lack a left side).
+
+    pandas, pyarrow and dicts: a key named alike on both sides appears once, at the left's
+    place, holding whichever side's key the row has. polars, as its join does by default:
+    inner, left, semi and anti keep the left keys only; right keeps the right keys only (the
+    left side's other columns first); full keeps both sides' keys."""
+    if kind == POLARS:
+        if how == "right":
+            return set(left_keys), set(), {}
+        if how == "full":
+            return set(), set(), {}
+        return set(), set(right_keys), {}
+    same = {a for a, b in zip(left_keys, right_keys) if a == b}
+    return set(), same, {a: a for a in same}
+
+
+def _output_names(left_cols, right_cols, layout, suffixes, kind, how):
+    """(left name -> output name, right name -> output name) for the columns the output
+    keeps (``layout``: _key_layout's), in output order, suffixed where both sides' names
+    meet. A suffix of None (pandas) leaves that side's names as they are."""
     if suffixes is None:
         suffixes = ("", "_right") if kind == POLARS else ("_x", "_y")
-    if len(suffixes) != 2 or not all(isinstance(s, str) for s in suffixes):
-        raise ValueError(f"suffixes must be two strings, got {suffixes!r}")
-    right_kept = [c for c in right_cols if c not in coalesced]
+    if (not isinstance(suffixes, (tuple, list)) or len(suffixes) != 2
+            or not all(s is None or isinstance(s, str) for s in suffixes)
+            or suffixes[0] is None and suffixes[1] is None):
+        raise ValueError(f"suffixes must be two strings (one may be None), got {suffixes!r}")
+    suffixes = tuple("" if s is None else s for s in suffixes)
+    left_dropped, right_dropped, _ = layout
+    left_cols = [c for c in left_cols if c not in left_dropped]
+    right_kept = [c for c in right_cols if c not in right_dropped]
     if how in ("semi", "anti"):
         right_kept = []
     overlap = set(left_cols) & set(right_kept)
@@ -176,8 +209,11 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         >>> out.column_names, out.column("x_y").to_pylist()
         (['id', 'x_x', 'x_y'], [10, 11, None, 30])
     """
+    how = "full" if how == "outer" else how  # pandas' name
     if how not in HOWS:
-        raise ValueError(f"how must be one of {', '.join(map(repr, HOWS))}; got {how!r}")
+        raise ValueError(f"how must be one of {', '.join(map(repr, HOWS))} (or 'outer'); got "
+                         f"{how!r}")
+    validate = VALIDATE_NAMES.get(validate, validate) if isinstance(validate, str) else validate
     kind, other = frame_kind(left, "left"), frame_kind(right, "right")
     if kind != other:
         raise TypeError(f"left is a {kind} table but right is a {other} table; convert one")
@@ -201,9 +237,9 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                             {"left": left_keys, "right": right_keys})
     table = gather_tables(left_table, right_table, rows_l, rows_r, left_keys, right_keys,
                           how=how, suffixes=suffixes, kind=kind, device=device)
-    coalesced = {b for a, b in zip(left_keys, right_keys) if a == b}
     left_out, right_out = _output_names(left_table.column_names, right_table.column_names,
-                                        coalesced, suffixes, kind, how)
+                                        _key_layout(left_keys, right_keys, kind, how),
+                                        suffixes, kind, how)
     return restore_frame(table, kind, left, right, left_out, right_out)
 
 
@@ -225,15 +261,16 @@ def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
     """
     import pyarrow as pa
 
-    coalesced = {b for a, b in zip(left_keys, right_keys) if a == b}
+    layout = _key_layout(left_keys, right_keys, kind, how)
     left_out, right_out = _output_names(left_table.column_names, right_table.column_names,
-                                        coalesced, suffixes, kind, how)
+                                        layout, suffixes, kind, how)
+    coalesced = layout[2]
     map_l, map_r = _gather_maps(rows_l, rows_r, how, device)
     columns = {}
     for name, out in left_out.items():
         column = take_arrow(left_table.column(name).combine_chunks(), map_l)
         if name in coalesced and how in ("right", "full"):
-            other_key = take_arrow(right_table.column(name).combine_chunks(), map_r)
+            other_key = take_arrow(right_table.column(coalesced[name]).combine_chunks(), map_r)
             column = coalesce_arrow(column, other_key)
         columns[out] = column
     for name, out in right_out.items():
@@ -289,16 +326,17 @@ def _merge_tensors(left, right, on, left_on, right_on, how, suffixes, validate, 
              for a, b in zip(left_keys, right_keys)]
     rows_l, rows_r = _match(pairs, how, nulls_equal, device, memory_budget, explain, rows[0],
                             rows[1], validate, {"left": left_keys, "right": right_keys})
-    coalesced = {b for a, b in zip(left_keys, right_keys) if a == b}
-    left_out, right_out = _output_names(list(left_cols), list(right_cols), coalesced,
-                                        suffixes, "dict", how)
+    layout = _key_layout(left_keys, right_keys, TENSORS, how)
+    left_out, right_out = _output_names(list(left_cols), list(right_cols), layout, suffixes,
+                                        TENSORS, how)
+    coalesced = layout[2]
     map_l, map_r = _gather_maps(rows_l, rows_r, how, device)
     out = {}
     for name, new in left_out.items():
         tensor, kind = left_cols[name]
         column = map_l.take(tensor)
         if name in coalesced and how in ("right", "full"):
-            other = map_r.take(right_cols[name][0])
+            other = map_r.take(right_cols[coalesced[name]][0])
             wide = torch.promote_types(column.dtype, other.dtype)
             found = map_l.found.to(column.device)
             column = torch.where(found, column.to(wide), other.to(wide))
@@ -312,6 +350,8 @@ def _merge_tensors(left, right, on, left_on, right_on, how, suffixes, validate, 
             if flag in out:
                 raise ValueError(f"the output already has a column {flag!r}, which marks "
                                  f"the rows a side lacks; rename it")
-            # beside the side's own columns (the join may have run on another device)
-            out[flag] = side.found.to(next(iter(cols.values()))[0].device)
+            # beside the side's own columns, in their kind (the join may have run on
+            # another device)
+            tensor, kind = next(iter(cols.values()), (side.found, _arrays.TORCH))
+            out[flag] = _arrays.to_kind(side.found.to(tensor.device), kind)
     return out
