@@ -265,12 +265,27 @@ def test_build_is_reusable_and_keeps_the_array_kind():
      ["right_valid", "bool"]),
     (lambda: gh.JoinBuild(torch.arange(3)).probe(torch.arange(3), how="sideways"), ValueError,
      ["how", "sideways"]),
+    (lambda: gh.join(torch.arange(3), torch.arange(3), memory_budget=0), ValueError,
+     ["memory_budget", "got 0"]),
+    (lambda: gh.join(_arrow([1, None]), torch.arange(3)), TypeError,
+     ["left_keys", "1 nulls", "left_valid"]),
 ])
 def test_bad_input_names_the_argument(call, error, words):
     with pytest.raises(error) as info:
         call()
     for word in words:
         assert word in str(info.value)
+
+
+def _arrow(values):
+    return pytest.importorskip("pyarrow").array(values)
+
+
+def test_numpy_keys_of_any_layout_join_as_copies():
+    """Reversed (negative strides) and big-endian NumPy keys, which torch cannot view."""
+    left = np.arange(5)[::-1]
+    rows_l, rows_r = gh.join(left, np.array([2, 3, 9], dtype=">i8"))
+    assert sorted(zip(left[rows_l].tolist(), rows_r.tolist())) == [(2, 0), (3, 1)]
 
 
 def _cpu(result):

@@ -111,3 +111,15 @@ def test_bench_join_quick_on_the_cpu_writes_json(tmp_path, capsys):
     assert first["build"] == 1000 and 0.4 < first["matches"] / first["probe"] < 0.6
     assert "torch sort + searchsorted" in first["peers"] and first["copy_gbps"] > 0
     assert "gpuhash join on" in capsys.readouterr().out
+
+
+def test_a_missing_file_and_the_explained_plan(files, capsys):
+    where, _, _ = files
+    out = str(where / "o.parquet")
+    assert main(["join", str(where / "l.parquet"), str(where / "none.parquet"), "--on", "k",
+                 "-o", out, "--cpu"]) == 2
+    assert "none.parquet: no such file" in capsys.readouterr().err
+    assert main(["join", str(where / "l.parquet"), str(where / "r.parquet"), "--on", "k",
+                 "--how", "full", "-o", out, "--cpu", "--explain"]) == 0
+    said = capsys.readouterr().out
+    assert "how='full'" in said and "7 rows, 4 row groups" in said and "how='left'" in said

@@ -31,6 +31,15 @@ def as_tensor(array: Any, name: str) -> tuple[torch.Tensor, str]:
         except TypeError:  # strings, objects: no tensor holds them
             raise TypeError(f"{name} is a NumPy array of {array.dtype}, which no torch "
                             f"tensor holds (numbers and bools only)") from None
+        except ValueError:  # negative strides or a non-native byte order: a native copy
+            import numpy
+
+            native = numpy.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
+            return torch.from_numpy(native), NUMPY
+    if module == "pyarrow" and getattr(array, "null_count", 0):
+        raise TypeError(f"{name} is a pyarrow array with {array.null_count} nulls, which no "
+                        f"tensor holds: pass its values with a validity mask (join's "
+                        f"left_valid= / right_valid=), or join the tables with gh.merge")
     if hasattr(array, "__dlpack__"):
         return torch.from_dlpack(array), CUPY if module == "cupy" else TORCH
     raise TypeError(

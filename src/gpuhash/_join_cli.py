@@ -103,6 +103,8 @@ def run_join(left_path: str, right_path: str, *, on: list[str], how: str, output
     if not on:
         raise ValueError("--on names no key column")
     for path in (left_path, right_path):
+        if not Path(path).is_file():
+            raise ValueError(f"{path}: no such file")
         if Path(output).resolve() == Path(path).resolve():
             raise ValueError(f"the output {output!r} is an input file; write elsewhere")
     if not Path(output).resolve().parent.is_dir():
@@ -131,6 +133,13 @@ def run_join(left_path: str, right_path: str, *, on: list[str], how: str, output
     matched = torch.zeros(right.num_rows, dtype=torch.bool, device=target)
     per_chunk = _PER_CHUNK[how]
     writer, written = None, 0
+    if explain:  # the file join's shape; the plan printed below is one row group's probe
+        rest = (", then the right rows no row group met" if how in ("right", "full") else "")
+        print(f"gpuhash join how={how!r}: {left_path} ({left_file.metadata.num_rows} rows, "
+              f"{left_file.num_row_groups} row groups) streamed a row group at a time "
+              f"against {right_path} ({right.num_rows} rows, its keys built once on "
+              f"{target}); each row group is probed how={per_chunk!r}{rest}. The first "
+              f"row group's probe:")
 
     def write(table):
         nonlocal writer, written

@@ -34,8 +34,10 @@ SYMMETRIC = ("inner", "left", "right", "full")  # either side may be the build s
 # None: never. Measured on the H100 machine (bench/experiments/cpu_small_crossover.py,
 # bench/RESULTS.md): from 64 to 256K int32 rows the GPU join took 0.32-0.54 ms, the CPU
 # engine 0.79-66 ms and pyarrow 1.3-11 ms, so no CPU backend is preferred at any size there.
-CPU_SMALL_MAX_ROWS: dict[str, int | None] = {"gpuhash-cpu": None, "pyarrow": None,
-                                             "polars": None}
+# The path runs the CPU engine only: pyarrow, measured beside it (faster than the engine at
+# some sizes), lost to the GPU at every size too, so no second backend was wired in; polars
+# was not measured there.
+CPU_SMALL_MAX_ROWS: dict[str, int | None] = {"gpuhash-cpu": None}
 # nanoseconds per row, guesses: building a table entry, probing a row, writing an output pair
 COST_NS = {"cuda": {"build": 0.5, "probe": 0.3, "pair": 0.1, "call": 20_000},
            "cpu": {"build": 60.0, "probe": 40.0, "pair": 5.0, "call": 200}}
@@ -369,6 +371,11 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
         >>> p.strategy, p.build_side, p.parts > 1
         ('hash-partitioned', 'left', True)
     """
+    if memory_budget is not None and (isinstance(memory_budget, bool)
+                                      or not isinstance(memory_budget, (int, float))
+                                      or not memory_budget >= 1):
+        raise ValueError(f"memory_budget must be a positive number of bytes, got "
+                         f"{memory_budget!r}")
     plan = JoinPlan("hash-table", how, "right", str(device), left_rows, right_rows, 0)
     if how == "cross":
         plan.strategy, plan.why = "cross-product", "how='cross' pairs every row with every row."
