@@ -514,3 +514,20 @@ def test_explain_join_takes_the_arguments_join_takes():
     assert join_args <= set(inspect.signature(gh.explain_join).parameters)
     plan = gh.explain_join(torch.arange(10), torch.arange(100), nulls_equal=True)
     assert plan.strategy == gh.explain_join(torch.arange(10), torch.arange(100)).strategy
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["inner", "left", "full", "semi"])
+def test_cupy_keys_join_and_come_back_as_cupy(how):
+    cupy = pytest.importorskip("cupy")
+    left = cupy.asarray(np.array([5, 1, 7, 1, 9], np.int64))
+    right = cupy.asarray(np.array([1, 9, 4], np.int32))
+    mask = cupy.asarray(np.array([True, True, True, False, True]))
+    got = gh.join(left, right, how=how, left_valid=mask)
+    want = gh.join(torch.as_tensor(left.get()), torch.as_tensor(right.get()), how=how,
+                   left_valid=torch.as_tensor(mask.get()), device="cpu")
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert all(isinstance(g, cupy.ndarray) for g in got)
+    assert sorted(zip(*(g.get().tolist() for g in got))) == sorted(
+        zip(*(w.tolist() for w in want)))

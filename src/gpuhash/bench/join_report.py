@@ -31,13 +31,19 @@ def print_report(report: dict) -> None:
 
     table = Table(title=f"gpuhash join on {report['device']} (ratio > 1: gpuhash faster)")
     peers = sorted({p for r in report["results"] for p in r["peers"]})
-    for column in ["join", "build x probe", "gpuhash ms", *peers, "of copy"]:
+    # the targets are for the full shapes on a GPU
+    targets = report.get("scale", 1) == 1 and not str(report.get("device", "")).startswith("CPU")
+    for column in ["join", "build x probe", "gpuhash ms", *(["target ms"] if targets else []),
+                   *peers, "GB/s (copy GB/s)", "of copy"]:
         table.add_column(column, justify="right")
     for r in report["results"]:
         cells = [f"{r['peers'][p]['ms']:.2f} ({r['peers'][p]['ratio']:.2f}x)"
                  if p in r["peers"] else "-" for p in peers]
+        target = [f"{TARGETS_MS.get(r['name'], float('nan')):g}"] if targets else []
+        speed = (f"{r['gpuhash_gbps']:.3g} ({r['copy_gbps']:.3g})" if "copy_gbps" in r
+                 else "-")
         table.add_row(r["name"], f"{r['build']:,} x {r['probe']:,}", f"{r['gpuhash_ms']:.3f}",
-                      *cells, f"{r['fraction_of_copy']:.3f}")
+                      *target, *cells, speed, f"{r['fraction_of_copy']:.3f}")
     Console().print(table)
     if report.get("variants"):
         table = Table(title="variants of J3 (ratio > 1: gpuhash faster)")

@@ -5,9 +5,10 @@ probe keys drawn below twice the build size, so about half the probe rows match;
 the gather maps (int64 row pairs), as in seed 001 and cuDF. gpuhash's join is timed with CUDA
 events on a GPU and by wall clock on the CPU (where the shapes are scaled down 100x); peers run
 on the host (DuckDB, pyarrow's Table.join, polars) or on the join's device (torch sort +
-searchsorted), each when importable, and every one's match count is checked against gpuhash's
-before its time counts. The copy ceiling is a device-to-device copy of the bytes the join must
-at least touch (both key arrays and the output pairs), measured in the same run.
+searchsorted, and a join built from gpuhash's HashMap), each when importable, and every one's
+match count is checked against gpuhash's before its time counts. The copy ceiling is a
+device-to-device copy of the bytes the join must at least touch (both key arrays and the
+output pairs), measured in the same run.
 
 Example:
     >>> [(s.name, s.build, s.probe) for s in shapes(quick=True, on_gpu=False)]
@@ -72,6 +73,19 @@ def _sort_search(build, probe):
     position = torch.searchsorted(order.values, probe).clamp_(max=build.shape[0] - 1)
     hit = (order.values.index_select(0, position) == probe).nonzero().squeeze(1)
     return hit, order.indices.index_select(0, position.index_select(0, hit))
+
+
+def _hashmap(build, probe):
+    """A join built from a HashMap, as a user would without gh.join: build keys to row
+    numbers (distinct keys: no duplicate pass), then a find per probe row."""
+    import gpuhash as gh
+
+    table = gh.HashMap(key_dtype=build.dtype, value_dtype=torch.int64,
+                       capacity=build.shape[0], device=build.device, duplicates="any")
+    table.insert(build, torch.arange(build.shape[0], device=build.device))
+    rows, found = table.find(probe, default=-1)
+    hit = found.nonzero().squeeze(1)
+    return hit, rows.index_select(0, hit)
 
 
 def _duckdb(build_np, probe_np):
@@ -144,10 +158,12 @@ def run_shape(shape: Shape, device: torch.device, *, runs: int) -> dict:
     result = {"name": shape.name, "build": shape.build, "probe": shape.probe,
               "matches": matches, "gpuhash_ms": ours.median_ms, "gpuhash": ours.as_dict(),
               "peers": {}}
-    hit, _ = _sort_search(build, probe)
-    assert hit.shape[0] == matches, "torch sort + searchsorted disagrees with gpuhash"
-    peer = timer(lambda: _sort_search(build, probe))
-    result["peers"]["torch sort + searchsorted"] = {"ms": peer.median_ms, "where": str(device)}
+    for name, peer_join in (("torch sort + searchsorted", _sort_search),
+                            ("gpuhash HashMap", _hashmap)):
+        hit, _ = peer_join(build, probe)
+        assert hit.shape[0] == matches, f"{name} disagrees with gpuhash"
+        peer = timer(lambda: peer_join(build, probe))  # noqa: B023 (timed before the next)
+        result["peers"][name] = {"ms": peer.median_ms, "where": str(device)}
     build_np, probe_np = build.cpu().numpy(), probe.cpu().numpy()
     makers = (("duckdb", _duckdb), ("pyarrow", _pyarrow), ("polars", _polars))
     for name, ms in time_host_peers(makers, (build_np, probe_np), matches, runs=runs).items():
