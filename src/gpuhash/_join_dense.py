@@ -133,6 +133,12 @@ class DenseTable:
             return inside & (self._first.index_select(0, offset) >= 0)
         return inside & (self._counts_at(offset) > 0)
 
+    def picked(self, columns: list[torch.Tensor], valid: torch.Tensor | None, how: str
+               ) -> torch.Tensor:
+        """The probe rows with a match (``how`` "semi") or without one ("anti")."""
+        hit = self.matched(columns, valid)
+        return (hit if how == "semi" else ~hit).nonzero().squeeze(1)
+
     def hand_back(self) -> None:
         """Nothing to keep: the hash table's pool (_join_pool) holds GPU tables only."""
 

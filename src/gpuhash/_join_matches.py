@@ -60,6 +60,13 @@ class _Matches:
         self.probe.append(self.store(probe, "probe"))
         self.build.append(self.store(build, "build"))
 
+    def add_picked(self, rows: torch.Tensor) -> None:
+        """Semi / anti: the probe rows (numbers of the whole probe side) a piece returns, in
+        any order."""
+        if self.picked is None:
+            self.picked = []
+        self.picked.append(self.store(rows, "picked"))
+
     def add_hits(self, rows: torch.Tensor | None, matched: torch.Tensor) -> None:
         """``matched`` for the probe rows ``rows`` (None: all of them, in order)."""
         if self.picked is not None:

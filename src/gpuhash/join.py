@@ -166,6 +166,12 @@ class _RowTable:
         self._probe(columns, valid, probe_hit=hit)
         return hit
 
+    def picked(self, columns: list[torch.Tensor], valid: torch.Tensor | None, how: str
+               ) -> torch.Tensor:
+        """The probe rows with a match (``how`` "semi") or without one ("anti"), in no
+        particular order, made by the probe itself: synchronises once, as ``pairs`` does."""
+        return self._probe(columns, valid, one_row=how)[0]
+
     def unique(self) -> bool:
         """True when no key code repeats (the build counts the rows that do)."""
         if self._unique is None:
@@ -342,6 +348,10 @@ class JoinBuild:
         if chunks is None:
             chunks = _slices(probe, chunk_rows)
         for start, part in chunks:
+            if not matches.pairs and not null_pairs:  # the probe picks the rows: one sync
+                picked = self._table.picked(part.columns, part.valid, how)
+                matches.add_picked(picked.add_(start) if start else picked)
+                continue
             if not matches.pairs:
                 hit = self._table.matched(part.columns, part.valid)
                 if null_pairs:  # a null probe row meets the build's null rows

@@ -541,11 +541,12 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
                      shape: int, low: int, high: int, *, keep_unmatched: bool = False,
                      build_hit: torch.Tensor | None = None,
                      probe_hit: torch.Tensor | None = None,
-                     direct: torch.Tensor | None = None, ranked: torch.Tensor | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor, int]:
+                     direct: torch.Tensor | None = None, ranked: torch.Tensor | None = None,
+                     one_row: str | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(probe row, build row) of every match, plus (row, -1) for rows without one when
-    ``keep_unmatched``; ``build_hit`` marked at matched build rows; with ``probe_hit`` only
-    that mask is written. Last, the build rows the table lacks (counts[2]), as the kernel
+    ``keep_unmatched``; with ``one_row`` "semi" / "anti" instead one (row, -1) for each row
+    that has / lacks a match; ``build_hit`` marked at matched build rows; with ``probe_hit``
+    only that mask is written. Last, the build rows the table lacks (counts[2]), as the kernel
     reports them. ``direct`` (and ``ranked``): read instead of the table where it holds the
     build side."""
     unplaced = int(state.counts[2])
@@ -556,8 +557,8 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     else:
         probe, slots = _matches(state, codes)
         build = state.value_view().index_select(0, slots).to(torch.int64)
-        if probe_hit is None or build_hit is not None:  # a hits-only probe needs no rows
-            probe, build = _expand_groups(state, probe, build)
+        if (probe_hit is None and one_row is None) or build_hit is not None:
+            probe, build = _expand_groups(state, probe, build)  # a hits-only probe needs none
     if rows is not None:
         probe = rows.index_select(0, probe)
     if build_hit is not None:
@@ -567,6 +568,11 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
         probe_hit[probe] = True
         empty = torch.zeros(0, dtype=torch.int64)
         return empty, empty, unplaced
+    if one_row is not None:
+        hit = torch.zeros(keys.shape[0], dtype=torch.bool)
+        hit[probe] = True
+        picked = (hit if one_row == "semi" else ~hit).nonzero().squeeze(1)
+        return picked, torch.full_like(picked, -1), unplaced
     if keep_unmatched:
         seen = torch.zeros(keys.shape[0], dtype=torch.bool)
         seen[probe] = True

@@ -38,7 +38,7 @@ MULTI_KERNELS = ("gh_multi_insert", "gh_multi_count", "gh_multi_retrieve", "gh_m
 JOIN_KERNELS = ("gh_join_build", "gh_multi_join_probe")
 JOIN_ROW_DTYPES = (torch.int32, torch.int64)  # a join build's values: its row numbers
 JOIN_FLAGS = {"keep_unmatched": 1, "mark_build": 2, "hits_only": 4,  # kernels/multimap.cu
-              "warp_reads": 8}
+              "warp_reads": 8, "semi": 16, "anti": 32}
 ELEMENT_TYPES = {torch.int32: "int", torch.int64: "long long", torch.float32: "float",
                  torch.float64: "double"}
 APPLY_OPS = {"add": 0, "min": 1, "max": 2}
@@ -482,10 +482,11 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
                      shape: int, low: int, high: int, *, keep_unmatched: bool = False,
                      build_hit: torch.Tensor | None = None,
                      probe_hit: torch.Tensor | None = None,
-                     direct: torch.Tensor | None = None, ranked: torch.Tensor | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor, int]:
+                     direct: torch.Tensor | None = None, ranked: torch.Tensor | None = None,
+                     one_row: str | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(probe row, build row) of every match of a probe key column, plus (row, -1) for rows
-    without one when ``keep_unmatched``; in no particular order; and the number of build rows
+    without one when ``keep_unmatched``; with ``one_row`` "semi" / "anti" instead one (row,
+    -1) for each row that has / lacks a match; in no particular order; and the number of build rows
     the table lacks (unplaced: out of the encoding's range, or no slot), which must be zero
     for the pairs to be complete. ``build_hit`` (a byte per build row) gets 1 at every matched
     build row. With ``probe_hit`` (a bool per probe row) only that mask is written and no
@@ -499,7 +500,8 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     flags = ((JOIN_FLAGS["keep_unmatched"] if keep_unmatched else 0)
              | (0 if build_hit is None else JOIN_FLAGS["mark_build"])
              | (0 if probe_hit is None else JOIN_FLAGS["hits_only"])
-             | (JOIN_FLAGS["warp_reads"] if _past_l2(state.spec) else 0))
+             | (JOIN_FLAGS["warp_reads"] if _past_l2(state.spec) else 0)
+             | (JOIN_FLAGS[one_row] if one_row else 0))
     launch_rows = max(1, -(-rows // JOIN_ITEMS))  # one block even for no rows: total[1]
     capacity = 0 if probe_hit is not None else rows
     # the new table's zeroed words serve the first probe (ordered after the table's fill, as

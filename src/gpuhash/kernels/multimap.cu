@@ -86,6 +86,8 @@ constexpr gh_u64 GH_JOIN_KEEP_UNMATCHED = 1;  // a (row, -1) pair for a probe ro
 constexpr gh_u64 GH_JOIN_MARK_BUILD = 2;      // build_hit[build row] = 1 for every match
 constexpr gh_u64 GH_JOIN_HITS_ONLY = 4;       // no pairs: probe_hit[row] = whether it matched
 constexpr gh_u64 GH_JOIN_WARP_READS = 8;      // first buckets read by the warp together
+constexpr gh_u64 GH_JOIN_SEMI = 16;  // one (row, -1) for a probe row with a match, none else
+constexpr gh_u64 GH_JOIN_ANTI = 32;  // one (row, -1) for a probe row without one, none else
 constexpr int GH_JOIN_ITEMS = 8;              // probe rows per thread per tile
 // Groups of at least this many build rows are written (or marked) by the whole warp, a lane a
 // row: one probe row of a key held 200,000 times was one thread's 200,000 stores (20 ms,
@@ -114,7 +116,9 @@ __device__ __forceinline__ void gh_warp_group_rows(bool big, gh_i64 start, gh_u3
 }
 #define GH_JOIN_BLOCKS 4  // resident blocks per SM: 64 registers (4-8 measured, bench/RESULTS.md)
 
-// Probes every row and appends its (probe row, build row) pairs to out_probe / out_build.
+// Probes every row and appends its (probe row, build row) pairs to out_probe / out_build
+// (semi / anti: one (row, -1) for each row that has / lacks a match, so the host learns the
+// rows' count in the same read as everything else).
 // Output positions come from one atomic per block and tile (blockDim * GH_JOIN_ITEMS rows):
 // per-warp atomics on the single counter would serialise (common.cuh: gh_block_count). Within
 // a warp the pairs of item i of every lane are adjacent, so the stores coalesce. Pairs past
@@ -220,6 +224,11 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
                                    });
             }
             if ((flags & GH_JOIN_HITS_ONLY) && row < n) probe_hit[row] = matches > 0;
+            if (flags & (GH_JOIN_SEMI | GH_JOIN_ANTI)) {  // uniform: the row itself, or nothing
+                const bool hit = matches > 0;
+                matches = ((flags & GH_JOIN_SEMI) ? hit : (!hit && row < n)) ? 1u : 0u;
+                found = static_cast<Row>(-1);
+            }
             first[i][me] = found;
             count[i][me] = matches;
             mine += matches ? matches : (keep && row < n ? 1 : 0);
