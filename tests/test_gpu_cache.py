@@ -255,6 +255,7 @@ def test_eviction_keeps_the_top_scores_and_starts_late():
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=1 << 18,
                         device="cuda", policy="custom")
     total = 5 * cache.capacity
+    torch.manual_seed(11)  # the same stream each run (0.9954-0.9956 kept in runs so far)
     keys = torch.randint(0, 2**62, (total,), device="cuda")
     scores = torch.randint(0, 2**62, (total,), device="cuda")
     first_eviction = None
