@@ -377,7 +377,7 @@ def _probe_both(table, probe, valid, code=(0, 0, 0), **options):
         flags = {name: v for name, v in options.items() if name == "keep_unmatched"}
         marks = {name: torch.zeros(options[name][0], dtype=options[name][1], device=device)
                  for name in options if name not in flags}
-        probe_rows, build_rows, unplaced = t._engine.multi_join_probe(
+        probe_rows, build_rows, unplaced, _ = t._engine.multi_join_probe(
             t._state, probe.to(device), None if valid is None else valid.to(device), *code,
             **flags, **marks)
         pairs = sorted(zip(probe_rows.tolist(), build_rows.tolist()))

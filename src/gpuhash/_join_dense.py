@@ -126,6 +126,15 @@ class DenseTable:
             build = torch.cat([build, torch.full_like(missing, -1)])
         return probe, build
 
+    def pairs_and_unmatched(self, columns: list[torch.Tensor], valid: torch.Tensor | None, *,
+                            keep_unmatched: bool, build_hit: torch.Tensor
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``pairs``, and the build rows no probe marked in ``build_hit`` (as the hash
+        table's)."""
+        probe, build = self.pairs(columns, valid, keep_unmatched=keep_unmatched,
+                                  build_hit=build_hit)
+        return probe, build, (build_hit == 0).nonzero().squeeze(1)
+
     def matched(self, columns: list[torch.Tensor], valid: torch.Tensor | None) -> torch.Tensor:
         """Whether each probe row has a match (bool)."""
         offset, inside = self._offsets_of(columns, valid)

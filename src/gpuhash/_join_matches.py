@@ -48,6 +48,8 @@ class _Matches:
         self.probe_rows, self.build_rows = probe_rows, build_rows
         self.build_hit = (torch.zeros(build_rows, dtype=torch.uint8, device=device)
                           if keep_build else None)
+        # the build rows build_hit left unmarked, when the last probe found them (else None)
+        self.build_missing: torch.Tensor | None = None
         self.probe: list[torch.Tensor] = []
         self.build: list[torch.Tensor] = []
         self.hit: list[tuple[torch.Tensor | None, torch.Tensor]] = []  # (probe rows, matched)
@@ -101,7 +103,10 @@ class _Matches:
             probe = torch.cat([probe, missing])
             build = torch.cat([build, torch.full_like(missing, -1)])
         if self.build_hit is not None:
-            missing = (self.build_hit == 0).nonzero().squeeze(1).to(self.device)
+            missing = self.build_missing
+            if missing is None:
+                missing = (self.build_hit == 0).nonzero().squeeze(1)
+            missing = missing.to(self.device)
             probe = torch.cat([probe, torch.full_like(missing, -1)])
             build = torch.cat([build, missing])
         return (probe, build) if self.probe_is_left else (build, probe)

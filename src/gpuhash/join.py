@@ -130,16 +130,16 @@ class _RowTable:
         return self._built[1]
 
     def _probe(self, columns: list[torch.Tensor], valid: torch.Tensor | None, **options
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         build_hit = options.get("build_hit")
         encoder, multi, ready, direct, ranked = self._built
         if ready is not None:
             torch.cuda.current_stream(self.device).wait_event(ready)
-        probe, build, unplaced = multi._engine.multi_join_probe(
+        probe, build, unplaced, unmatched = multi._engine.multi_join_probe(
             multi._state, *encoder.kernel_input(columns, valid), direct=direct, ranked=ranked,
             **options)
         if not unplaced:
-            return probe, build
+            return probe, build, unmatched
         if not encoder.refit:
             raise RuntimeError(f"{unplaced} build rows were not placed in the join table")
         self._fill(KeyEncoder(*self._build), ordered=True)
@@ -158,7 +158,16 @@ class _RowTable:
               ) -> tuple[torch.Tensor, torch.Tensor]:
         """(probe row, build row) of every match, plus (row, -1) for each probe row without
         one when ``keep_unmatched``; marks ``build_hit``. Synchronises once."""
-        return self._probe(columns, valid, keep_unmatched=keep_unmatched, build_hit=build_hit)
+        return self._probe(columns, valid, keep_unmatched=keep_unmatched,
+                           build_hit=build_hit)[:2]
+
+    def pairs_and_unmatched(self, columns: list[torch.Tensor], valid: torch.Tensor | None, *,
+                            keep_unmatched: bool, build_hit: torch.Tensor
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``pairs`` of a join's last probe, and the build rows no probe marked in
+        ``build_hit`` (right and full joins keep them), learnt in the same synchronisation."""
+        return self._probe(columns, valid, keep_unmatched=keep_unmatched, build_hit=build_hit,
+                           unmatched_build=True)
 
     def matched(self, columns: list[torch.Tensor], valid: torch.Tensor | None) -> torch.Tensor:
         """Whether each probe row has a match (bool)."""
@@ -345,6 +354,7 @@ class JoinBuild:
         null_pairs = (nulls_equal and probe.valid is not None
                       and self._null_rows().shape[0] > 0)
         matches.keep_probe_here = null_pairs
+        whole = chunks is None and not chunk_rows  # one probe of every row
         if chunks is None:
             chunks = _slices(probe, chunk_rows)
         for start, part in chunks:
@@ -360,9 +370,17 @@ class JoinBuild:
                     start, start + part.rows, device=self.device)
                 matches.add_hits(rows, hit)
                 continue
-            found_probe, found_build = self._table.pairs(
-                part.columns, part.valid, build_hit=matches.build_hit,
-                keep_unmatched=matches.keep_probe and not null_pairs)
+            keep = matches.keep_probe and not null_pairs
+            if matches.build_hit is not None and whole and not null_pairs:
+                # the only probe: the unmatched build rows come with its one read
+                found_probe, found_build, unmatched = self._table.pairs_and_unmatched(
+                    part.columns, part.valid, build_hit=matches.build_hit,
+                    keep_unmatched=keep)
+                matches.build_missing = unmatched
+            else:
+                found_probe, found_build = self._table.pairs(
+                    part.columns, part.valid, build_hit=matches.build_hit,
+                    keep_unmatched=keep)
             # in place: a new tensor would leave the pairs' allocation (both outputs, one
             # block: engines/cuda.py) held by found_build alone, half of it dead
             matches.add_pairs(found_probe.add_(start) if start else found_probe, found_build)

@@ -542,13 +542,15 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
                      build_hit: torch.Tensor | None = None,
                      probe_hit: torch.Tensor | None = None,
                      direct: torch.Tensor | None = None, ranked: torch.Tensor | None = None,
-                     one_row: str | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
+                     one_row: str | None = None, unmatched_build: bool = False
+                     ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor | None]:
     """(probe row, build row) of every match, plus (row, -1) for rows without one when
     ``keep_unmatched``; with ``one_row`` "semi" / "anti" instead one (row, -1) for each row
     that has / lacks a match; ``build_hit`` marked at matched build rows; with ``probe_hit``
-    only that mask is written. Last, the build rows the table lacks (counts[2]), as the kernel
-    reports them. ``direct`` (and ``ranked``): read instead of the table where it holds the
-    build side."""
+    only that mask is written. Then the build rows the table lacks (counts[2]), as the kernel
+    reports them, and with ``unmatched_build`` the build rows ``build_hit`` leaves unmarked,
+    ascending (else None). ``direct`` (and ``ranked``): read instead of the table where it
+    holds the build side."""
     unplaced = int(state.counts[2])
     codes, usable = join_codes(state, keys, valid, shape, low, high)
     codes, rows = _usable_rows(codes, usable)
@@ -561,22 +563,25 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
             probe, build = _expand_groups(state, probe, build)  # a hits-only probe needs none
     if rows is not None:
         probe = rows.index_select(0, probe)
+    unmatched = None
     if build_hit is not None:
         build_hit[build] = 1
+        if unmatched_build:
+            unmatched = (build_hit == 0).nonzero().squeeze(1)
     if probe_hit is not None:
         probe_hit.zero_()
         probe_hit[probe] = True
         empty = torch.zeros(0, dtype=torch.int64)
-        return empty, empty, unplaced
+        return empty, empty, unplaced, unmatched
     if one_row is not None:
         hit = torch.zeros(keys.shape[0], dtype=torch.bool)
         hit[probe] = True
         picked = (hit if one_row == "semi" else ~hit).nonzero().squeeze(1)
-        return picked, torch.full_like(picked, -1), unplaced
+        return picked, torch.full_like(picked, -1), unplaced, unmatched
     if keep_unmatched:
         seen = torch.zeros(keys.shape[0], dtype=torch.bool)
         seen[probe] = True
         missing = (~seen).nonzero().squeeze(1)
         probe = torch.cat([probe, missing])
         build = torch.cat([build, torch.full_like(missing, -1)])
-    return probe, build, unplaced
+    return probe, build, unplaced, unmatched

@@ -145,7 +145,7 @@ def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0,
     return state
 
 
-_PROBE_COUNTERS = 2  # a join probe's counters: pairs, unplaced build rows
+_PROBE_COUNTERS = 3  # a join probe's counters: pairs, unplaced build rows, unmatched build rows
 
 
 def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...], int]:
@@ -483,17 +483,19 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
                      build_hit: torch.Tensor | None = None,
                      probe_hit: torch.Tensor | None = None,
                      direct: torch.Tensor | None = None, ranked: torch.Tensor | None = None,
-                     one_row: str | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
+                     one_row: str | None = None, unmatched_build: bool = False
+                     ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor | None]:
     """(probe row, build row) of every match of a probe key column, plus (row, -1) for rows
     without one when ``keep_unmatched``; with ``one_row`` "semi" / "anti" instead one (row,
-    -1) for each row that has / lacks a match; in no particular order; and the number of build rows
+    -1) for each row that has / lacks a match; in no particular order; the number of build rows
     the table lacks (unplaced: out of the encoding's range, or no slot), which must be zero
     for the pairs to be complete. ``build_hit`` (a byte per build row) gets 1 at every matched
     build row. With ``probe_hit`` (a bool per probe row) only that mask is written and no
     pairs are made. ``direct`` (and ``ranked``): the build's direct or ranked array
-    (multi_join_build), read instead of the table where it holds the build side. Synchronises
-    once: the pair count and the
-    unplaced count in one read."""
+    (multi_join_build), read instead of the table where it holds the build side. Last, with
+    ``unmatched_build`` (and ``build_hit``), the build rows ``build_hit`` leaves unmarked
+    after this probe, ascending (else None). Synchronises once: the pair count, the unplaced
+    count and the unmatched build rows' count in one read."""
     kernels, table, device = _launch_info(state)
     kernel = kernels[f"gh_multi_join_probe_{keys.element_size()}"]
     rows = keys.shape[0]
@@ -518,10 +520,17 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
                _ptr(build_hit), _ptr(probe_hit), _ptr(direct),
                0 if direct is None else direct.shape[0] - 2, _ptr(ranked), ordered.data_ptr(),
                device=device)
-        total, unplaced = _read_counters(counters, device)
+        unmatched = None
+        if unmatched_build:  # compacted on the device, counted into the same read
+            unmarked = build_hit == 0
+            unmatched = torch.nonzero_static(unmarked, size=build_hit.shape[0]).squeeze(1)
+            counters[2:3].copy_(unmarked.sum(dtype=torch.int64).view(1))
+        total, unplaced, missing = _read_counters(counters, device)
         if unplaced or total <= capacity:
             pairs = min(total, capacity)
-            return out[:pairs], out[capacity:capacity + pairs], unplaced
+            if unmatched is not None:
+                unmatched = unmatched[:missing]
+            return out[:pairs], out[capacity:capacity + pairs], unplaced, unmatched
         capacity = total  # repeated build keys made more pairs than probe rows: run again
         counters = None
 

@@ -1,7 +1,9 @@
-"""Semi and anti joins, whose probe writes the rows it returns (one (row, -1) a returned row)
-so the host learns their count in the probe's one read: both engines on every build the
-probe can meet (direct array, hash table, repeated build keys), with null rows, chunked
-probes and prepared builds; and on a GPU no more synchronisations than an inner join."""
+"""Joins whose one probe tells the host everything in one read: semi and anti (the probe
+writes the rows they return, one (row, -1) a row) and right and full (the build rows no
+probe row met, compacted on the device and counted beside the pairs). Both engines on every
+build the probe can meet (direct array, hash table, repeated build keys), with null rows,
+chunked probes and prepared builds; and on a GPU no more synchronisations than an inner
+join."""
 
 from __future__ import annotations
 
@@ -51,12 +53,40 @@ def test_semi_and_anti_rows_on_every_build(how, device):
         assert sorted(prepared.probe(on[0], how=how, left_valid=on[2]).cpu().tolist()) == want
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("how", ["right", "full"])
+def test_right_and_full_keep_every_unmatched_build_row_on_every_build(how, device):
+    generator = torch.Generator().manual_seed(9)
+    for name, build in _builds(generator):
+        # more probe rows than build rows: the right side is the one built and kept
+        probe = torch.cat([build[:10_000], torch.randint(0, 2**31 - 3, (25_000,),
+                                                           generator=generator,
+                                                           dtype=torch.int32)])
+        valid = torch.rand(probe.shape[0], generator=generator) > 0.1
+        present = {}
+        for row, key in enumerate(build.tolist()):
+            present.setdefault(key, []).append(row)
+        want = [(p, b) for p, (k, ok) in enumerate(zip(probe.tolist(), valid.tolist()))
+                for b in (present.get(k, []) if ok else [])]
+        met = {b for _, b in want}
+        want += [(-1, b) for b in range(build.shape[0]) if b not in met]
+        if how == "full":
+            hit = {p for p, _ in want if p >= 0}
+            want += [(p, -1) for p in range(probe.shape[0]) if p not in hit]
+        for budget in (None, 50_000):
+            got = gh.join(probe.to(device), build.to(device), how=how,
+                          left_valid=valid.to(device), memory_budget=budget)
+            pairs = sorted(zip(got[0].cpu().tolist(), got[1].cpu().tolist()))
+            assert pairs == sorted(want), (name, budget)
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("how", ["semi", "anti"])
-def test_a_semi_or_anti_join_synchronises_as_often_as_an_inner_join(how):
+@pytest.mark.parametrize("how", ["semi", "anti", "left", "right", "full"])
+def test_one_column_joins_synchronise_as_often_as_an_inner_join(how):
     """Counted by torch's sync debug mode, which flags each implicit synchronisation (a
-    nonzero, a read of a CUDA tensor): a semi or anti join of one int32 column makes no more
-    of them than an inner join of the same keys, which reads its pair count once."""
+    nonzero, a read of a CUDA tensor): a semi, anti, left, right or full join of one int32
+    column makes no more of them than an inner join of the same keys, which reads its pair
+    count once."""
     generator = torch.Generator().manual_seed(3)
     build = (torch.randperm(50_000, generator=generator).to(torch.int32) * 2).cuda()
     probe = torch.randint(0, 100_000, (80_000,), generator=generator,
