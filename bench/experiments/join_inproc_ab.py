@@ -2,8 +2,8 @@
 `gpuhash bench join`, rounds alternating trees; per round 30 back-to-back calls, wall per call.
 Prints the median (and min) over rounds, ms. AB_SHAPES picks the shapes (default J1,J2,J3;
 J4's 100M probe rows take 5 calls a round instead of 30; a name ending in "hit", e.g. J4hit,
-draws every probe key from the build keys; one ending in "sparse", "many" or "zipf" takes
-that variant's keys: join_variants._sparse, _many, _zipf). AB_EVENTS=1 times each call
+draws every probe key from the build keys; one ending in "sparse", "many", "zipf" or "wide" takes
+that variant's keys: join_variants._sparse, _many, _zipf, _wide). AB_EVENTS=1 times each call
 alone with CUDA events from an idle GPU, as `gpuhash bench join` does, instead of back to
 back.
 Trees: bench/experiments/_inproc.py.
@@ -25,7 +25,7 @@ FULL, Shape, make_inputs = suite.FULL, suite.Shape, suite.make_inputs
 
 for shape in os.environ.get("AB_SHAPES", "J1,J2,J3").split(","):
     calls = 5 if shape[:2] in ("J4", "J5") else 30
-    variant = next((v for v in ("sparse", "many", "zipf") if shape.endswith(v)), None)
+    variant = next((v for v in ("sparse", "many", "zipf", "wide") if shape.endswith(v)), None)
     base = shape.removesuffix("hit").removesuffix(variant or "")
     build, probe = make_inputs(Shape(base, *FULL[base]), torch.device("cuda"))
     if shape.endswith("hit"):  # "J4hit": J4 with every probe row matching

@@ -135,12 +135,18 @@ class _Column:
         self.mode, self.span = "offset", 1
         if values.shape[0] == 0:
             return
-        low, high = torch.stack(torch.aminmax(values)).tolist()  # one sync, not two
+        # one read: the range, and for a column alone whether it holds a reserved value (the
+        # key itself is its code only without one), a pass over the keys in place of a
+        # second synchronisation
+        found = [*torch.aminmax(values)]
+        if alone:
+            found.append(((values == -1) | (values == -2)).any().to(values.dtype))
+        low, high, *reserved = torch.stack(found).tolist()
         width = high - low + 1
         if width <= (SPAN_32 if alone else SPAN_LIMIT):
             self.low, self.high, self.span = low, high, width
             return
-        if alone and not bool(((values == -1) | (values == -2)).any()):
+        if alone and not reserved[0]:
             self.mode, self.span = "direct", None
             return
         self.mode = "sorted"
