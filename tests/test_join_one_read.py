@@ -92,16 +92,29 @@ def test_one_column_joins_synchronise_as_often_as_an_inner_join(how):
     probe = torch.randint(0, 100_000, (80_000,), generator=generator,
                           dtype=torch.int32).cuda()
 
-    def flagged(kind):
-        gh.join(probe, build, how=kind)  # warm: compiles, plans and pools outside the count
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            with warnings.catch_warnings(record=True) as seen:
-                warnings.simplefilter("always")
-                gh.join(probe, build, how=kind)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-        return len(seen)
+    assert _flagged(probe, build, how) <= _flagged(probe, build, "inner")
 
-    assert flagged(how) <= flagged("inner")
+
+def _flagged(probe, build, how):
+    """The synchronisations torch's sync debug mode flags in one gh.join."""
+    gh.join(probe, build, how=how)  # warm: compiles, plans and pools outside the count
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            gh.join(probe, build, how=how)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return len(seen)
+
+
+@pytest.mark.gpu
+def test_a_wide_key_column_adds_one_read_its_range():
+    """Full-range int64 keys are coded by the build side's range and whether it holds a
+    reserved value, learnt in one read: one more than a 32-bit column needs."""
+    generator = torch.Generator().manual_seed(4)
+    wide = torch.randint(-(2**63), 2**63 - 1, (50_000,), generator=generator).cuda()
+    narrow = (torch.randperm(50_000, generator=generator).to(torch.int32) * 2).cuda()
+    assert _flagged(wide[:30_000], wide, "inner") <= _flagged(narrow[:30_000], narrow,
+                                                               "inner") + 1
