@@ -123,3 +123,18 @@ def test_a_missing_file_and_the_explained_plan(files, capsys):
                  "--how", "full", "-o", out, "--cpu", "--explain"]) == 0
     said = capsys.readouterr().out
     assert "how='full'" in said and "7 rows, 4 row groups" in said and "how='left'" in said
+
+
+@pytest.mark.gpu
+def test_a_right_file_too_large_for_the_gpu_is_refused_before_any_work(files, capsys,
+                                                                       monkeypatch):
+    import torch
+
+    where, _, _ = files
+    out = where / "o.parquet"
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (100, 10**10))
+    assert main(["join", str(where / "l.parquet"), str(where / "r.parquet"), "--on", "k",
+                 "-o", str(out)]) == 2
+    said = capsys.readouterr().err
+    assert "r.parquet" in said and "100 are free" in said and "larger file left" in said
+    assert not out.exists()

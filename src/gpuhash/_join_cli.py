@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from ._join_plan import table_bytes
 from .join import JoinBuild
 from .merge import gather_tables
 
@@ -125,9 +126,11 @@ def run_join(left_path: str, right_path: str, *, on: list[str], how: str, output
     keys, valids, coders = [], [], []
     for name in on:
         codes, valid, coder = _right_codes(right.column(name).combine_chunks(), key_types[name])
-        keys.append(codes.to(target))
+        keys.append(codes)
         valids.append(valid)
         coders.append(coder)
+    _check_build_fits(keys, right_path, target)
+    keys = [codes.to(target) for codes in keys]
     valid = _all(valids, target)
     build = JoinBuild(tuple(keys) if len(keys) > 1 else keys[0], right_valid=valid)
     matched = torch.zeros(right.num_rows, dtype=torch.bool, device=target)
@@ -181,6 +184,23 @@ def run_join(left_path: str, right_path: str, *, on: list[str], how: str, output
                             suffixes=suffixes, kind="pyarrow", device=target))
     writer.close()
     return written
+
+
+def _check_build_fits(keys: list[torch.Tensor], right_path: str, device: torch.device) -> None:
+    """The right file's key columns are built into one table on ``device`` (the left file
+    streams past it): refuse, before any work, a build that cannot fit the GPU's free memory
+    (about the codes and the table the planner counts), naming the sizes."""
+    if device.type != "cuda" or not keys:
+        return
+    rows = keys[0].shape[0]
+    key_bytes = 4 if len(keys) == 1 and keys[0].element_size() <= 4 else 8
+    need = sum(k.element_size() * rows for k in keys) + table_bytes(rows, key_bytes)
+    free, _ = torch.cuda.mem_get_info(device)
+    if need > free:
+        raise ValueError(f"the right file {right_path!r} has {rows} rows, whose keys and table "
+                         f"need about {need} bytes of GPU memory, and {free} are free: the "
+                         f"right file is built on the GPU and the left one streamed past it, "
+                         f"so put the larger file left (or join with --cpu)")
 
 
 def _all(masks, device):
