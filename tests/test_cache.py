@@ -133,10 +133,14 @@ def test_a_saved_cache_grows_as_far_as_the_one_it_was(tmp_path):
     torch.save(payload, tmp_path / "v1.pt")
     old = gh.CacheMap.load(tmp_path / "v1.pt")
     assert (old.capacity, old.max_capacity) == (256, 256)
-    payload["version"], payload["max_slots"] = 2, 100  # below its own capacity
-    torch.save(payload, tmp_path / "bad.pt")
-    with pytest.raises(ValueError, match="max_slots is 100"):
-        gh.CacheMap.load(tmp_path / "bad.pt")
+    for bad in (100, 257):  # below its own capacity; not whole buckets
+        payload["version"], payload["max_slots"] = 2, bad
+        torch.save(payload, tmp_path / "bad.pt")
+        with pytest.raises(ValueError, match=f"max_slots is {bad}"):
+            gh.CacheMap.load(tmp_path / "bad.pt")
+    torch.save(["not", "a", "cache"], tmp_path / "list.pt")
+    with pytest.raises(ValueError, match="not a gpuhash cache file .* holds a list"):
+        gh.CacheMap.load(tmp_path / "list.pt")
 
 
 def test_init_rows_per_key_come_as_any_array_kind():

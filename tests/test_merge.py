@@ -98,7 +98,9 @@ def test_pandas_names_for_outer_validate_and_suffixes():
     with pytest.raises(ValueError, match="validate='m:1' failed"):
         gh.merge(left, pd.DataFrame({"k": [2, 2]}), on="k", validate="many_to_one")
     with pytest.raises(ValueError, match="suffixes"):
-        gh.merge(left, right, on="k", suffixes=(None, None))
+        gh.merge(left, right, on="k", suffixes=(None, None))  # v and v: as pandas, refused
+    assert list(gh.merge(left, right.rename(columns={"v": "w"}), on="k",
+                         suffixes=(None, None)).columns) == ["k", "v", "w"]
 
 
 def test_pyarrow_dictionary_and_string_keys_share_one_encoding():

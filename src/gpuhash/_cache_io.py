@@ -67,7 +67,9 @@ def load_cache(path: str | Path, device: torch.device, *, max_hbm_bytes: int | N
     try:
         payload = _read_payload(path)
         check_kind(payload, KIND, path)
-        version = payload.get("version") if isinstance(payload, dict) else None
+        if not isinstance(payload, dict) or "version" not in payload:
+            _check_keys("the file", payload, _PAYLOAD_KEYS[VERSION])  # the table files' words
+        version = payload["version"]
         if not _is_int(version) or version not in _PAYLOAD_KEYS:
             raise ValueError(f"{path} has cache format version {version!r}; this gpuhash "
                              f"reads versions {', '.join(map(str, _PAYLOAD_KEYS))}")
@@ -87,9 +89,10 @@ def load_cache(path: str | Path, device: torch.device, *, max_hbm_bytes: int | N
         if not _is_int(epoch) or not 0 <= epoch < 2**32:
             raise _Damaged(f"epoch is {epoch!r}, not an int in [0, 2**32)")
         max_slots = payload.get("max_slots", spec.capacity)
-        if not _is_int(max_slots) or not spec.capacity <= max_slots <= MAX_SLOTS:
-            raise _Damaged(f"max_slots is {max_slots!r}, not an int in [{spec.capacity}, "
-                           f"{MAX_SLOTS}]")
+        if (not _is_int(max_slots) or not spec.capacity <= max_slots <= MAX_SLOTS
+                or max_slots % spec.bucket_slots):
+            raise _Damaged(f"max_slots is {max_slots!r}, not a multiple of "
+                           f"{spec.bucket_slots} in [{spec.capacity}, {MAX_SLOTS}]")
     except _Damaged as exc:
         raise ValueError(f"{path} is not a gpuhash cache file or is damaged: {exc}"
                          ) from exc.__cause__

@@ -1,9 +1,10 @@
 """What a join found, and the gather maps assembled from it for each ``how``.
 
 Every strategy (one table, chunks, parts, streamed host keys) hands the matching pairs, the
-build rows that matched, or for semi / anti the probe rows' matched mask, to a
-:class:`_Matches` piece by piece; ``assemble`` turns them into ``(left_rows, right_rows)``
-with -1 on the side a row lacks, or the left rows of semi / anti.
+build rows that matched, or for semi / anti the probe rows they return (or, where the probe
+cannot pick them, the probe rows' matched mask), to a :class:`_Matches` piece by piece;
+``assemble`` turns them into ``(left_rows, right_rows)`` with -1 on the side a row lacks, or
+the left rows of semi / anti.
 
 Example:
     >>> import torch
@@ -28,9 +29,10 @@ def _take(tensor: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
 class _Matches:
     """What a strategy found, as probe / build row pieces: matching pairs (with the probe
     side's unmatched rows when the join keeps them), a mask of the build rows that matched
-    (when the join keeps the build side's unmatched rows), or for semi / anti the matched
-    mask of the probe rows, which never materialises pairs (one key in half the rows stays
-    cheap)."""
+    (when the join keeps the build side's unmatched rows; with the rows it leaves unmarked
+    when the one probe found them), or for semi / anti the probe rows they return, at most
+    one a probe row however many build rows match it (one key in half the rows stays cheap),
+    or their matched mask."""
 
     def __init__(self, how: str, probe_is_left: bool, probe_rows: int, build_rows: int,
                  device: torch.device, *, store=None):
@@ -53,8 +55,9 @@ class _Matches:
         self.probe: list[torch.Tensor] = []
         self.build: list[torch.Tensor] = []
         self.hit: list[tuple[torch.Tensor | None, torch.Tensor]] = []  # (probe rows, matched)
-        # semi / anti pieces stored elsewhere: the rows they return, picked on the device
-        # (pieces come in row order), so no mask of every probe row is made there
+        # semi / anti: the rows they return, as the probe picked them (add_picked) or as
+        # add_hits picks them from a mask where a store takes the pieces (no mask of every
+        # probe row is made there)
         self.picked: list[torch.Tensor] | None = [] if store is not None else None
         self.allocate = None  # (rows, dtype) -> a 1-D tensor for a concatenation, if given
 

@@ -267,8 +267,8 @@ def _run_parts(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
             pieces_r.append(_back(rows_r, found[1]))
         else:
             pieces_l.append(_take(rows_l, found))
-    if not pieces_r:  # semi / anti: ascending left rows, as join promises
-        return torch.cat(pieces_l).sort().values
+    if not pieces_r:  # semi / anti: the left rows, in no particular order (as join's)
+        return torch.cat(pieces_l)
     return torch.cat(pieces_l), torch.cat(pieces_r)
 
 

@@ -179,7 +179,10 @@ class _RowTable:
                ) -> torch.Tensor:
         """The probe rows with a match (``how`` "semi") or without one ("anti"), in no
         particular order, made by the probe itself: synchronises once, as ``pairs`` does."""
-        return self._probe(columns, valid, one_row=how)[0]
+        rows = self._probe(columns, valid, one_row=how)[0]
+        # a view of the probe's output block (two int64 words a probe row): a copy of its
+        # own lets the block go
+        return rows.clone() if rows.untyped_storage().nbytes() > 2 * rows.nbytes else rows
 
     def unique(self) -> bool:
         """True when no key code repeats (the build counts the rows that do)."""
@@ -478,8 +481,9 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
 
     ``how``: ``"inner"``, ``"left"``, ``"right"``, ``"full"`` (outer) return
     ``(left_rows, right_rows)`` with -1 on the side a row lacks; ``"semi"`` / ``"anti"``
-    return ``left_rows`` only (in ascending order); ``"cross"`` every pair. Many-to-many keys
-    give every pair. The order of the pairs is unspecified (compare sorted pairs).
+    return ``left_rows`` only; ``"cross"`` every pair. Many-to-many keys give every pair. The
+    order of the rows and pairs is unspecified for every ``how`` (compare them sorted; the
+    GPU's probe writes them as its threads find them).
 
     ``memory_budget`` (bytes; default a share of the device's free memory) bounds the
     working set: past it the probe side is streamed in chunks, or both sides are partitioned

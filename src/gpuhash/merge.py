@@ -116,9 +116,8 @@ def _output_names(left_cols, right_cols, layout, suffixes, kind, how):
     if suffixes is None:
         suffixes = ("", "_right") if kind == POLARS else ("_x", "_y")
     if (not isinstance(suffixes, (tuple, list)) or len(suffixes) != 2
-            or not all(s is None or isinstance(s, str) for s in suffixes)
-            or suffixes[0] is None and suffixes[1] is None):
-        raise ValueError(f"suffixes must be two strings (one may be None), got {suffixes!r}")
+            or not all(s is None or isinstance(s, str) for s in suffixes)):
+        raise ValueError(f"suffixes must be two strings or None, got {suffixes!r}")
     suffixes = tuple("" if s is None else s for s in suffixes)
     left_dropped, right_dropped, _ = layout
     left_cols = [c for c in left_cols if c not in left_dropped]
