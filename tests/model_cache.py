@@ -334,6 +334,27 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
                 self.model.slots[i] = None
             assert self.cache.erase_if(max_score=limit) == len(doomed)
 
+        @rule(offset=st.integers(0, 40), count=st.none() | st.integers(0, 40),
+              filtered=st.booleans(), data=st.data())
+        def export_part(self, offset, count, filtered, data):
+            """export's arguments: the live entries of slots [offset, offset + count) scoring
+            at least min_score (a score some entry has, so the bound itself is tested), in
+            slot order (where the model places entries exactly; else the whole table's,
+            filtered by score)."""
+            present = sorted({e[1] for e in self.model.slots if e is not None})
+            min_score = data.draw(st.sampled_from(present)) if filtered and present else None
+            slots = len(self.model.slots)
+            offset = min(offset, slots) if exact else 0
+            count = count if exact else None
+            keys, _, scores = self.cache.export(offset=offset, count=count,
+                                                min_score=min_score)
+            end = slots if count is None else min(slots, offset + count)
+            want = [(e[0], e[1]) for e in self.model.slots[offset:end] if e is not None
+                    and (min_score is None or e[1] >= min_score)]
+            got = list(zip(keys.view(torch.uint64).cpu().tolist(),
+                           scores.cpu().tolist()))
+            assert (got if exact else sorted(got)) == (want if exact else sorted(want))
+
         @rule(epoch=st.integers(0, 3))
         def set_epoch(self, epoch):
             self.cache.set_global_epoch(epoch)
