@@ -87,13 +87,17 @@ class Engine(Protocol):
                          valid: torch.Tensor | None, shape: int, low: int, high: int, *,
                          keep_unmatched: bool = False, build_hit: torch.Tensor | None = None,
                          probe_hit: torch.Tensor | None = None,
-                         direct: torch.Tensor | None = None, ranked: torch.Tensor | None = None
-                         ) -> tuple[torch.Tensor, torch.Tensor, int]:
+                         direct: torch.Tensor | None = None, ranked: torch.Tensor | None = None,
+                         one_row: str | None = None, unmatched_build: bool = False
+                         ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor | None]:
         """(probe row, build row) of every match of a key column (and (row, -1) for rows
-        without one when ``keep_unmatched``); marks ``build_hit``; with ``probe_hit`` only
-        that mask; ``direct`` (and ``ranked``): the build's direct or ranked array, read in
-        place of the table where it holds the build side. Last, the build rows the table
-        lacks: the result is complete only when it is zero."""
+        without one when ``keep_unmatched``; with ``one_row`` "semi" / "anti" instead one
+        (row, -1) for each row that has / lacks a match); marks ``build_hit``; with
+        ``probe_hit`` only that mask; ``direct`` (and ``ranked``): the build's direct or
+        ranked array, read in place of the table where it holds the build side. Then the
+        build rows the table lacks (the result is complete only when it is zero), and with
+        ``unmatched_build`` the build rows ``build_hit`` leaves unmarked (else None), learnt
+        in the same one synchronisation."""
 
     def stashed(self, state: TableState,
                 count: int) -> tuple[torch.Tensor, torch.Tensor] | None:
