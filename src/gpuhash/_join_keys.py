@@ -124,24 +124,41 @@ def canonical(column: torch.Tensor) -> torch.Tensor:
     return column.to(torch.int64)
 
 
+def _column_stats(values: torch.Tensor, valid: torch.Tensor | None,
+                  alone: bool) -> list[torch.Tensor]:
+    """A key column's facts for :class:`_Column` as device scalars, so that every column's
+    come back in one read: its valid rows, their smallest and largest value and, for a
+    column alone, whether one holds a reserved value (the key itself is its code only
+    without one). No row is dropped first: a masked_select would read its size back."""
+    if values.shape[0] == 0:  # no rows: nothing to reduce (an empty build side)
+        found = [values.new_zeros(()), values.new_zeros(()), values.new_full((), -1)]
+        return found + [values.new_zeros(())] * alone
+    if valid is None:
+        found = [values.new_tensor(values.shape[0]), *torch.aminmax(values)]
+        reserved = (values == -1) | (values == -2)
+    else:
+        found = [valid.sum(dtype=torch.int64),
+                 torch.where(valid, values, 2**63 - 1).min(),
+                 torch.where(valid, values, -(2**63)).max()]
+        reserved = ((values == -1) | (values == -2)) & valid
+    if alone:
+        found.append(reserved.any().to(torch.int64))
+    return [f.reshape(()) for f in found]
+
+
 class _Column:
     """How one key column becomes a code in ``[0, span)``: an offset from the build side's
     minimum, the key itself (one wide column with no reserved value), or its rank among the
-    build side's sorted distinct keys."""
+    build side's sorted distinct keys. ``stats``: :func:`_column_stats` as numbers;
+    ``valid_values()`` gives the build side's valid values, asked only for a rank."""
 
-    def __init__(self, values: torch.Tensor, *, alone: bool):
+    def __init__(self, stats: list[int], valid_values, *, alone: bool):
         self.uniques = None
         self.low, self.high = 0, -1  # an empty build side: nothing matches
         self.mode, self.span = "offset", 1
-        if values.shape[0] == 0:
+        rows, low, high, *reserved = stats
+        if rows == 0:
             return
-        # one read: the range, and for a column alone whether it holds a reserved value (the
-        # key itself is its code only without one), a pass over the keys in place of a
-        # second synchronisation
-        found = [*torch.aminmax(values)]
-        if alone:
-            found.append(((values == -1) | (values == -2)).any().to(values.dtype))
-        low, high, *reserved = torch.stack(found).tolist()
         width = high - low + 1
         if width <= (SPAN_32 if alone else SPAN_LIMIT):
             self.low, self.high, self.span = low, high, width
@@ -150,7 +167,7 @@ class _Column:
             self.mode, self.span = "direct", None
             return
         self.mode = "sorted"
-        self.uniques = torch.unique(values)
+        self.uniques = torch.unique(valid_values())
         self.span = self.uniques.shape[0]
 
     def apply(self, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -238,14 +255,23 @@ class KeyEncoder:
     refit = False  # fitted on the build side: every build row is in range
 
     def __init__(self, columns: list[torch.Tensor], valid: torch.Tensor | None):
-        values = [canonical(c) if valid is None else canonical(c).masked_select(valid)
-                  for c in columns]
+        values = [canonical(c) for c in columns]
+        alone = len(values) == 1
+        # every column's range in one read (one synchronisation for the whole build side)
+        stats = torch.stack([f for v in values for f in _column_stats(v, valid, alone)])
+        width = 4 if alone else 3
+        stats = stats.tolist()
+
+        def valid_rows(tensor):  # the build side's valid rows only (a rank's uniques)
+            return tensor if valid is None else tensor.masked_select(valid)
+
         self.steps: list[tuple[str, Any]] = []
-        combined, total = None, 1
+        combined, total = None, 1  # the codes so far, of every build row
         for i, column in enumerate(values):
-            fitted = _Column(column, alone=len(values) == 1)
+            fitted = _Column(stats[i * width:(i + 1) * width],
+                             lambda column=column: valid_rows(column), alone=alone)
             if combined is not None and total * fitted.span > SPAN_LIMIT:
-                uniques = torch.unique(combined)
+                uniques = torch.unique(valid_rows(combined))
                 self.steps.append(("rank", uniques))
                 combined, total = _rank(uniques, combined)[0], max(1, uniques.shape[0])
             if i + 1 < len(values):  # the last column's codes are never combined further
