@@ -134,7 +134,7 @@ def _column_stats(values: torch.Tensor, valid: torch.Tensor | None,
         found = [values.new_zeros(()), values.new_zeros(()), values.new_full((), -1)]
         return found + [values.new_zeros(())] * alone
     if valid is None:
-        found = [values.new_tensor(values.shape[0]), *torch.aminmax(values)]
+        found = [values.new_full((), values.shape[0]), *torch.aminmax(values)]  # no copy
         reserved = (values == -1) | (values == -2)
     else:
         found = [valid.sum(dtype=torch.int64),
