@@ -43,8 +43,9 @@ from . import _join_plan
 from ._arrays import SIGNED_VIEW
 from ._join_keys import canonical
 from ._join_matches import _take
+from ._join_parts import _MIX, _PART_SHIFT
 from ._join_plan import JoinPlan
-from .join import _MIX, _PART_SHIFT, JoinBuild, _Side
+from .join import JoinBuild, _Side
 
 # chunks queued ahead of the one being joined (the planner counts them and the copies in
 # flight against the budget: _join_plan.STAGED_CHUNKS)
