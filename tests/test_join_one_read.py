@@ -34,14 +34,18 @@ def _builds(generator):
     return [("dense", dense), ("sparse", sparse.unique()), ("repeated", repeated)]
 
 
+def _probe_of(build, shared, others, generator):
+    """The first ``shared`` build keys and ``others`` random ones, as probe keys."""
+    random = torch.randint(0, 2**31 - 3, (others,), generator=generator, dtype=torch.int32)
+    return torch.cat([build[:shared], random])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("how", ["semi", "anti"])
 def test_semi_and_anti_rows_on_every_build(how, device):
     generator = torch.Generator().manual_seed(5)
     for name, build in _builds(generator):
-        probe = torch.cat([build[:7_000], torch.randint(0, 2**31 - 3, (9_000,),
-                                                          generator=generator,
-                                                          dtype=torch.int32)])
+        probe = _probe_of(build, 7_000, 9_000, generator)
         probe = probe[torch.randperm(probe.shape[0], generator=generator)]
         valid = torch.rand(probe.shape[0], generator=generator) > 0.1
         want = _reference(probe, build, valid, how)
@@ -59,9 +63,7 @@ def test_right_and_full_keep_every_unmatched_build_row_on_every_build(how, devic
     generator = torch.Generator().manual_seed(9)
     for name, build in _builds(generator):
         # more probe rows than build rows: the right side is the one built and kept
-        probe = torch.cat([build[:10_000], torch.randint(0, 2**31 - 3, (25_000,),
-                                                           generator=generator,
-                                                           dtype=torch.int32)])
+        probe = _probe_of(build, 10_000, 25_000, generator)
         valid = torch.rand(probe.shape[0], generator=generator) > 0.1
         present = {}
         for row, key in enumerate(build.tolist()):
@@ -95,15 +97,15 @@ def test_one_column_joins_synchronise_as_often_as_an_inner_join(how):
     assert _flagged(probe, build, how) <= _flagged(probe, build, "inner")
 
 
-def _flagged(probe, build, how):
+def _flagged(probe, build, how, **options):
     """The synchronisations torch's sync debug mode flags in one gh.join."""
-    gh.join(probe, build, how=how)  # warm: compiles, plans and pools outside the count
+    gh.join(probe, build, how=how, **options)  # warm: compiles, plans and pools uncounted
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("warn")
     try:
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            gh.join(probe, build, how=how)
+            gh.join(probe, build, how=how, **options)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     return len(seen)
@@ -131,21 +133,8 @@ def test_two_key_columns_with_null_rows_add_one_read_their_ranges():
     second = torch.randint(0, 5, (50_000,), generator=generator, dtype=torch.int32).cuda()
     valid = (torch.rand(50_000, generator=generator) > 0.1).cuda()
 
-    def two_columns(how):  # the right side, smaller, is built: its null rows are masked
-        gh.join((narrow, second), (narrow[:30_000], second[:30_000]), how=how,
-                right_valid=valid[:30_000])
-
-    def flagged(run):
-        run("inner")
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            with warnings.catch_warnings(record=True) as seen:
-                warnings.simplefilter("always")
-                run("inner")
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-        return len(seen)
-
-    one = flagged(lambda how: gh.join(narrow, narrow[:30_000], how=how))
-    assert flagged(two_columns) <= one + 1
+    one = _flagged(narrow, narrow[:30_000], "inner")
+    # the right side, smaller, is built: its null rows are masked
+    two = _flagged((narrow, second), (narrow[:30_000], second[:30_000]), "inner",
+                   right_valid=valid[:30_000])
+    assert two <= one + 1
