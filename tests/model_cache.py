@@ -384,6 +384,7 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
                     for k, (s, v) in self.model.as_dict().items()}
             assert got == want
             assert len(self.cache) == len(want)
+            check_index(self.cache)
             if exact:
                 slot_keys = [e[0] if e is not None else M64 for e in self.model.slots]
                 assert self.cache._state.keys.view(torch.uint64).cpu().tolist() == slot_keys
@@ -392,7 +393,8 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
 
 
 def check_placement(cache) -> None:
-    """Every key once, each in one of its two buckets, the count right."""
+    """Every key once, each in one of its two buckets, the count right; on a CUDA cache, its
+    index exact (check_index)."""
     state = cache._state
     keys = state.keys.cpu()
     live = keys != -1
@@ -403,3 +405,41 @@ def check_placement(cache) -> None:
     slots = torch.nonzero(live).flatten().tolist()
     for slot, key in zip(slots, keys[live].tolist()):
         assert slot // model.width in model.buckets(key % 2**64)
+    check_index(cache)
+
+
+INDEX_SLOT_BITS = 40  # kernels/cache_index.cuh
+
+
+def check_index(cache) -> None:
+    """A CUDA cache's index from key to slot (kernels/cache_index.cuh) holds every live key at
+    its slot and nothing else, a free entry holds no slot bits, and each bucket's count is the
+    number of keys stored past it (walking from their home bucket). Nothing to check on the
+    CPU, or where the index is to be made again before its next use."""
+    state = cache._state
+    index = state.__dict__.get("_cuda_index")
+    if index is None or state.__dict__.get("_keys_rewritten"):
+        return
+    words = index.cpu()
+    keys = state.keys.cpu()
+    key_words, second = words[:, 0], words[:, 1]
+    slot_bits = second & ((1 << INDEX_SLOT_BITS) - 1)
+    counts = (second >> INDEX_SLOT_BITS) & ((1 << (64 - INDEX_SLOT_BITS)) - 1)
+    used = key_words != -1
+    live = (keys != -1) & (keys != -2)
+    want = dict(zip(keys[live].tolist(), torch.nonzero(live).flatten().tolist()))
+    assert dict(zip(key_words[used].tolist(), slot_bits[used].tolist())) == want
+    assert int(used.sum()) == len(want)
+    assert int(slot_bits[~used].count_nonzero()) == 0
+    buckets = words.shape[0] // 8
+    counts = counts.view(buckets, 8)
+    assert int(counts[:, 1:].count_nonzero()) == 0  # only a bucket's first entry counts
+    expected = [0] * buckets
+    seed = state.spec.seed
+    for at, key in zip(torch.nonzero(used).flatten().tolist(), key_words[used].tolist()):
+        hash_ = _mix((key % 2**64) ^ seed)
+        bucket = ((_mix(hash_) & M32) * buckets) >> 32
+        while bucket != at // 8:
+            expected[bucket] += 1
+            bucket = (bucket + 1) % buckets
+    assert counts[:, 0].tolist() == expected

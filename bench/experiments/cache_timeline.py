@@ -1,6 +1,7 @@
 """Where a CacheMap call's time goes on the GPU: a torch.profiler trace of one call of each
-API (dim 8, 16M slots or CAPACITY, at load 0.5, 1M keys, 60% present): every kernel with its
-duration, and the call's wall time. Public entry points only.
+API (dim 8, 16M slots or CAPACITY, at load 0.5 or LOAD, 1M keys, 60% present): every kernel
+with its duration, and the call's wall time; then each API's host time for a 1K-key call
+(HOST=0 leaves it out). APIS=insert_or_assign,find: a subset. Public entry points only.
 On the GPU machine: PYTHONPATH=src python bench/experiments/cache_timeline.py
 """
 
@@ -19,11 +20,11 @@ DEVICE = torch.device("cuda")
 def main(capacity: int = 16 << 20, batch: int = 1 << 20, dim: int = 8) -> None:
     cache = gh.CacheMap(key_dtype=torch.uint64, value_dtype=torch.float32, value_shape=(dim,),
                         capacity=capacity, device=DEVICE)
-    present = _random_keys(capacity // 2, DEVICE)
+    present = _random_keys(int(capacity * float(os.environ.get("LOAD", "0.5"))), DEVICE)
     for part in present.split(batch):
         cache.insert_or_assign(part.view(torch.uint64), torch.zeros(part.numel(), dim,
                                                                     device=DEVICE))
-    for api in APIS:
+    for api in os.environ.get("APIS", ",".join(APIS)).split(","):
         for run in range(3):
             hits = present[torch.randint(0, present.numel(), (int(batch * 0.6),),
                                          device=DEVICE)]
@@ -74,4 +75,5 @@ def host_overhead(calls: int = 300) -> None:
 
 if __name__ == "__main__":
     main(capacity=int(os.environ.get("CAPACITY", 16 << 20)))  # CAPACITY=134217728: the bench's
-    host_overhead()
+    if os.environ.get("HOST", "1") != "0":
+        host_overhead()

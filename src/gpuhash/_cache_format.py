@@ -33,6 +33,11 @@ HashMap's first and second bucket), and nowhere else: that pair is its bounded c
   score is lower than that: then it is refused.
 - A slot being rewritten holds ``LOCKED_KEY`` (the GPU engine's writers; searches skip it).
 So the two largest uint64 keys (int64 -1 and -2) are reserved, as in HierarchicalKV.
+
+These are the bytes both engines share. The CUDA engine also keeps an index from key to slot
+(engines/cache_cuda.py, kernels/cache_index.cuh), derived from ``keys``: it finds a key in
+one memory line instead of the digest walk, and is made again from ``keys`` when they were
+changed outside the engines (``CacheState.keys_rewritten``).
 """
 
 from __future__ import annotations
@@ -148,6 +153,12 @@ class CacheState:
         """The cache's bytes by name, the value rows whole (``all_values`` on ``device``)."""
         return {"keys": self.keys, "digests": self.digests, "scores": self.scores,
                 "values": self.all_values(device), "counts": self.counts}
+
+    def keys_rewritten(self) -> None:
+        """Call after changing key words other than through an engine's operations: what an
+        engine derived from them (the CUDA engine's index from key to slot) is made again
+        before its next use."""
+        self.__dict__["_keys_rewritten"] = True
 
 
 def hbm_slots_for(spec: CacheSpec, device: torch.device, max_hbm_bytes: int | None) -> int:

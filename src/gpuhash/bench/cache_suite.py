@@ -134,13 +134,17 @@ def workload(dim: int, capacity: int, device: torch.device, *, batch: int, runs:
 
 def _footprint(cache: CacheMap) -> dict:
     """Bytes a slot takes: the metadata (key, score, digest: HierarchicalKV keeps the same 17
-    B a slot) and with the value row, counted from the cache's own tensors."""
+    B a slot; on CUDA also the index from key to slot), and with the value row, counted from
+    the cache's own tensors."""
     state = cache._state
     meta = sum(t.element_size() * t.numel() for t in (state.keys, state.scores, state.digests))
+    index = state.__dict__.get("_cuda_index")
+    index_bytes = 0 if index is None else index.element_size() * index.numel()
     rows = state.values if state.host_values is None else state.host_values
     row_bytes = rows.element_size() * rows[0].numel()
-    return {"metadata_bytes_per_slot": meta / cache.capacity,
-            "bytes_per_slot": meta / cache.capacity + row_bytes}
+    return {"metadata_bytes_per_slot": (meta + index_bytes) / cache.capacity,
+            "index_bytes_per_slot": index_bytes / cache.capacity,
+            "bytes_per_slot": (meta + index_bytes) / cache.capacity + row_bytes}
 
 
 def _host_gather(cache: CacheMap, present: torch.Tensor, batch: int, runs: int) -> dict:

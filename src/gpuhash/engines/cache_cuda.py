@@ -1,6 +1,11 @@
 """The CUDA engine of CacheMap: the functions of engines/cache_cpu.py as kernels of
 kernels/cache.cu over the same bytes, outputs made with torch on the current stream of the
 cache's device. Nothing here synchronises with the host.
+
+Beside the bytes both engines share, a CUDA cache keeps an index from key to slot
+(kernels/cache_index.cuh: 32 bytes a slot), through which finds read one line a key; the
+writes keep it exact. It is made on the engine's first use of a state, and made again after
+the key words were changed by torch (``CacheState.keys_rewritten``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from .cuda import ARCH_ENV, last_rows_scratch_type, last_rows_with
 
 WRITE_MODES = 4  # UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE (engines/_cpu_cache_loops.py)
 ASSIGN = 2       # the mode that inserts nothing, so never evicts
+INDEX_ENTRIES = 8     # entries an index bucket (kernels/cache_index.cuh: GH_INDEX_ENTRIES)
+INDEX_PER_SLOT = 2    # index entries a slot: the index is at most half full
 
 
 def cache_type(spec: CacheSpec) -> str:
@@ -32,6 +39,8 @@ def kernel_names(spec: CacheSpec) -> dict[str, str]:
     names["lookup"] = f"gh_cache_lookup<{cache}, true>"
     names["lookup_slots"] = f"gh_cache_lookup<{cache}, false>"  # no value copied
     names["erase"] = f"gh_cache_erase<{cache}>"
+    names["index_build"] = f"gh_cache_index_build<{cache}>"
+    names["index_settle"] = f"gh_cache_index_settle<{cache}>"
     names["gather"] = f"gh_cache_gather<{cache}>"
     names["scatter"] = f"gh_cache_scatter<{cache}>"
     names["last_rows"] = f"gh_last_rows<{last_rows_scratch_type(8)}>"
@@ -48,19 +57,41 @@ def _kernels(value_bytes: int, bucket_slots: int, device_index: int, arch: str |
     return {op: module.get_kernel(expression) for op, expression in names.items()}
 
 
+def index_buckets(slots: int) -> int:
+    """Buckets of the key-to-slot index of a cache of ``slots`` slots."""
+    return -(-INDEX_PER_SLOT * slots // INDEX_ENTRIES)
+
+
 def _launch_info(state: CacheState) -> tuple[dict, tuple[int, ...], int]:
-    """Kernels, cache arguments and device index of a state, worked out once."""
+    """Kernels, cache arguments and device index of a state, worked out once; the index made
+    on first use and after ``keys_rewritten``."""
     info = state.__dict__.get("_cuda_launch_info")
     if info is None:
         spec = state.spec
-        index = state.keys.get_device()
+        device = state.keys.get_device()
+        buckets = index_buckets(spec.capacity)
+        index = torch.empty((buckets * INDEX_ENTRIES, 2), dtype=torch.int64,
+                            device=state.keys.device)
         args = (state.keys.data_ptr(), state.digests.data_ptr(), state.scores.data_ptr(),
                 state.values.data_ptr(), state.counts.data_ptr(), spec.num_buckets,
-                spec.signed_seed, _ptr(state.host_values), state.hbm_slots)
-        kernels = _kernels(spec.value_bytes, spec.bucket_slots, index, os.environ.get(ARCH_ENV))
-        info = (kernels, args, index)
+                spec.signed_seed, _ptr(state.host_values), state.hbm_slots, index.data_ptr(),
+                buckets)
+        kernels = _kernels(spec.value_bytes, spec.bucket_slots, device, os.environ.get(ARCH_ENV))
+        info = (kernels, args, device)
         state.__dict__["_cuda_launch_info"] = info
+        state.__dict__["_cuda_index"] = index
+        state.keys_rewritten()
+    if state.__dict__.pop("_keys_rewritten", False):
+        _build_index(state, *info)
     return info
+
+
+def _build_index(state: CacheState, kernels: dict, args: tuple, device: int) -> None:
+    """The index of the state's key words, made anew (gh_cache_index_build)."""
+    index = state.__dict__["_cuda_index"]
+    index[:, 0] = -1  # key words EMPTY
+    index[:, 1] = 0   # no slot, no count
+    launch(kernels["index_build"], state.spec.capacity, *args, device=device)
 
 
 def _ptr(tensor: torch.Tensor | None) -> int:
@@ -82,7 +113,8 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
           out: torch.Tensor | None = None
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple | None]:
     """One write per acting row: gh_cache_write places the rows that find their key or a free
-    slot, then (every mode but ASSIGN) gh_cache_evict moves an entry or evicts for the rest.
+    slot, then (every mode but ASSIGN) gh_cache_evict moves an entry or evicts for the rest,
+    and gh_cache_index_settle makes the evictions' index changes.
     Status, slot and found per row, the evicted entries (keys, values, scores, count) with
     ``evict_capacity``, and with ``out`` each acting row's value as the call leaves it."""
     kernels, table, device = _launch_info(state)
@@ -106,10 +138,13 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
            policy, step, epoch, status.data_ptr(), index.data_ptr(), found.data_ptr(),
            _ptr(out), device=device)
     if mode != ASSIGN:
+        replaced = keys.new_empty(rows, dtype=torch.int64)  # the key each eviction replaced
         launch(kernels["evict"], rows, *table, keys.data_ptr(), _ptr(scores), _ptr(values),
                value_stride, has_values, rows, policy, step, epoch,
                relocation_limit(spec.capacity), status.data_ptr(), index.data_ptr(), *ev,
-               evict_capacity, device=device)
+               evict_capacity, replaced.data_ptr(), device=device)
+        launch(kernels["index_settle"], rows, *table, keys.data_ptr(), rows, status.data_ptr(),
+               index.data_ptr(), replaced.data_ptr(), device=device)
     return status, index, found, evicted
 
 

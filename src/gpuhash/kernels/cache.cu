@@ -1,6 +1,7 @@
 // The CacheMap kernels, templated on the cache type (cache.cuh: GhCache) and instantiated by
 // name through NVRTC (engines/cache_cuda.py: kernel_names). One thread per row, each a thin
-// caller of the cache's probe; the host keeps one acting row per key (gh_last_rows).
+// caller of the cache's probe and its index (cache_index.cuh); the host keeps one acting row
+// per key (gh_last_rows).
 #include "cache.cuh"
 #include "last_rows.cuh"
 
@@ -12,8 +13,9 @@ enum GhWriteMode { GH_UPSERT = 0, GH_FIND_OR_INSERT = 1, GH_ASSIGN = 2, GH_ACCUM
 // accumulate set, only locate a present key (ACCUMULATE: the host adds to its value; the other
 // rows upsert). status / index / found for every row (non-acting rows: SUPERSEDED, -1, 0).
 // Row r's value is in_values + r * value_stride * VALUE_BYTES (stride 0: one row for all).
-// A write is two launches. This one places every row that finds its key or a free slot and
-// marks the others GH_TO_EVICT; gh_cache_evict then moves an entry or evicts for those. No entry is evicted in
+// A write is two launches (three where one evicts: gh_cache_index_settle). This one places
+// every row that finds its key (through the index) or a free slot and marks the others
+// GH_TO_EVICT; gh_cache_evict then moves an entry or evicts for those. No entry is evicted in
 // this launch, and its rows hold distinct keys (the host keeps one acting row per key), so a
 // row's slot is its own from the moment it finds its key or wins a free slot by CAS: it
 // writes value, score and digest with plain stores, no lock, no fence (the launch boundary
@@ -55,16 +57,11 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
         const bool adds = MODE == GH_ACCUMULATE && accumulate[r];
         const gh_u64 mine = given == nullptr ? 0 : given[r];
         const int rule = static_cast<int>(policy);
-        GhMasks<C> m1, m2;
-        gh_i64 slot;
-        if constexpr (MODE == GH_ASSIGN) {
-            // nothing in an ASSIGN launch adds, moves or frees an entry (and no write runs
-            // beside it: the host orders writes), so it searches as a lookup does, through the
-            // read-only path and without the masks a claim would need
-            slot = gh_cache_locate<C, false>(t, home, key, digest);
-        } else {
-            slot = gh_cache_locate<C, true>(t, home, key, digest, m1, m2);
-        }
+        // Every row searches through the index (cache_index.cuh): one line, where the digest
+        // walk read one or two buckets' digests and a key word for each false match. (In an
+        // ASSIGN launch nothing adds an entry, so through the read-only path.) Only a row
+        // whose key is absent reads its buckets' digests, for the free slots a claim needs.
+        gh_i64 slot = gh_index_find<MODE != GH_ASSIGN>(t.index, t.index_buckets, home.hash, key);
         found[r] = slot >= 0;
         if (slot >= 0) {
             if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, t.value(slot));
@@ -83,6 +80,10 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
             status[r] = GH_SKIPPED;
             continue;
         }
+        GhMasks<C> m1, m2;
+        gh_bucket_masks<C, true>(t, home.b1, 0u, m1);
+        if (home.b2 != home.b1) gh_bucket_masks<C, true>(t, home.b2, 0u, m2);
+        else m2 = m1;
         slot = gh_cache_claim_free(t, home, key, m1, m2);
         if (slot < 0) {
             status[r] = GH_TO_EVICT;
@@ -91,6 +92,7 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
         if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(slot), row);
         t.scores[slot] = gh_new_score(rule, 0, false, mine, step, epoch);
         t.digests[slot] = static_cast<gh_u8>(digest);
+        gh_index_insert(t.index, t.index_buckets, home.hash, key, slot);
         status[r] = GH_INSERTED;
         index[r] = slot;
         ++added;
@@ -116,6 +118,10 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
 // slot is rewritten. Evicted entries go to ev_* while they have room. 3 blocks of 256 a SM (80
 // registers: at 4 blocks the batch spilled and gained little; in-process A/Bs in
 // bench/RESULTS.md). The launch's time at full load is mostly the scans' 2 KB a row.
+// A move changes the index at once (its entry's slot, the new key's entry); an eviction
+// leaves the evicted key in replaced[r] and both index changes to gh_cache_index_settle, the
+// launch after: made here, inside the rows' chains of round trips, they cost the launch half
+// its time again (bench/RESULTS.md, twenty-second session).
 constexpr gh_u32 GH_EVICT_BATCH = 4;  // rows whose chains run together (gh_cache_evict)
 
 template <class C>
@@ -124,7 +130,8 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
                                gh_u64 has_values, gh_u64 n, gh_u64 policy, gh_u64 step,
                                gh_u64 epoch, gh_u64 move_below, signed char* status,
                                gh_i64* index, gh_u64* ev_keys, char* ev_values,
-                               gh_u64* ev_scores, gh_u64* evicted, gh_u64 ev_capacity) {
+                               gh_u64* ev_scores, gh_u64* evicted, gh_u64 ev_capacity,
+                               gh_u64* replaced) {
     constexpr bool HOLD = C::VALUE_BYTES <= 32;
     typedef GhHeldValue<C::VALUE_BYTES> Held;
     const C t = GH_CACHE_REF(C);
@@ -192,6 +199,7 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
                 if (from >= 0) {
                     if (gh_cache_move(t, from, moving, to)) {
                         if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(from), row);
+                        gh_index_insert(t.index, t.index_buckets, home.hash, key, from);
                         gh_cache_publish(t, from, key, digest, score);
                         atomicAdd(reinterpret_cast<unsigned long long*>(t.counts), 1ULL);
                         status[r] = GH_INSERTED;
@@ -220,6 +228,7 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
                             }
                         }
                         if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(victim), row);
+                        replaced[r] = old_key;  // the index changes in gh_cache_index_settle
                         gh_cache_publish(t, victim, key, digest, score);
                         status[r] = GH_INSERTED_EVICTING;
                         index[r] = victim;
@@ -249,15 +258,15 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
     }
 }
 
-// Slot of each row's key (-1 where absent) and found; with `out`, its value (where absent,
+// Slot of each row's key (-1 where absent), found through the index (cache_index.cuh), and
+// found; with `out`, its value (where absent,
 // `default_row` + r * default_stride rows); on rows with update[r] set, the score raised as a
 // touch does. Rows with `only` given and only[r] clear are left alone. No key moves in this
 // launch: read-only loads.
 // COPY: whether `out` may be given; find_index's instance leaves the warp copy out, whose
 // loads in flight cost registers (and occupancy) a lookup of slots alone does not need.
-// Five blocks an SM: find_index's instance then fits 48 registers (54 unbounded, four blocks)
-// with a 28-byte spill, and ran 2-5% faster at every load on the H100; six blocks (40
-// registers, 88 bytes of spill) ran 2-12% slower (bench/RESULTS.md, nineteenth session).
+// (Five blocks an SM was chosen for the digest walk's 54 registers, nineteenth session in
+// bench/RESULTS.md; through the index both instances take 28, so the bound does not bind.)
 // verify (find_index's instance only; the acting rows of a write just made, index holding
 // their slots): rows with it set keep their slot while it still holds their key.
 template <class C, bool COPY>
@@ -285,9 +294,8 @@ gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n, const gh_u8* only
         const char* src = nullptr;  // the value this row returns
         if (mine) {
             const gh_u64 key = rows[r];
-            const GhHome home = gh_home(t, key);
             const gh_i64 slot = key >= GH_LOCKED
-                ? -1 : gh_cache_locate<C, false>(t, home, key, gh_digest(home.hash));
+                ? -1 : gh_index_find<false>(t.index, t.index_buckets, gh_home(t, key).hash, key);
             index[r] = slot;
             if (!keeps_found) found[r] = slot >= 0;
             src = slot >= 0 ? t.value(slot) : default_row + r * default_stride * C::VALUE_BYTES;
@@ -315,6 +323,7 @@ __global__ void gh_cache_erase(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n, gh
             key >= GH_LOCKED ? -1 : gh_cache_lock(t, home, key, gh_digest(home.hash));
         erased[r] = slot >= 0;
         if (slot < 0) continue;
+        gh_index_erase(t.index, t.index_buckets, home.hash, key);
         t.scores[slot] = 0;
         t.digests[slot] = 0;
         gh_store_release(t.keys + slot, ~0ULL);
@@ -349,5 +358,46 @@ __global__ void gh_cache_scatter(GH_CACHE_PARAMS, const gh_i64* index, gh_u64 n,
         const gh_i64 slot = r < n ? index[r] : -1;
         gh_warp_copy<C::VALUE_BYTES>(slot >= 0 ? rows + r * C::VALUE_BYTES : nullptr,
                                      slot >= 0 ? t.value(slot) : nullptr);
+    }
+}
+
+// Makes the index (cache_index.cuh) of the key words, from an index of free entries (key
+// words EMPTY, second words 0): the CUDA engine's first use of a cache, and after key words
+// were changed by torch (erase_if, clear).
+template <class C>
+__global__ void gh_cache_index_build(GH_CACHE_PARAMS) {
+    const C t = GH_CACHE_REF(C);
+    const gh_u64 slots = t.num_buckets * C::BUCKET;
+    for (gh_u64 s = gh_row(); s < slots; s += gh_stride()) {
+        const gh_u64 key = __ldg(t.keys + s);
+        if (key < GH_LOCKED) {
+            gh_index_insert(t.index, t.index_buckets, gh_home(t, key).hash, key, s);
+        }
+    }
+}
+
+// The third launch of a write that evicts: the index changes of the rows gh_cache_evict
+// marked INSERTED_EVICTING, made after every slot of the write is settled. The evicted key
+// (replaced[r]) loses its entry, if it has one (an entry this write evicted may have been
+// given no entry yet); the row's key gets one at the slot it holds now: index[r] unless a
+// later row of the write moved the entry (then found by the digest walk), none if a later row
+// evicted it. No slot changes in this launch (read-only loads of the slots), and its index
+// changes are for distinct keys (a key evicted by this write is none of its rows' keys).
+template <class C>
+__global__ void gh_cache_index_settle(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
+                                      const signed char* status, const gh_i64* index,
+                                      const gh_u64* replaced) {
+    const C t = GH_CACHE_REF(C);
+    for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
+        if (status[r] != GH_INSERTED_EVICTING) continue;
+        const gh_u64 old_key = replaced[r];
+        gh_index_erase(t.index, t.index_buckets, gh_home(t, old_key).hash, old_key);
+        const gh_u64 key = rows[r];
+        const GhHome home = gh_home(t, key);
+        gh_i64 slot = index[r];
+        if (__ldg(t.keys + slot) != key) {
+            slot = gh_cache_locate<C, false>(t, home, key, gh_digest(home.hash));
+        }
+        if (slot >= 0) gh_index_insert(t.index, t.index_buckets, home.hash, key, slot);
     }
 }

@@ -1,23 +1,29 @@
 // The evicting cache's table type and its one bounded probe: a key lives in one of its two
-// buckets (the core's gh_home), found through one digest byte a slot, placed in the emptier
-// bucket, or, when both are full, in a slot an entry left for its other bucket, or in place of
-// the lowest score of both. _cache_format.py states the rules; engines/_cpu_cache_loops.py is
-// the CPU twin, row by row.
+// buckets (the core's gh_home), placed in the emptier bucket, or, when both are full, in a
+// slot an entry left for its other bucket, or in place of the lowest score of both; one
+// digest byte a slot marks the free slots and lets the digest walk find a key.
+// _cache_format.py states the rules; engines/_cpu_cache_loops.py is the CPU twin, row by
+// row. On the GPU, finds and writes find a key through the index beside the slots
+// (cache_index.cuh); the digest walk remains for erase and for an index change that follows
+// a moved entry.
 //
 // Concurrency within a launch (rows hold distinct keys: the host keeps one row per key).
-// A write is two launches (kernels/cache.cu). The first evicts nothing, so a row owns the slot
+// A write is two launches (kernels/cache.cu), and a third for the index where it evicted.
+// The first evicts nothing, so a row owns the slot
 // of its key, or the free slot whose key word its CAS took from EMPTY, and fills it with plain
 // stores. The second moves an entry or evicts for the rows whose buckets were full; they race
 // for entries, so there a writer owns a slot while its key word holds GH_LOCKED, taken with
 // acquire order from the entry's key (an evictor's exchange, a mover's CAS) or, a move's
 // target, by a CAS from EMPTY; it writes value, score and digest and publishes the key with a
-// release store, so the next owner sees them. Erase locks the same way. Searches of a
-// write launch compare digests, then keys (relaxed): a match is a candidate its row then uses
-// or locks; a LOCKED slot with the key's digest is waited for (its owner publishes without
-// waiting on anything). Read-only launches (finds) run when no write does (the host orders
-// them), so they read through the read-only path. A free slot is one whose digest is 0: a
-// claimer that sees 0 while another row already holds the slot fails its CAS and looks further.
+// release store, so the next owner sees them. Erase locks the same way. Digest-walk searches
+// of a write launch compare digests, then keys (relaxed): a match is a candidate its row then
+// uses or locks; a LOCKED slot with the key's digest is waited for (its owner publishes
+// without waiting on anything). Read-only launches (finds) run when no write does (the host
+// orders them), so they read through the read-only path. A free slot is one whose digest is
+// 0: a claimer that sees 0 while another row already holds the slot fails its CAS and looks
+// further.
 #pragma once
+#include "cache_index.cuh"
 #include "open_addressing.cuh"
 
 constexpr gh_u64 GH_LOCKED = ~0ULL - 1;  // _cache_format.LOCKED_KEY
@@ -42,6 +48,8 @@ struct GhCache {
     gh_u64 seed;
     char* host_values;  // rows of the slots past hbm_slots: pinned host memory, read and
     gh_u64 hbm_slots;   // written in place through unified addressing (null: none)
+    gh_u64* index;      // key -> slot (cache_index.cuh): finds read it, writes keep it exact
+    gh_u64 index_buckets;
     __device__ __forceinline__ char* value(gh_u64 slot) const {
         return slot < hbm_slots ? values + slot * VALUE_BYTES
                                 : host_values + (slot - hbm_slots) * VALUE_BYTES;
@@ -50,9 +58,9 @@ struct GhCache {
 
 #define GH_CACHE_PARAMS gh_u64 *keys_, gh_u8 *digests, gh_u64 *scores, char *values, \
                         gh_i64 *counts, gh_u64 num_buckets, gh_u64 seed, char *host_values, \
-                        gh_u64 hbm_slots
+                        gh_u64 hbm_slots, gh_u64 *slot_index, gh_u64 index_buckets
 #define GH_CACHE_REF(C) C{keys_, digests, scores, values, counts, num_buckets, seed, \
-                          host_values, hbm_slots}
+                          host_values, hbm_slots, slot_index, index_buckets}
 
 // 8 bits of a second mix of the key's hash (no bucket choice reads them), never 0.
 __device__ __forceinline__ gh_u32 gh_digest(gh_u64 hash) {
@@ -185,32 +193,9 @@ __device__ __forceinline__ bool gh_cache_holds(const C& t, gh_u64 slot, gh_u64 k
     return k == key;
 }
 
-// The slot holding key among its two buckets, -1 if none. The masks it made stay in m1 (and
-// m2, made unless the key was found in b1) for a claim that follows.
-template <class C, bool COHERENT>
-__device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home, gh_u64 key,
-                                                 gh_u32 digest, GhMasks<C>& m1,
-                                                 GhMasks<C>& m2) {
-    gh_i64 found = -1;
-    const auto match = [&](gh_u64 slot) {
-        if (!gh_cache_holds<C, COHERENT>(t, slot, key)) return false;
-        found = static_cast<gh_i64>(slot);
-        return true;
-    };
-    const gh_u32 pattern = digest * 0x01010101u;
-    gh_bucket_masks<C, COHERENT>(t, home.b1, pattern, m1);
-    if (gh_each_bit<C>(m1.match, home.b1, match)) return found;
-    if (home.b2 == home.b1) {
-        m2 = m1;
-        return -1;
-    }
-    gh_bucket_masks<C, COHERENT>(t, home.b2, pattern, m2);
-    gh_each_bit<C>(m2.match, home.b2, match);
-    return found;
-}
-
-// The same without the masks (no claim follows: finds, erase): only the rare digest matches
-// pay for bit extraction (gh_bucket_each_match).
+// The slot holding key among its two buckets, -1 if none, by the digest walk (erase; finds
+// and writes search through the index, cache_index.cuh): only the rare digest matches pay
+// for bit extraction (gh_bucket_each_match).
 template <class C, bool COHERENT>
 __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home, gh_u64 key,
                                                  gh_u32 digest) {
@@ -393,7 +378,8 @@ __device__ __forceinline__ gh_i64 gh_cache_movable(const C& t, gh_u64 b1, gh_u64
 }
 
 // Moves the entry of slot `from` (key `key`) to the first free slot of bucket `to` that a CAS
-// takes, and leaves `from` LOCKED for the caller to fill (gh_cache_publish): true; false when
+// takes (its index entry pointed there before the slot is published), and leaves `from`
+// LOCKED for the caller to fill (gh_cache_publish): true; false when
 // the slot no longer holds `key`, or other rows took every free slot of `to` since the warp
 // counted them (then `from` is as it was). The entry is in neither slot while it moves; no
 // search runs in the evict launch (its rows' keys are absent), so none can miss it. Safe
@@ -418,6 +404,7 @@ __device__ __forceinline__ bool gh_cache_move(const C& t, gh_u64 from, gh_u64 ke
     gh_copy_value<C::VALUE_BYTES>(t.value(got), t.value(from));
     t.scores[got] = t.scores[from];
     t.digests[got] = t.digests[from];
+    gh_index_repoint(t.index, t.index_buckets, gh_home(t, key).hash, key, from, got);
     gh_store_release(t.keys + got, key);
     return true;
 }

@@ -1,0 +1,58 @@
+"""The card's rate of random reads by the size of the region they fall in: 1M (and 4M) random
+128-byte lines (eight lanes a line, 16 bytes each), 32-byte sectors (two lanes) and 8-byte
+words (a lane) a launch, from regions of 0.5 to 16 GiB, back to back between two CUDA events.
+A cache of 128M slots spreads its accesses over several GiB (keys 1, scores 1, values 4 at
+f32 x 8; an index of 2 entries a slot 4), while cache_find_floor.py measured the rates of a
+1 GiB region; this says how far those rates hold. Needs CuPy.
+On the GPU machine, with PYTHONPATH=bench/experiments:
+    python bench/experiments/random_access_ceiling.py"""
+
+import cupy
+import torch
+from _timing import back_to_back
+
+SOURCE = r"""
+extern "C" __global__ void random_reads(const uint4* region, const long long* at, long long n,
+                                        int lanes, unsigned int* sink) {
+  // `lanes` lanes read one access's 16 * lanes bytes; at[i] counts in units of that size
+  const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (t / lanes >= n) return;
+  const uint4 q = __ldg(region + at[t / lanes] * lanes + (t % lanes));
+  if ((q.x ^ q.y ^ q.z ^ q.w) == 0x9e3779b9u) sink[0] = 1;
+}
+extern "C" __global__ void random_words(const unsigned long long* region, const long long* at,
+                                        long long n, unsigned int* sink) {
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  if ((unsigned int)__ldg(region + at[i]) == 0x9e3779b9u) sink[0] = 1;
+}
+"""
+MODULE = cupy.RawModule(code=SOURCE)
+READS, WORDS = MODULE.get_function("random_reads"), MODULE.get_function("random_words")
+DEV = torch.device("cuda")
+GIB = 1 << 30
+
+region = torch.randint(0, 2**62, (16 * GIB // 8,), dtype=torch.int64, device=DEV)
+sink = cupy.from_dlpack(torch.zeros(1, dtype=torch.int32, device=DEV))
+
+
+def rate(n: int, size: int, lanes: int) -> float:
+    """ms a launch of n random reads of 16 * lanes bytes (lanes 0: 8-byte words) from the
+    region's first size bytes."""
+    unit = 16 * lanes if lanes else 8
+    at = cupy.from_dlpack(torch.randint(0, size // unit, (n,), device=DEV))
+    r = cupy.from_dlpack(region)
+    if lanes:
+        return back_to_back(lambda: READS(((lanes * n + 255) // 256,), (256,), (
+            r, at, cupy.int64(n), cupy.int32(lanes), sink)))
+    return back_to_back(lambda: WORDS(((n + 255) // 256,), (256,), (r, at, cupy.int64(n), sink)))
+
+
+print("G random accesses a second (us for 1M), by region size", flush=True)
+for n in (1 << 20, 1 << 22):
+    for gib in (0.5, 1, 2, 4, 8, 16):
+        cells = ", ".join(
+            f"{name} {n / ms / 1e6:5.1f} G/s ({ms * 1e3 * (1 << 20) / n:6.1f} us)"
+            for name, ms in ((name, rate(n, int(gib * GIB), lanes))
+                             for name, lanes in (("lines", 8), ("sectors", 2), ("words", 0))))
+        print(f"  {n >> 20}M accesses, {gib:4} GiB: {cells}", flush=True)

@@ -1,0 +1,154 @@
+// The CUDA engine's exact index from key to slot beside a cache's slots. A search through it
+// reads one 128-byte line a key, where the digest walk reads b1's 128 digest bytes, b2's for
+// every miss and for keys placed in b2, and a key word for every false digest match, whose
+// number grows with load: on the H100, find_index's kernel at 128M slots went from 133 to 87
+// us at load 0.5 and from 174 to 90 at load 1.0 (bench/RESULTS.md, twenty-second session).
+// Finds and writes search through it; a write's absent keys read their buckets' digests for
+// the free slots a claim needs; erase keeps the digest walk. Every change of a slot's key
+// word changes the index with it, so it stays exact: a claim adds the key's entry (write
+// launch), a move repoints the moved key's entry and adds the new key's (evict launch), an
+// eviction's two changes wait for gh_cache_index_settle (the launch after), erase removes.
+//
+// Layout: index_buckets buckets of 8 entries, 16 bytes an entry (two u64 words: the key,
+// EMPTY where free; then the slot in bits 0..39), one line a bucket, 2 entries a slot; bits
+// 40..63 of a bucket's first entry's second word count the keys stored past the bucket (a
+// key goes to the next bucket, wrapping, when its own is full). A search reads its key's
+// bucket and stops there unless that count is nonzero: at most half full, 2% of the
+// buckets overflow at the cache's full load (measured). A second word is changed by atomics
+// alone (AND, OR, XOR, ADD), so a slot's bits and a count's never overwrite each other.
+//
+// Concurrency: lookups run when no write does (the host orders them) and read through the
+// read-only path. Within a write launch index changes are for distinct keys (the host keeps
+// one row per key; an evicted key's slot is locked by its evictor, and no row of a write
+// holds a key the write evicts), so an entry is claimed by a CAS of its key word from EMPTY
+// and only its claimer, or the owner of its key's slot, touches it after; a writer changes
+// a key's entry before it publishes the slot (gh_cache_publish's release store), so a later
+// owner of that slot, who acquires it, finds the entry.
+// The CPU engine keeps no index: its searches walk the digests (engines/_cpu_cache_loops.py).
+#pragma once
+#include "common.cuh"
+
+constexpr gh_u64 GH_INDEX_SLOT_BITS = 40;  // _cache_format.MAX_SLOTS is 2**40
+constexpr gh_u64 GH_INDEX_SLOT_MASK = (1ULL << GH_INDEX_SLOT_BITS) - 1;
+constexpr int GH_INDEX_ENTRIES = 8;  // a bucket: one 128-byte line
+
+// The index bucket of a key's hash (gh_home's): bits that choose neither b1, b2 nor the
+// digest (the digest is the top byte of the same mix).
+__device__ __forceinline__ gh_u64 gh_index_home(gh_u64 hash, gh_u64 index_buckets) {
+    return gh_range(gh_mix64(hash) & 0xffffffffULL, index_buckets);
+}
+
+__device__ __forceinline__ gh_u64 gh_index_next(gh_u64 bucket, gh_u64 index_buckets) {
+    return bucket + 1 == index_buckets ? 0 : bucket + 1;
+}
+
+// The count word of a bucket (its first entry's second word).
+__device__ __forceinline__ gh_u64* gh_index_count_word(gh_u64* index, gh_u64 bucket) {
+    return index + bucket * 2 * GH_INDEX_ENTRIES + 1;
+}
+
+// A bucket's line in one go (eight 16-byte loads in flight together): through the read-only
+// path for lookups, or from L2 (COHERENT) for writers, whose launch changes other entries.
+template <bool COHERENT>
+__device__ __forceinline__ void gh_index_line(const gh_u64* index, gh_u64 bucket,
+                                              ulonglong2 (&q)[GH_INDEX_ENTRIES]) {
+    const ulonglong2* line =
+        reinterpret_cast<const ulonglong2*>(index + bucket * 2 * GH_INDEX_ENTRIES);
+#pragma unroll
+    for (int e = 0; e < GH_INDEX_ENTRIES; ++e) q[e] = COHERENT ? __ldcg(line + e) : __ldg(line + e);
+}
+
+// The slot of key, -1 if absent. COHERENT: for a write launch, whose rows hold distinct keys
+// and add entries beside it (a key present at the launch's start keeps its entry and slot
+// until its evict launch; an absent one is added by its own row alone).
+template <bool COHERENT>
+__device__ __forceinline__ gh_i64 gh_index_find(const gh_u64* index, gh_u64 index_buckets,
+                                                gh_u64 hash, gh_u64 key) {
+    gh_u64 bucket = gh_index_home(hash, index_buckets);
+    for (gh_u64 walked = 0; walked < index_buckets; ++walked) {
+        ulonglong2 q[GH_INDEX_ENTRIES];
+        gh_index_line<COHERENT>(index, bucket, q);
+#pragma unroll
+        for (int e = 0; e < GH_INDEX_ENTRIES; ++e) {
+            if (q[e].x == key) return static_cast<gh_i64>(q[e].y & GH_INDEX_SLOT_MASK);
+        }
+        if ((q[0].y >> GH_INDEX_SLOT_BITS) == 0) return -1;
+        bucket = gh_index_next(bucket, index_buckets);
+    }
+    return -1;
+}
+
+// Adds key (absent from the index) at slot: the first free entry a CAS takes, from its home
+// bucket on; every full bucket passed counts it. (The index has two entries a slot, so a free
+// one is always there; the walk is bounded all the same.) A free entry's slot bits are zero
+// once its erase's launch has ended; within one, a clear may land after the key word's
+// release, so the claimer clears them too (two atomics on one word keep their order).
+__device__ __forceinline__ void gh_index_insert(gh_u64* index, gh_u64 index_buckets,
+                                                gh_u64 hash, gh_u64 key, gh_u64 slot) {
+    gh_u64 bucket = gh_index_home(hash, index_buckets);
+    for (gh_u64 walked = 0; walked < index_buckets;) {
+        gh_u64* words = index + bucket * 2 * GH_INDEX_ENTRIES;
+        ulonglong2 q[GH_INDEX_ENTRIES];
+        gh_index_line<true>(index, bucket, q);
+        bool raced = false;  // a free entry seen was taken by another row: read the line again
+#pragma unroll
+        for (int e = 0; e < GH_INDEX_ENTRIES; ++e) {
+            if (q[e].x != ~0ULL) continue;
+            if (atomicCAS(words + 2 * e, ~0ULL, key) == ~0ULL) {
+                atomicAnd(words + 2 * e + 1, ~GH_INDEX_SLOT_MASK);
+                atomicOr(words + 2 * e + 1, slot);
+                return;
+            }
+            raced = true;
+        }
+        if (raced) continue;
+        atomicAdd(gh_index_count_word(index, bucket), 1ULL << GH_INDEX_SLOT_BITS);
+        bucket = gh_index_next(bucket, index_buckets);
+        ++walked;
+    }
+}
+
+// The entry of key, for a writer: the address of its key word and, in *found_in, the bucket
+// holding it; null if the key has none (the walk ends at the first bucket no key passed).
+__device__ __forceinline__ gh_u64* gh_index_entry(gh_u64* index, gh_u64 index_buckets,
+                                                  gh_u64 hash, gh_u64 key, gh_u64* found_in) {
+    gh_u64 bucket = gh_index_home(hash, index_buckets);
+    for (gh_u64 walked = 0; walked < index_buckets; ++walked) {
+        ulonglong2 q[GH_INDEX_ENTRIES];
+        gh_index_line<true>(index, bucket, q);
+#pragma unroll
+        for (int e = 0; e < GH_INDEX_ENTRIES; ++e) {
+            if (q[e].x == key) {
+                *found_in = bucket;
+                return index + bucket * 2 * GH_INDEX_ENTRIES + 2 * e;
+            }
+        }
+        if ((q[0].y >> GH_INDEX_SLOT_BITS) == 0) return nullptr;
+        bucket = gh_index_next(bucket, index_buckets);
+    }
+    return nullptr;
+}
+
+// Removes key's entry, if it has one: the buckets its insert passed uncount it, its slot bits
+// are cleared and its key word freed (no fence between: gh_index_insert clears again).
+__device__ __forceinline__ void gh_index_erase(gh_u64* index, gh_u64 index_buckets, gh_u64 hash,
+                                               gh_u64 key) {
+    gh_u64 found_in = 0;
+    gh_u64* entry = gh_index_entry(index, index_buckets, hash, key, &found_in);
+    if (entry == nullptr) return;
+    for (gh_u64 b = gh_index_home(hash, index_buckets); b != found_in;
+         b = gh_index_next(b, index_buckets)) {
+        atomicAdd(gh_index_count_word(index, b), ~0ULL << GH_INDEX_SLOT_BITS);  // -1 count
+    }
+    atomicAnd(entry + 1, ~GH_INDEX_SLOT_MASK);
+    atomicExch(entry, ~0ULL);
+}
+
+// Points key's entry (present in the index) from slot `from` to slot `to`.
+__device__ __forceinline__ void gh_index_repoint(gh_u64* index, gh_u64 index_buckets,
+                                                 gh_u64 hash, gh_u64 key, gh_u64 from,
+                                                 gh_u64 to) {
+    gh_u64 found_in = 0;
+    gh_u64* entry = gh_index_entry(index, index_buckets, hash, key, &found_in);
+    if (entry != nullptr) atomicXor(entry + 1, from ^ to);
+}
