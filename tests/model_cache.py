@@ -415,10 +415,11 @@ def check_index(cache) -> None:
     """A CUDA cache's index from key to slot (kernels/cache_index.cuh) holds every live key at
     its slot and nothing else, a free entry holds no slot bits, and each bucket's count is the
     number of keys stored past it (walking from their home bucket). Nothing to check on the
-    CPU, or where the index is to be made again before its next use."""
+    CPU."""
     state = cache._state
     index = state.__dict__.get("_cuda_index")
-    if index is None or state.__dict__.get("_keys_rewritten"):
+    if index is None:
+        assert state.device.type == "cpu"
         return
     words = index.cpu()
     keys = state.keys.cpu()

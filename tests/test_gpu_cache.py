@@ -177,6 +177,7 @@ def test_single_rows_evict_what_the_cpu_engine_evicts(width, pairs):
             assert torch.equal(a, b.cpu())
         assert torch.equal(cpu._state.keys, gpu._state.keys.cpu())
         assert torch.equal(cpu._state.scores, gpu._state.scores.cpu())
+    check_placement(gpu)
 
 
 @pytest.mark.parametrize("pairs", [1, 4])
@@ -237,6 +238,7 @@ def test_a_row_decides_after_an_earlier_row_of_its_warp_moved_an_entry(pairs):
                                          dtype=torch.uint8))
         state.values.copy_(table[:, None].expand(-1, 2 * pairs))
         state.counts[0] = int((table >= 0).sum())
+        cache._engine.refresh(state)  # key words written by torch: the CUDA index again
         rows = torch.tensor([a, b])
         for score_b in (60, 20):
             copy = cache.to(device)
@@ -245,6 +247,7 @@ def test_a_row_decides_after_an_earlier_row_of_its_warp_moved_an_entry(pairs):
                 scores=torch.tensor([1, score_b]).to(device))
             results.append((status.cpu().tolist(), gone.cpu().tolist(),
                             gone_scores.view(torch.int64).cpu().tolist()))
+            check_placement(copy)
     assert results[:2] == results[2:]
     assert results[0][0] == [gh.INSERTED, gh.INSERTED_EVICTING]  # B evicts A's new entry
 

@@ -88,3 +88,29 @@ def test_the_index_of_a_grown_cache_is_exact():
     assert cache.capacity > 128
     got, found = cache.find(torch.arange(2048, device="cuda"))
     assert bool(found.all()) and torch.equal(got, torch.arange(2048, device="cuda").float())
+
+
+@pytest.mark.parametrize("change", ["erase_if", "clear"])
+def test_reads_on_two_streams_after_torch_rewrote_the_key_words(change):
+    """erase_if and clear change key words with torch, so the index is made again; that is
+    part of their write, on their stream (here behind a long sleep): a read on another stream
+    waits for it, and a read on the same stream follows it. (Made lazily by whichever read
+    came first, the second reader would have met a stale or half-made index.)"""
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=1 << 16,
+                        device="cuda", policy="custom")
+    keys = torch.arange(20_000, device="cuda")
+    cache.insert_or_assign(keys, keys.float(), scores=keys)
+    writer, other = torch.cuda.Stream(), torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(writer):
+        torch.cuda._sleep(500_000_000)
+    if change == "erase_if":
+        cache.erase_if(max_score=9_999, stream=writer)
+    else:
+        cache.clear(stream=writer)
+    _, found_other = cache.find(keys, stream=other)
+    _, found_writer = cache.find(keys, stream=writer)
+    torch.cuda.synchronize()
+    want = keys >= 10_000 if change == "erase_if" else torch.zeros_like(keys, dtype=torch.bool)
+    assert torch.equal(found_other, want) and torch.equal(found_writer, want)
+    check_index(cache)

@@ -80,6 +80,10 @@ class CacheCore:
         self._writer: int | None = self._current_stream()
         self._readers: set[int] = set()  # streams that read since it
         self._defaults: dict[Any, torch.Tensor] = {}
+        # what the engine derives from the key words (CUDA: the index from key to slot), made
+        # on the current stream, the fill's and the one recorded as the writer above, so
+        # every later call is ordered after it
+        self._engine.refresh(state)
 
     # --- properties ---------------------------------------------------------------------
     @property
@@ -249,8 +253,10 @@ class CacheCore:
         if bool((status != INSERTED).any()):
             raise RuntimeError(f"growing the cache to {placing.capacity} slots could not place "
                                f"every entry; the cache is unchanged")
-        spec = dataclasses.replace(placing, policy=old.spec.policy)
-        self._state = dataclasses.replace(state, spec=spec)
+        # the same state object with its own policy: what the engine keeps beside its bytes
+        # (CUDA: the index the move just filled) goes with it
+        state.spec = dataclasses.replace(placing, policy=old.spec.policy)
+        self._state = state
         # the move was queued on the current stream: calls on other streams wait for it
         self._writer, self._readers = self._current_stream(), set()
 

@@ -37,7 +37,7 @@ So the two largest uint64 keys (int64 -1 and -2) are reserved, as in Hierarchica
 These are the bytes both engines share. The CUDA engine also keeps an index from key to slot
 (engines/cache_cuda.py, kernels/cache_index.cuh), derived from ``keys``: it finds a key in
 one memory line instead of the digest walk, and is made again from ``keys`` when they were
-changed outside the engines (``CacheState.keys_rewritten``).
+changed outside the engines (the engines' ``refresh``).
 """
 
 from __future__ import annotations
@@ -153,12 +153,6 @@ class CacheState:
         """The cache's bytes by name, the value rows whole (``all_values`` on ``device``)."""
         return {"keys": self.keys, "digests": self.digests, "scores": self.scores,
                 "values": self.all_values(device), "counts": self.counts}
-
-    def keys_rewritten(self) -> None:
-        """Call after changing key words other than through an engine's operations: what an
-        engine derived from them (the CUDA engine's index from key to slot) is made again
-        before its next use."""
-        self.__dict__["_keys_rewritten"] = True
 
 
 def hbm_slots_for(spec: CacheSpec, device: torch.device, max_hbm_bytes: int | None) -> int:

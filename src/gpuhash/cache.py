@@ -456,7 +456,7 @@ class CacheMap(CacheCore):
             state.keys.masked_fill_(doomed, EMPTY_KEY)
             state.digests.masked_fill_(doomed, 0)
             state.scores.masked_fill_(doomed, 0)
-            state.keys_rewritten()
+            self._engine.refresh(state)
             gone = doomed.sum()
             state.counts[0] -= gone
             return int(gone)
@@ -517,7 +517,7 @@ class CacheMap(CacheCore):
             state.digests.zero_()
             state.scores.zero_()
             state.counts.zero_()
-            state.keys_rewritten()
+            self._engine.refresh(state)
         self._run(work, writes=True, stream=stream)
 
     # --- moving and files -----------------------------------------------------------------

@@ -41,6 +41,11 @@ def _table(state: CacheState) -> tuple:
             state.counts.numpy(), spec.bucket_slots, spec.num_buckets, np.uint64(spec.seed))
 
 
+def refresh(state: CacheState) -> None:
+    """Nothing to make: the CPU engine derives nothing from the key words (its searches walk
+    the digests; the CUDA engine's ``refresh`` makes its index from key to slot)."""
+
+
 def last_rows(state: CacheState, keys: torch.Tensor, *, first: bool = False) -> torch.Tensor:
     """True on the last row (``first``: the first) of each distinct key (batch order)."""
     return last_occurrence(keys.flip(0)).flip(0) if first else last_occurrence(keys)

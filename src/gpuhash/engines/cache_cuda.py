@@ -4,8 +4,9 @@ cache's device. Nothing here synchronises with the host.
 
 Beside the bytes both engines share, a CUDA cache keeps an index from key to slot
 (kernels/cache_index.cuh: 32 bytes a slot), through which finds read one line a key; the
-writes keep it exact. It is made on the engine's first use of a state, and made again after
-the key words were changed by torch (``CacheState.keys_rewritten``).
+writes keep it exact. ``refresh`` makes it from the key words, on the current stream: the
+cache calls it where it adopts a state and after changing key words with torch, inside
+operations ordered as writes, so no read meets an index being made.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def index_buckets(slots: int) -> int:
 
 def _launch_info(state: CacheState) -> tuple[dict, tuple[int, ...], int]:
     """Kernels, cache arguments and device index of a state, worked out once; the index made
-    on first use and after ``keys_rewritten``."""
+    where the engine meets a state first (a state the cache adopts is refreshed first; the
+    state a growth fills meets the engine in that write)."""
     info = state.__dict__.get("_cuda_launch_info")
     if info is None:
         spec = state.spec
@@ -80,8 +82,6 @@ def _launch_info(state: CacheState) -> tuple[dict, tuple[int, ...], int]:
         info = (kernels, args, device)
         state.__dict__["_cuda_launch_info"] = info
         state.__dict__["_cuda_index"] = index
-        state.keys_rewritten()
-    if state.__dict__.pop("_keys_rewritten", False):
         _build_index(state, *info)
     return info
 
@@ -92,6 +92,15 @@ def _build_index(state: CacheState, kernels: dict, args: tuple, device: int) -> 
     index[:, 0] = -1  # key words EMPTY
     index[:, 1] = 0   # no slot, no count
     launch(kernels["index_build"], state.spec.capacity, *args, device=device)
+
+
+def refresh(state: CacheState) -> None:
+    """Make the index from the state's key words, on the current stream (after key words
+    changed other than through this engine's operations, or for a state the cache adopts)."""
+    if "_cuda_launch_info" not in state.__dict__:
+        _launch_info(state)  # makes it
+        return
+    _build_index(state, *state.__dict__["_cuda_launch_info"])
 
 
 def _ptr(tensor: torch.Tensor | None) -> int:

@@ -382,7 +382,8 @@ __global__ void gh_cache_index_build(GH_CACHE_PARAMS) {
 // given no entry yet); the row's key gets one at the slot it holds now: index[r] unless a
 // later row of the write moved the entry (then found by the digest walk), none if a later row
 // evicted it. No slot changes in this launch (read-only loads of the slots), and its index
-// changes are for distinct keys (a key evicted by this write is none of its rows' keys).
+// changes are for distinct keys: a removed key was evicted, so is in no slot now, and a key
+// is added only by its own row, and only if it is in a slot.
 template <class C>
 __global__ void gh_cache_index_settle(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n,
                                       const signed char* status, const gh_i64* index,

@@ -18,12 +18,15 @@
 // alone (AND, OR, XOR, ADD), so a slot's bits and a count's never overwrite each other.
 //
 // Concurrency: lookups run when no write does (the host orders them) and read through the
-// read-only path. Within a write launch index changes are for distinct keys (the host keeps
-// one row per key; an evicted key's slot is locked by its evictor, and no row of a write
-// holds a key the write evicts), so an entry is claimed by a CAS of its key word from EMPTY
-// and only its claimer, or the owner of its key's slot, touches it after; a writer changes
-// a key's entry before it publishes the slot (gh_cache_publish's release store), so a later
-// owner of that slot, who acquires it, finds the entry.
+// read-only path. Within a launch, index changes are for distinct keys: in the write and
+// evict launches each change is made by the owner of the key's slot (the host keeps one row
+// per key; an evictor or mover holds the slot locked); in the settle launch only the rows
+// that evicted act, each removing the key it evicted and adding its own key if the write
+// left it in the cache, and a key the write evicted is in no slot when the launch runs, so
+// no row adds it. An entry is claimed by a CAS of its key word from EMPTY, and only its
+// claimer, or the owner of its key's slot, touches it after; a writer changes a key's entry
+// before it publishes the slot (gh_cache_publish's release store), so a later owner of that
+// slot, who acquires it, finds the entry.
 // The CPU engine keeps no index: its searches walk the digests (engines/_cpu_cache_loops.py).
 #pragma once
 #include "common.cuh"
@@ -31,6 +34,16 @@
 constexpr gh_u64 GH_INDEX_SLOT_BITS = 40;  // _cache_format.MAX_SLOTS is 2**40
 constexpr gh_u64 GH_INDEX_SLOT_MASK = (1ULL << GH_INDEX_SLOT_BITS) - 1;
 constexpr int GH_INDEX_ENTRIES = 8;  // a bucket: one 128-byte line
+
+// Takes an entry's key word from `expected` to `desired` with acquire order (what the thread
+// that freed the entry wrote before its release is visible after a success).
+__device__ __forceinline__ gh_u64 gh_index_cas_acquire(gh_u64* p, gh_u64 expected,
+                                                       gh_u64 desired) {
+    gh_u64 prev;
+    asm volatile("atom.acquire.gpu.global.cas.b64 %0, [%1], %2, %3;"
+                 : "=l"(prev) : "l"(p), "l"(expected), "l"(desired) : "memory");
+    return prev;
+}
 
 // The index bucket of a key's hash (gh_home's): bits that choose neither b1, b2 nor the
 // digest (the digest is the top byte of the same mix).
@@ -58,19 +71,22 @@ __device__ __forceinline__ void gh_index_line(const gh_u64* index, gh_u64 bucket
     for (int e = 0; e < GH_INDEX_ENTRIES; ++e) q[e] = COHERENT ? __ldcg(line + e) : __ldg(line + e);
 }
 
-// The slot of key, -1 if absent. COHERENT: for a write launch, whose rows hold distinct keys
-// and add entries beside it (a key present at the launch's start keeps its entry and slot
-// until its evict launch; an absent one is added by its own row alone).
+// The one walk of the index: from key's home bucket, a line at a time, until its entry or a
+// bucket no key passed. The word offset of the entry's key word (its second word in
+// *second), or -1. COHERENT: for writers, whose launch changes other entries (L2 reads).
 template <bool COHERENT>
-__device__ __forceinline__ gh_i64 gh_index_find(const gh_u64* index, gh_u64 index_buckets,
-                                                gh_u64 hash, gh_u64 key) {
+__device__ __forceinline__ gh_i64 gh_index_walk(const gh_u64* index, gh_u64 index_buckets,
+                                                gh_u64 hash, gh_u64 key, gh_u64* second) {
     gh_u64 bucket = gh_index_home(hash, index_buckets);
     for (gh_u64 walked = 0; walked < index_buckets; ++walked) {
         ulonglong2 q[GH_INDEX_ENTRIES];
         gh_index_line<COHERENT>(index, bucket, q);
 #pragma unroll
         for (int e = 0; e < GH_INDEX_ENTRIES; ++e) {
-            if (q[e].x == key) return static_cast<gh_i64>(q[e].y & GH_INDEX_SLOT_MASK);
+            if (q[e].x == key) {
+                *second = q[e].y;
+                return static_cast<gh_i64>((bucket * GH_INDEX_ENTRIES + e) * 2);
+            }
         }
         if ((q[0].y >> GH_INDEX_SLOT_BITS) == 0) return -1;
         bucket = gh_index_next(bucket, index_buckets);
@@ -78,11 +94,22 @@ __device__ __forceinline__ gh_i64 gh_index_find(const gh_u64* index, gh_u64 inde
     return -1;
 }
 
+// The slot of key, -1 if absent. COHERENT: for a write launch, whose rows hold distinct keys
+// and add entries beside it (a key present at the launch's start keeps its entry and slot
+// until its evict launch; an absent one is added by its own row alone).
+template <bool COHERENT>
+__device__ __forceinline__ gh_i64 gh_index_find(const gh_u64* index, gh_u64 index_buckets,
+                                                gh_u64 hash, gh_u64 key) {
+    gh_u64 second = 0;
+    const gh_i64 at = gh_index_walk<COHERENT>(index, index_buckets, hash, key, &second);
+    return at < 0 ? -1 : static_cast<gh_i64>(second & GH_INDEX_SLOT_MASK);
+}
+
 // Adds key (absent from the index) at slot: the first free entry a CAS takes, from its home
 // bucket on; every full bucket passed counts it. (The index has two entries a slot, so a free
-// one is always there; the walk is bounded all the same.) A free entry's slot bits are zero
-// once its erase's launch has ended; within one, a clear may land after the key word's
-// release, so the claimer clears them too (two atomics on one word keep their order).
+// one is always there; the walk is bounded all the same.) A free entry's slot bits are zero:
+// the CAS, with acquire order, sees the clear that gh_index_erase made before it released the
+// key word (an entry may be freed and taken again in one launch: the settle launch).
 __device__ __forceinline__ void gh_index_insert(gh_u64* index, gh_u64 index_buckets,
                                                 gh_u64 hash, gh_u64 key, gh_u64 slot) {
     gh_u64 bucket = gh_index_home(hash, index_buckets);
@@ -94,8 +121,7 @@ __device__ __forceinline__ void gh_index_insert(gh_u64* index, gh_u64 index_buck
 #pragma unroll
         for (int e = 0; e < GH_INDEX_ENTRIES; ++e) {
             if (q[e].x != ~0ULL) continue;
-            if (atomicCAS(words + 2 * e, ~0ULL, key) == ~0ULL) {
-                atomicAnd(words + 2 * e + 1, ~GH_INDEX_SLOT_MASK);
+            if (gh_index_cas_acquire(words + 2 * e, ~0ULL, key) == ~0ULL) {
                 atomicOr(words + 2 * e + 1, slot);
                 return;
             }
@@ -109,28 +135,19 @@ __device__ __forceinline__ void gh_index_insert(gh_u64* index, gh_u64 index_buck
 }
 
 // The entry of key, for a writer: the address of its key word and, in *found_in, the bucket
-// holding it; null if the key has none (the walk ends at the first bucket no key passed).
+// holding it; null if the key has none.
 __device__ __forceinline__ gh_u64* gh_index_entry(gh_u64* index, gh_u64 index_buckets,
                                                   gh_u64 hash, gh_u64 key, gh_u64* found_in) {
-    gh_u64 bucket = gh_index_home(hash, index_buckets);
-    for (gh_u64 walked = 0; walked < index_buckets; ++walked) {
-        ulonglong2 q[GH_INDEX_ENTRIES];
-        gh_index_line<true>(index, bucket, q);
-#pragma unroll
-        for (int e = 0; e < GH_INDEX_ENTRIES; ++e) {
-            if (q[e].x == key) {
-                *found_in = bucket;
-                return index + bucket * 2 * GH_INDEX_ENTRIES + 2 * e;
-            }
-        }
-        if ((q[0].y >> GH_INDEX_SLOT_BITS) == 0) return nullptr;
-        bucket = gh_index_next(bucket, index_buckets);
-    }
-    return nullptr;
+    gh_u64 second = 0;
+    const gh_i64 at = gh_index_walk<true>(index, index_buckets, hash, key, &second);
+    if (at < 0) return nullptr;
+    *found_in = static_cast<gh_u64>(at) / (2 * GH_INDEX_ENTRIES);
+    return index + at;
 }
 
 // Removes key's entry, if it has one: the buckets its insert passed uncount it, its slot bits
-// are cleared and its key word freed (no fence between: gh_index_insert clears again).
+// are cleared, and then its key word is freed with release order, so the next claimer of the
+// entry finds the bits clear (relaxed, the clear could land after that claimer's OR).
 __device__ __forceinline__ void gh_index_erase(gh_u64* index, gh_u64 index_buckets, gh_u64 hash,
                                                gh_u64 key) {
     gh_u64 found_in = 0;
@@ -141,7 +158,8 @@ __device__ __forceinline__ void gh_index_erase(gh_u64* index, gh_u64 index_bucke
         atomicAdd(gh_index_count_word(index, b), ~0ULL << GH_INDEX_SLOT_BITS);  // -1 count
     }
     atomicAnd(entry + 1, ~GH_INDEX_SLOT_MASK);
-    atomicExch(entry, ~0ULL);
+    asm volatile("atom.release.gpu.global.exch.b64 _, [%0], %1;"
+                 :: "l"(entry), "l"(~0ULL) : "memory");
 }
 
 // Points key's entry (present in the index) from slot `from` to slot `to`.
