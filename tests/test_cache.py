@@ -326,3 +326,23 @@ def test_find_or_insert_index_gives_each_key_its_slot_as_the_call_leaves_it(widt
         placed = index >= 0
         assert torch.equal(held[index[placed]], keys[placed])
         assert not bool(cache.contains(keys[~placed].to(device)).any())
+
+
+def test_both_cache_engines_offer_the_same_operations_with_the_same_signatures():
+    """The CPU engine is the reference: each of its operations exists in the CUDA engine with
+    the same parameters, so a reader can diff the two; the CUDA engine's other public names
+    are its kernels' helpers."""
+    import inspect
+
+    from gpuhash.engines import cache_cpu, cache_cuda
+
+    def operations(module):
+        return {name: list(inspect.signature(f).parameters) for name, f in vars(module).items()
+                if inspect.isfunction(f) and not name.startswith("_")
+                and f.__module__ == module.__name__}
+
+    cpu, cuda = operations(cache_cpu), operations(cache_cuda)
+    assert {"refresh", "write", "lookup", "erase", "gather", "scatter"} <= set(cpu)
+    for name, parameters in cpu.items():
+        assert cuda.get(name) == parameters, name
+    assert set(cuda) - set(cpu) == {"cache_type", "kernel_names", "index_buckets"}
