@@ -15,8 +15,9 @@ import os
 import cupy
 import torch
 from _timing import back_to_back
+from _workload import filled_cache
+from random_access_ceiling import rate
 
-import gpuhash as gh
 from gpuhash.engines import cpu
 
 BATCH, DIM, CAP, SLOTS = 1 << 20, 8, 1 << 27, 128
@@ -55,43 +56,14 @@ extern "C" __global__ void floor_find(const uint4* digests, const unsigned long 
 }
 """
 KERNEL = cupy.RawKernel(SOURCE, "floor_find")
-# The card's rate for the floor's two kinds of access, from a 1 GB region (past L2): random
-# 128-byte lines, eight lanes a line (one 16-byte piece each, so a warp's load asks for four
-# whole lines), and random 8-byte words, a lane each.
-CEILING_SOURCE = r"""
-extern "C" __global__ void random_lines(const uint4* region, const long long* line, long long n,
-                                        unsigned int* sink) {
-  const long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x);
-  if (i / 8 >= n) return;
-  const uint4 q = __ldg(region + line[i / 8] * 8 + (i % 8));
-  if ((q.x ^ q.y ^ q.z ^ q.w) == 0x9e3779b9u) sink[0] = 1;
-}
-extern "C" __global__ void random_words(const unsigned long long* region, const long long* word,
-                                        long long n, unsigned int* sink) {
-  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  if ((unsigned int)__ldg(region + word[i]) == 0x9e3779b9u) sink[0] = 1;
-}
-"""
-CEILINGS = cupy.RawModule(code=CEILING_SOURCE)
-
-
 def ceilings() -> None:
-    """Random 128-byte lines and 8-byte words a second from a 1 GB region, and what the floor's
-    accesses of one query batch at load 0.5 (1.6 lines and 0.6 words a query, as measured
-    above) would take at those rates with nothing else (no outputs, no host)."""
-    region = torch.randint(0, 2**62, (2**27,), dtype=torch.int64, device=DEV)  # 1 GiB
-    sink = cupy.from_dlpack(torch.zeros(1, dtype=torch.int32, device=DEV))
+    """Random 128-byte lines and 8-byte words a second from a 1 GiB region
+    (random_access_ceiling.py), and what the floor's accesses of one query batch at load 0.5
+    (1.6 lines and 0.6 words a query, as measured above) would take at those rates with
+    nothing else (no outputs, no host)."""
     n = 1 << 22
-    lines = torch.randint(0, 2**27 // 16, (n,), device=DEV)
-    words = torch.randint(0, 2**27, (n,), device=DEV)
-    line_kernel = CEILINGS.get_function("random_lines")
-    word_kernel = CEILINGS.get_function("random_words")
-    line_ms = back_to_back(lambda: line_kernel(((8 * n + 255) // 256,), (256,), (
-        cupy.from_dlpack(region), cupy.from_dlpack(lines), cupy.int64(n), sink)))
-    word_ms = back_to_back(lambda: word_kernel(((n + 255) // 256,), (256,), (
-        cupy.from_dlpack(region), cupy.from_dlpack(words), cupy.int64(n), sink)))
-    line_rate, word_rate = n / line_ms / 1e6, n / word_ms / 1e6  # G a second
+    line_rate = n / rate(n, 1 << 30, 8) / 1e6  # G a second
+    word_rate = n / rate(n, 1 << 30, 0) / 1e6
     floor_us = (1.6 * BATCH / line_rate + 0.6 * BATCH / word_rate) / 1e3
     print(f"ceilings: random 128-byte lines {line_rate:.1f} G/s, random 8-byte words "
           f"{word_rate:.1f} G/s; 1.6 lines and 0.6 words a query for {BATCH} queries: "
@@ -99,14 +71,9 @@ def ceilings() -> None:
 
 
 def measure(load: float) -> None:
-    cache = gh.CacheMap(key_dtype=torch.uint64, value_dtype=torch.float32, value_shape=(DIM,),
-                        capacity=CAP, device=DEV, policy="lru", bucket_slots=SLOTS)
-    present = torch.randint(0, 2**62, (int(CAP * load),), device=DEV)
-    for part in present.split(BATCH):
-        cache.insert_or_assign(part.view(torch.uint64), torch.zeros(part.numel(), DIM, device=DEV))
-    hits = present[torch.randint(0, present.numel(), (int(BATCH * 0.6),), device=DEV)]
-    keys = torch.cat([hits, torch.randint(0, 2**62, (BATCH - hits.numel(),), device=DEV)])
-    keys = keys[torch.randperm(BATCH, device=DEV)]
+    cache, _, keys = filled_cache(load, capacity=CAP, dim=DIM, batch=BATCH, bucket_slots=SLOTS,
+                                  device=DEV)
+    keys = keys.view(torch.int64)
     slot, _ = cache.find_index(keys.view(torch.uint64))
     state = cache._state
     b1, b2, _, _ = cpu.bucket_choices(state, keys)

@@ -25,8 +25,7 @@ import time
 import cupy
 import torch
 from _timing import back_to_back
-
-import gpuhash as gh
+from _workload import filled_cache
 
 BATCH, DIM, CAP, SLOTS = 1 << 20, 8, 1 << 27, 128
 RUNS = int(os.environ.get("RUNS", "9"))
@@ -178,14 +177,8 @@ def timed(call) -> tuple[float, float]:
 
 
 def measure(load: float) -> None:
-    cache = gh.CacheMap(key_dtype=torch.uint64, value_dtype=torch.float32, value_shape=(DIM,),
-                        capacity=CAP, device=DEV, policy="lru", bucket_slots=SLOTS)
-    present = torch.randint(0, 2**62, (int(CAP * load),), device=DEV)
-    for part in present.split(BATCH):
-        cache.insert_or_assign(part.view(torch.uint64), torch.rand(part.numel(), DIM, device=DEV))
-    hits = present[torch.randint(0, present.numel(), (int(BATCH * 0.6),), device=DEV)]
-    keys = torch.cat([hits, torch.randint(0, 2**62, (BATCH - hits.numel(),), device=DEV)])
-    keys = keys[torch.randperm(BATCH, device=DEV)].view(torch.uint64)
+    cache, _, keys = filled_cache(load, capacity=CAP, dim=DIM, batch=BATCH, bucket_slots=SLOTS,
+                                  device=DEV)
     state = cache._state
     slots = state.keys.numel()
     buckets = 1 << (2 * slots // 8 - 1).bit_length()  # 2 entries a slot, a power of two

@@ -32,8 +32,14 @@ READS, WORDS = MODULE.get_function("random_reads"), MODULE.get_function("random_
 DEV = torch.device("cuda")
 GIB = 1 << 30
 
-region = torch.randint(0, 2**62, (16 * GIB // 8,), dtype=torch.int64, device=DEV)
-sink = cupy.from_dlpack(torch.zeros(1, dtype=torch.int32, device=DEV))
+_REGION: list[torch.Tensor] = []
+
+
+def _region() -> torch.Tensor:
+    """16 GiB of random words, made on first use."""
+    if not _REGION:
+        _REGION.append(torch.randint(0, 2**62, (16 * GIB // 8,), dtype=torch.int64, device=DEV))
+    return _REGION[0]
 
 
 def rate(n: int, size: int, lanes: int) -> float:
@@ -41,18 +47,25 @@ def rate(n: int, size: int, lanes: int) -> float:
     region's first size bytes."""
     unit = 16 * lanes if lanes else 8
     at = cupy.from_dlpack(torch.randint(0, size // unit, (n,), device=DEV))
-    r = cupy.from_dlpack(region)
+    r = cupy.from_dlpack(_region())
+    sink = cupy.from_dlpack(torch.zeros(1, dtype=torch.int32, device=DEV))
     if lanes:
         return back_to_back(lambda: READS(((lanes * n + 255) // 256,), (256,), (
             r, at, cupy.int64(n), cupy.int32(lanes), sink)))
     return back_to_back(lambda: WORDS(((n + 255) // 256,), (256,), (r, at, cupy.int64(n), sink)))
 
 
-print("G random accesses a second (us for 1M), by region size", flush=True)
-for n in (1 << 20, 1 << 22):
-    for gib in (0.5, 1, 2, 4, 8, 16):
-        cells = ", ".join(
-            f"{name} {n / ms / 1e6:5.1f} G/s ({ms * 1e3 * (1 << 20) / n:6.1f} us)"
-            for name, ms in ((name, rate(n, int(gib * GIB), lanes))
-                             for name, lanes in (("lines", 8), ("sectors", 2), ("words", 0))))
-        print(f"  {n >> 20}M accesses, {gib:4} GiB: {cells}", flush=True)
+def main() -> None:
+    print("G random accesses a second (us for 1M), by region size", flush=True)
+    for n in (1 << 20, 1 << 22):
+        for gib in (0.5, 1, 2, 4, 8, 16):
+            cells = ", ".join(
+                f"{name} {n / ms / 1e6:5.1f} G/s ({ms * 1e3 * (1 << 20) / n:6.1f} us)"
+                for name, ms in ((name, rate(n, int(gib * GIB), lanes))
+                                 for name, lanes in (("lines", 8), ("sectors", 2),
+                                                     ("words", 0))))
+            print(f"  {n >> 20}M accesses, {gib:4} GiB: {cells}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
