@@ -1,7 +1,8 @@
 """Would an exact key -> slot index beside the cache's slots make finds twice HKV's speed?
 (Issue 11; the twentieth session's reading in bench/RESULTS.md says a find through such an
 index reads one 128-byte line a query instead of 1.6 digest lines and the false matches'
-key words.) Nothing here is in the package.
+key words.) The prototype measured before the package's index (kernels/cache_index.cuh,
+the same layout) was built; nothing here is the package's code.
 
 For HKV's dim-8 workload (u64 keys, f32 x 8, 128M slots, 1M queries a call, 60% drawn from
 the loaded keys) at load 0.5 / 0.75 / 1.0, the cache is filled through CacheMap, then an index
