@@ -411,11 +411,13 @@ def check_placement(cache) -> None:
 INDEX_SLOT_BITS = 40  # kernels/cache_index.cuh
 
 
-def check_index(cache) -> None:
+def check_index(cache, *, entries: int | None = None) -> None:
     """A CUDA cache's index from key to slot (kernels/cache_index.cuh) holds every live key at
     its slot and nothing else, a free entry holds no slot bits, and each bucket's count is the
     number of keys stored past it (walking from their home bucket). Nothing to check on the
-    CPU."""
+    CPU. ``entries``: an index bucket's entries (the engine's, by default)."""
+    if entries is None:
+        from gpuhash.engines.cache_cuda import INDEX_ENTRIES as entries
     state = cache._state
     index = state.__dict__.get("_cuda_index")
     if index is None:
@@ -432,15 +434,15 @@ def check_index(cache) -> None:
     assert dict(zip(key_words[used].tolist(), slot_bits[used].tolist())) == want
     assert int(used.sum()) == len(want)
     assert int(slot_bits[~used].count_nonzero()) == 0
-    buckets = words.shape[0] // 8
-    counts = counts.view(buckets, 8)
+    buckets = words.shape[0] // entries
+    counts = counts.view(buckets, entries)
     assert int(counts[:, 1:].count_nonzero()) == 0  # only a bucket's first entry counts
     expected = [0] * buckets
     seed = state.spec.seed
     for at, key in zip(torch.nonzero(used).flatten().tolist(), key_words[used].tolist()):
         hash_ = _mix((key % 2**64) ^ seed)
         bucket = ((_mix(hash_) & M32) * buckets) >> 32
-        while bucket != at // 8:
+        while bucket != at // entries:
             expected[bucket] += 1
             bucket = (bucket + 1) % buckets
     assert counts[:, 0].tolist() == expected

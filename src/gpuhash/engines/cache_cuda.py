@@ -3,7 +3,7 @@ kernels/cache.cu over the same bytes, outputs made with torch on the current str
 cache's device. Nothing here synchronises with the host.
 
 Beside the bytes both engines share, a CUDA cache keeps an index from key to slot
-(kernels/cache_index.cuh: 32 bytes a slot), through which finds read one line a key; the
+(kernels/cache_index.cuh: 32 bytes a slot), through which finds read one 64-byte bucket a key; the
 writes keep it exact. ``refresh`` makes it from the key words, on the current stream: the
 cache calls it where it adopts a state and after changing key words with torch, inside
 operations ordered as writes, so no read meets an index being made.
@@ -23,7 +23,7 @@ from .cuda import ARCH_ENV, last_rows_scratch_type, last_rows_with
 
 WRITE_MODES = 4  # UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE (engines/_cpu_cache_loops.py)
 ASSIGN = 2       # the mode that inserts nothing, so never evicts
-INDEX_ENTRIES = 8     # entries an index bucket (kernels/cache_index.cuh: GH_INDEX_ENTRIES)
+INDEX_ENTRIES = 4     # entries an index bucket (kernels/cache_index.cuh: GH_INDEX_ENTRIES)
 INDEX_PER_SLOT = 2    # index entries a slot: the index is at most half full
 
 

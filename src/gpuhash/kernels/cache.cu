@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
         const bool adds = MODE == GH_ACCUMULATE && accumulate[r];
         const gh_u64 mine = given == nullptr ? 0 : given[r];
         const int rule = static_cast<int>(policy);
-        // Every row searches through the index (cache_index.cuh): one line, where the digest
+        // Every row searches through the index (cache_index.cuh): one bucket, where the digest
         // walk read one or two buckets' digests and a key word for each false match. (In an
         // ASSIGN launch nothing adds an entry, so through the read-only path.) Only a row
         // whose key is absent reads its buckets' digests, for the free slots a claim needs.

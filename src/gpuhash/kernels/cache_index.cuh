@@ -1,21 +1,29 @@
 // The CUDA engine's exact index from key to slot beside a cache's slots. A search through it
-// reads one 128-byte line a key, where the digest walk reads b1's 128 digest bytes, b2's for
+// reads one 64-byte bucket a key, where the digest walk reads b1's 128 digest bytes, b2's for
 // every miss and for keys placed in b2, and a key word for every false digest match, whose
 // number grows with load: on the H100, find_index's kernel at 128M slots went from 133 to 87
-// us at load 0.5 and from 174 to 90 at load 1.0 (bench/RESULTS.md, twenty-second session).
+// us at load 0.5 and from 174 to 90 at load 1.0 with 128-byte buckets (bench/RESULTS.md,
+// twenty-second session); 64-byte buckets took find_index from 6.9-8.5 to 9.2-11.1 B-KV/s
+// (twenty-third session).
 // Finds and writes search through it; a write's absent keys read their buckets' digests for
 // the free slots a claim needs; erase keeps the digest walk. Every change of a slot's key
 // word changes the index with it, so it stays exact: a claim adds the key's entry (write
 // launch), a move repoints the moved key's entry and adds the new key's (evict launch), an
 // eviction's two changes wait for gh_cache_index_settle (the launch after), erase removes.
 //
-// Layout: index_buckets buckets of 8 entries, 16 bytes an entry (two u64 words: the key,
-// EMPTY where free; then the slot in bits 0..39), one line a bucket, 2 entries a slot; bits
+// Layout: index_buckets buckets of 4 entries, 16 bytes an entry (two u64 words: the key,
+// EMPTY where free; then the slot in bits 0..39), half a line a bucket, 2 entries a slot; bits
 // 40..63 of a bucket's first entry's second word count the keys stored past the bucket (a
 // key goes to the next bucket, wrapping, when its own is full). A search reads its key's
-// bucket and stops there unless that count is nonzero: at most half full, 2% of the
-// buckets overflow at the cache's full load (measured). A second word is changed by atomics
-// alone (AND, OR, XOR, ADD), so a slot's bits and a count's never overwrite each other.
+// bucket and stops there unless that count is nonzero (the index is at most half full). Four
+// entries, not eight or two: in in-process A/Bs on the H100
+// (bench/results/cache_index_width_ab_h100.jsonl, cache_index_warp_ab_h100.jsonl) finds ran
+// 14-42% faster than with 128-byte buckets and 2-15% faster than with 32-byte ones, whose
+// keys pass their bucket more often; writes 1-7% faster. A bucket is read by its key's thread
+// alone: four lanes reading it together, an entry each, were 1-7% slower, although 1M random
+// 64-byte reads took 37-41 us so and 51-55 us one thread a read
+// (bench/results/random_access_4gib_h100.txt). A second word is changed by atomics alone
+// (AND, OR, XOR, ADD), so a slot's bits and a count's never overwrite each other.
 //
 // Concurrency: lookups run when no write does (the host orders them) and read through the
 // read-only path. Within a launch, index changes are for distinct keys: in the write and
@@ -33,7 +41,7 @@
 
 constexpr gh_u64 GH_INDEX_SLOT_BITS = 40;  // _cache_format.MAX_SLOTS is 2**40
 constexpr gh_u64 GH_INDEX_SLOT_MASK = (1ULL << GH_INDEX_SLOT_BITS) - 1;
-constexpr int GH_INDEX_ENTRIES = 8;  // a bucket: one 128-byte line
+constexpr int GH_INDEX_ENTRIES = 4;  // a bucket: 64 bytes, half a line
 
 // Takes an entry's key word from `expected` to `desired` with acquire order (what the thread
 // that freed the entry wrote before its release is visible after a success).
@@ -60,7 +68,7 @@ __device__ __forceinline__ gh_u64* gh_index_count_word(gh_u64* index, gh_u64 buc
     return index + bucket * 2 * GH_INDEX_ENTRIES + 1;
 }
 
-// A bucket's line in one go (eight 16-byte loads in flight together): through the read-only
+// A bucket in one go (its 16-byte loads in flight together): through the read-only
 // path for lookups, or from L2 (COHERENT) for writers, whose launch changes other entries.
 template <bool COHERENT>
 __device__ __forceinline__ void gh_index_line(const gh_u64* index, gh_u64 bucket,
@@ -71,8 +79,8 @@ __device__ __forceinline__ void gh_index_line(const gh_u64* index, gh_u64 bucket
     for (int e = 0; e < GH_INDEX_ENTRIES; ++e) q[e] = COHERENT ? __ldcg(line + e) : __ldg(line + e);
 }
 
-// The one walk of the index: from key's home bucket, a line at a time, until its entry or a
-// bucket no key passed. The word offset of the entry's key word (its second word in
+// The one walk of the index: from key's home bucket, a bucket at a time, until its entry or
+// a bucket no key passed. The word offset of the entry's key word (its second word in
 // *second), or -1. COHERENT: for writers, whose launch changes other entries (L2 reads).
 template <bool COHERENT>
 __device__ __forceinline__ gh_i64 gh_index_walk(const gh_u64* index, gh_u64 index_buckets,
