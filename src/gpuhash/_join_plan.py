@@ -54,6 +54,10 @@ MIN_CHUNK_ROWS = 16
 STAGED_AHEAD = 2
 STAGED_CHUNKS = STAGED_AHEAD + 2
 MAX_PARTS = 1 << 10
+# A join whose working set (one match a probe row) is at least 1/FANOUT_SHARE of its budget is
+# planned again with an estimate of its repeated keys (wants_fanout); a smaller one would need
+# more matches a row than the sample costs to tell apart
+FANOUT_SHARE = 16
 
 
 @dataclass
@@ -283,6 +287,28 @@ def probe_bytes_per_row(key_bytes: int, fanout: float) -> int:
     return key_bytes + 8 + int(16 * max(1.0, fanout)) + 8
 
 
+def wants_fanout(plan: JoinPlan, *, keys_on_gpu: bool) -> bool:
+    """Whether a plan made with one match a probe row should be made again with an estimate
+    of the repeated keys (_join_fanout): a join of rows paired by key (not semi / anti, whose
+    output is at most a row a probe row) whose working set is at least 1/FANOUT_SHARE of its
+    budget, where more output a row could change its chunks. Keys on a GPU are sampled only
+    where the plan already streams or partitions them (it synchronises a chunk anyway), so
+    a join in one go keeps its one synchronisation.
+
+    Example:
+        >>> plan = plan_join(10, 10, how="inner", key_bytes=4, device=torch.device("cpu"),
+        ...                  memory_budget=100)
+        >>> wants_fanout(plan, keys_on_gpu=False)
+        True
+    """
+    if plan.how not in SYMMETRIC or plan.strategy in ("cpu-small", "cross-product"):
+        return False
+    if keys_on_gpu:
+        return bool(plan.chunk_rows) or plan.parts > 1
+    need = plan.estimates["table_bytes"] + plan.estimates["probe_bytes"]
+    return need * FANOUT_SHARE >= plan.estimates["budget_bytes"]
+
+
 def _usable(name: str) -> bool:
     return STRATEGIES.get(name) is not None and STRATEGIES[name].run is not None
 
@@ -391,7 +417,10 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
     budget = plan.memory_budget = (int(memory_budget) if memory_budget is not None
                                    else default_budget(device, built + probe * per_row))
     plan.estimates = {"table_bytes": built, "probe_bytes": probe * per_row,
-                      "budget_bytes": budget}
+                      "budget_bytes": budget, "fanout": round(fanout, 3)}
+    if fanout > 1:
+        reasons.append(f"about {fanout:.3g} build rows match a probe row (sampled: "
+                       f"_join_fanout), {per_row} bytes a probe row while it is joined")
     kind = "cuda" if device.type == "cuda" else "cpu"
     costs = COST_NS[kind]
     plan.estimates["hash_table_ms"] = round(

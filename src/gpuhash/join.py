@@ -25,10 +25,11 @@ import torch
 from . import _arrays, _join_plan, _join_pool
 from ._format import TableSpec
 from ._join_dense import DenseTable
+from ._join_fanout import estimate_fanout
 from ._join_keys import Direct32, KeyEncoder, build_encoder, check_sides, check_valid, key_columns
 from ._join_matches import _Matches
 from ._join_parts import run_partitioned
-from ._join_plan import HOWS, JoinPlan, plan_join, shared_plan
+from ._join_plan import HOWS, JoinPlan, plan_join, shared_plan, wants_fanout
 from ._table import _resolve_device, stream_context
 from .multimap import MultiMap
 
@@ -329,14 +330,21 @@ class JoinBuild:
         probe = _Side(left_keys, "left_keys", left_valid, "left_valid")
         check_sides(probe.columns, self._side.columns)
         key_bytes = 4 if self._table.encoder.key_dtype == torch.int32 else 8
-        plan = plan_join(probe.rows, self.rows, how=how, key_bytes=key_bytes,
-                         device=self.device, memory_budget=memory_budget, build_fixed=True)
-        if plan.strategy == "cpu-small":  # the table is built here already: keep it here
-            plan.strategy, plan.device = "hash-table", str(self.device)
-            plan.why += " The build is prepared on its device, so the probe runs there."
-        if explain:
-            print(plan)
-        with stream_context(stream, self.device):
+        plan_for = functools.partial(plan_join, probe.rows, self.rows, how=how,
+                                     key_bytes=key_bytes, device=self.device,
+                                     memory_budget=memory_budget, build_fixed=True)
+        with stream_context(stream, self.device):  # a sample of the keys is read there
+            plan = plan_for()
+            if wants_fanout(plan, keys_on_gpu=self.device.type == "cuda"):
+                fanout = estimate_fanout(self._side.columns, self._side.valid, probe.columns,
+                                         probe.valid)
+                if fanout > 1:
+                    plan = plan_for(fanout=fanout)
+            if plan.strategy == "cpu-small":  # the table is built here already: keep it here
+                plan.strategy, plan.device = "hash-table", str(self.device)
+                plan.why += " The build is prepared on its device, so the probe runs there."
+            if explain:
+                print(plan)
             if how == "cross":
                 result = _cross(probe.rows, self.rows, self.device)
             else:
@@ -459,10 +467,18 @@ def _plan(left: _Side, right: _Side, how: str, memory_budget: int | None,
     if shared and memory_budget is None and target == left.device:
         return shared_plan(left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
                            device=target)
-    return plan_join(left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
-                     device=target, memory_budget=memory_budget,
-                     data_device=None if target == left.device else left.device,
-                     input_bytes=max(_row_bytes(left), _row_bytes(right)))
+    plan_for = functools.partial(
+        plan_join, left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
+        device=target, memory_budget=memory_budget,
+        data_device=None if target == left.device else left.device,
+        input_bytes=max(_row_bytes(left), _row_bytes(right)))
+    plan = plan_for()
+    if wants_fanout(plan, keys_on_gpu=left.device.type == "cuda"):
+        build, probe = (left, right) if plan.build_side == "left" else (right, left)
+        fanout = estimate_fanout(build.columns, build.valid, probe.columns, probe.valid)
+        if fanout > 1:
+            plan = plan_for(fanout=fanout)
+    return plan
 
 
 def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any = None,
@@ -504,11 +520,11 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
     how = _check_how(how)
     left, right = _sides(left_keys, right_keys, left_valid, right_valid)
     target = _target(device, left)
-    plan = _plan(left, right, how, memory_budget, target, shared=True)
-    if explain:
-        print(plan)
     home = left.device
     with stream_context(stream, target):  # the copies too, when the keys move
+        plan = _plan(left, right, how, memory_budget, target, shared=True)  # may sample keys
+        if explain:
+            print(plan)
         if plan.strategy != "out-of-core-streams" and target != home:
             left, right = left.to(target), right.to(target)  # results come back below
         run = _join_plan.STRATEGIES[plan.strategy].run
