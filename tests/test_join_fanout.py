@@ -130,3 +130,19 @@ def test_unique_keys_keep_the_plan():
     once = plan_join(5000, 5000, how="inner", key_bytes=8, device=CPU, memory_budget=20_000)
     assert plan.estimates["fanout"] == 1.0
     assert (plan.chunk_rows, plan.parts) == (once.chunk_rows, once.parts)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("where", ["host keys streamed", "GPU keys chunked"])
+def test_gpu_joins_plan_with_the_estimate(where):
+    left = torch.arange(60_000) % 6000       # each key 10 times on both sides
+    right = left.flip(0).clone()
+    budget = 1_500_000
+    if where == "GPU keys chunked":
+        left, right = left.cuda(), right.cuda()
+    plan = gh.explain_join(left, right, device="cuda", memory_budget=budget)
+    assert plan.estimates["fanout"] == 10.0, plan
+    assert plan.chunk_rows or plan.parts > 1, plan
+    got = gh.join(left, right, device="cuda", memory_budget=budget)
+    want = gh.join(left.cpu(), right.cpu())
+    assert sorted(zip(*(t.tolist() for t in got))) == sorted(zip(*(t.tolist() for t in want)))
