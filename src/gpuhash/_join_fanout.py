@@ -19,6 +19,10 @@ its keys are (nearly) unique. Where a side has at most ``SAMPLE_ROWS`` rows the 
 whole side and ``cross`` is the exact fanout. A probe concentrated on the build's heaviest
 keys can still read low; the exact count that sizes the output stays the guard.
 
+Cost: on the 2-core machine, 12-14 ms for a 10M-row build and a 1.61G-row probe in host
+memory (the streamed join of `gpuhash bench join`, about 0.7 s on the H100), mostly the
+sampled rows' reads from the large side.
+
 Example:
     >>> import torch
     >>> build = [torch.arange(1000).repeat_interleave(4)]   # every key 4 times
@@ -28,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 SAMPLE_ROWS = 1 << 16
@@ -54,7 +59,8 @@ def _sampled_rows(columns: list[torch.Tensor], valid: torch.Tensor | None,
 
 def _one_word(rows: torch.Tensor) -> torch.Tensor:
     """One int64 a row: the key itself for one column, else a mix of the columns (a rare
-    collision only nudges an estimate; torch.unique over rows took 25x as long)."""
+    collision only nudges an estimate; torch.unique over rows took 25x as long). The counting
+    is NumPy's: its unique took a tenth of torch's on the 2-core machine."""
     if rows.shape[1] == 1:
         return rows[:, 0]
     mixed = torch.zeros(rows.shape[0], dtype=torch.int64)
@@ -93,13 +99,14 @@ def estimate_fanout(build_columns: list[torch.Tensor], build_valid: torch.Tensor
     probe = _sampled_rows(probe_columns, probe_valid, probe_pick)
     if build.shape[0] == 0 or probe.shape[0] == 0:
         return 1.0
-    _, inverse = torch.unique(_one_word(torch.cat([build, probe])), return_inverse=True)
-    counts = torch.bincount(inverse[:build.shape[0]], minlength=int(inverse.max()) + 1)
-    counts = counts.to(torch.float64)
+    keys, counts = np.unique(_one_word(build).numpy(), return_counts=True)
+    counts = counts.astype(np.float64)
+    probe_words = np.sort(_one_word(probe).numpy())  # sort and search: a third of the search
+    at = np.minimum(np.searchsorted(keys, probe_words), keys.shape[0] - 1)
+    met = np.where(keys[at] == probe_words, counts[at], 0.0)  # each probe row's build rows
     build_drawn = build_rows if build_pick is None else build_pick.shape[0]
     probe_drawn = probe_rows if probe_pick is None else probe_pick.shape[0]
-    cross = (float(counts[inverse[build.shape[0]:]].sum()) / probe_drawn
-             * build_rows / build_drawn)
+    cross = float(met.sum()) / probe_drawn * build_rows / build_drawn
     if build_pick is None and probe_pick is None:
         return max(1.0, cross)  # both sides whole: the exact fanout
     if build_pick is None:
