@@ -7,13 +7,15 @@ method) of
 - a sync of an idle GPU;
 - the kernel by CUDA events (back to back);
 and the host time of each call queued without a sync (what Python adds before the launch).
-On the GPU machine: PYTHONPATH=src python bench/experiments/cache_find_host_steps.py"""
+On the GPU machine, with PYTHONPATH=src:bench/experiments:
+    python bench/experiments/cache_find_host_steps.py"""
 
 import os
 import statistics
 import time
 
 import torch
+from _timing import back_to_back
 
 import gpuhash as gh
 from gpuhash._cuda.launch import launch
@@ -74,17 +76,8 @@ def main() -> None:
         "bare launch": bare_launch,
         "sync alone": lambda: None,
     }
-    for call in steps.values():
-        call()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(CALLS):
-        bare_launch()
-    end.record()
-    end.synchronize()
-    print(f"kernel by events, back to back: {start.elapsed_time(end) * 1e3 / CALLS:.1f} us",
-          flush=True)
+    kernel_us = back_to_back(bare_launch, calls=CALLS) * 1e3
+    print(f"kernel by events, back to back: {kernel_us:.1f} us", flush=True)
     for name, call in steps.items():
         print(f"{name:14s} wall {wall(call):6.1f} us, host before the sync {queued(call):5.1f}"
               f" us", flush=True)
