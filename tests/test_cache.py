@@ -69,6 +69,9 @@ def test_bad_cache_input_names_the_problem_and_changes_nothing():
     with pytest.raises(ValueError, match="max_hbm_bytes must be .* got -1"):
         gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
                     max_hbm_bytes=-1)
+    with pytest.raises(ValueError, match="capacity 17179869184 is over the limit"):
+        gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=2**34,
+                    initial_capacity=1024)  # refused at once, not when it would grow
     with pytest.raises(ValueError, match="initial_capacity must be .* got 65"):
         gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
                     initial_capacity=65)
@@ -346,3 +349,20 @@ def test_both_cache_engines_offer_the_same_operations_with_the_same_signatures()
     for name, parameters in cpu.items():
         assert cuda.get(name) == parameters, name
     assert set(cuda) - set(cpu) == {"cache_type", "kernel_names", "index_buckets"}
+
+
+def test_the_index_sizes_agree_with_its_kernels():
+    """The CUDA index's bucket width and slot bits, as Python sizes and checks them
+    (engines/cache_cuda.py, model_cache.check_index), are the kernels' (cache_index.cuh), and
+    the largest cache's index buckets stay within the kernels' 32-bit hash range."""
+    from model_cache import INDEX_SLOT_BITS
+
+    from gpuhash._cache_format import MAX_SLOTS
+    from gpuhash.engines import cache_cuda
+
+    source = (Path(gh.__file__).parent / "kernels" / "cache_index.cuh").read_text()
+    entries = int(re.search(r"constexpr int GH_INDEX_ENTRIES = (\d+);", source).group(1))
+    bits = int(re.search(r"GH_INDEX_SLOT_BITS = (\d+);", source).group(1))
+    assert (entries, bits) == (cache_cuda.INDEX_ENTRIES, INDEX_SLOT_BITS)
+    assert 2**bits >= MAX_SLOTS
+    assert cache_cuda.index_buckets(MAX_SLOTS) <= 2**32

@@ -36,7 +36,7 @@ So the two largest uint64 keys (int64 -1 and -2) are reserved, as in Hierarchica
 
 These are the bytes both engines share. The CUDA engine also keeps an index from key to slot
 (engines/cache_cuda.py, kernels/cache_index.cuh), derived from ``keys``: it finds a key in
-one memory line instead of the digest walk, and is made again from ``keys`` when they were
+one 64-byte bucket instead of the digest walk, and is made again from ``keys`` when they were
 changed outside the engines (the engines' ``refresh``).
 """
 
@@ -55,7 +55,10 @@ CACHE_KEY_DTYPES = (torch.int64, torch.uint64)
 BUCKET_SHAPES = (16, 32, 64, 128)
 DEFAULT_BUCKET_SLOTS = 128
 POLICIES = ("lru", "lfu", "epoch_lru", "epoch_lfu", "custom")
-MAX_SLOTS = 2**40
+# 2**33 slots: the CUDA index has a bucket for every two slots, picked by a 32-bit hash range
+# (kernels/common.cuh: gh_range, exact for at most 2**32 buckets). Its 49 bytes a slot of
+# metadata would be 420 GB, past any one GPU's memory.
+MAX_SLOTS = 2**33
 RELOCATION_CANDIDATES = 16  # entries a bucket offers to move (kernels/cache.cuh: 16 lanes each)
 
 

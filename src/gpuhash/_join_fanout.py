@@ -5,21 +5,25 @@ join returns. It changes what a plan holds in memory at once: a probe chunk's ou
 bytes a pair) lie on the device until they are gathered or copied back, so a many-to-many
 join planned as if each probe row matched one build row could pass its budget by the fanout.
 
-Two estimates from random samples of rows (a fixed seed, so the same inputs get the same plan):
+Two estimates from random samples of distinct rows (a fixed seed, so the same inputs get the
+same plan):
 - ``cross``: each sampled probe row's key counted among the sampled build rows, scaled by the
   build's rows over the sample's. Unbiased, but where keys repeat seldom (unique build keys
   among hundreds of millions) a sample meets few of them and the figure scatters.
 - ``self``: the rows a build row's key has, on average, from the equal pairs within the build
-  sample (the self-join size over the rows). Exactly 1 for unique keys however large the side,
-  but it weighs keys as the build side does, so a skewed build (Zipf) probed by evenly spread
-  keys reads far above what the probe meets.
+  sample (the self-join size over the valid rows). Exactly 1 for unique keys however large
+  the side, but it weighs keys as the build side does, so a skewed build (Zipf) probed by
+  evenly spread keys reads far above what the probe meets.
 
 The plan takes the smaller, and at least 1: ``cross`` where the build skews, ``self`` where
 its keys are (nearly) unique. Where a side has at most ``SAMPLE_ROWS`` rows the sample is the
-whole side and ``cross`` is the exact fanout. A probe concentrated on the build's heaviest
-keys can still read low; the exact count that sizes the output stays the guard.
+whole side and ``cross`` is the exact fanout. What it leaves out, and so may read low: a
+probe concentrated on the build's heaviest keys; a probe sorted by key, whose chunks meet
+its repeats unevenly; the unmatched probe rows of left and full joins (a pair each; the
+plan counts at least one a row); null keys matching each other under ``nulls_equal``. The
+exact count that sizes the output stays the guard.
 
-Cost: on the 2-core machine, 12-14 ms for a 10M-row build and a 1.61G-row probe in host
+Cost: on the 2-core machine, 11-14 ms for a 10M-row build and a 1.61G-row probe in host
 memory (the streamed join of `gpuhash bench join`, about 0.7 s on the H100), mostly the
 sampled rows' reads from the large side.
 
@@ -35,25 +39,33 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._join_keys import canonical
+
 SAMPLE_ROWS = 1 << 16
 SEED = 0x5EED
 MIX = -0x61C8864680B583EB  # 0x9E3779B97F4A7C15 as a signed 64-bit constant
+LOW_33 = (1 << 33) - 1
+SIGNED = {torch.uint64: torch.int64, torch.uint32: torch.int32, torch.uint16: torch.int16}
+SIGNED_BACK = {signed: unsigned for unsigned, signed in SIGNED.items()}
 
 
 def _sampled_rows(columns: list[torch.Tensor], valid: torch.Tensor | None,
                   picked: torch.Tensor | None) -> torch.Tensor:
     """The picked rows (all where None) with a valid key, as an (n, columns) int64 CPU tensor
-    (columns of other widths join by value; uint64 keeps its bits)."""
+    of the keys' values (_join_keys.canonical: other widths join by value, uint64 keeps its
+    bits), gathered where the keys are and read back in one copy."""
+    device = columns[0].device
+    at = None if picked is None else picked.to(device)
     taken = []
-    for column in columns:
-        part = column if picked is None else column[picked.to(column.device)]
-        part = part.cpu()
-        taken.append(part.view(torch.int64) if part.dtype == torch.uint64
-                     else part.to(torch.int64))
-    rows = torch.stack(taken, dim=1)
+    for column in columns + ([] if valid is None else [valid]):
+        signed = SIGNED.get(column.dtype)
+        if at is not None:  # unsigned tensors are gathered as their signed views
+            column = (column if signed is None else column.view(signed))[at]
+            column = column if signed is None else column.view(SIGNED_BACK[signed])
+        taken.append(canonical(column))
+    rows = torch.stack(taken, dim=1).cpu()
     if valid is not None:
-        keep = valid if picked is None else valid[picked.to(valid.device)]
-        rows = rows[keep.cpu()]
+        rows = rows[rows[:, -1] != 0, :-1]
     return rows
 
 
@@ -66,15 +78,18 @@ def _one_word(rows: torch.Tensor) -> torch.Tensor:
     mixed = torch.zeros(rows.shape[0], dtype=torch.int64)
     for column in rows.unbind(1):
         mixed = (mixed ^ column) * MIX  # int64 products wrap
-        mixed = mixed ^ (mixed >> 31)
+        mixed = mixed ^ ((mixed >> 31) & LOW_33)  # a logical shift: the top bit kept
     return mixed
 
 
 def _pick(rows: int, sample: int, generator: torch.Generator) -> torch.Tensor | None:
-    """Row numbers of a sample drawn with replacement, or None for the whole side."""
+    """Distinct row numbers (up to ``sample`` drawn, repeats dropped), or None for the whole
+    side. Without repeats, a side of unique keys has no equal pair in its sample: drawn with
+    replacement, a row drawn twice made one, and the self-join figure of unique keys read
+    up to 3.7 for some sizes of billions of rows (the same draw for every data set of a size)."""
     if rows <= sample:
         return None
-    return torch.randint(0, rows, (sample,), generator=generator)
+    return torch.unique(torch.randint(0, rows, (sample,), generator=generator))
 
 
 def estimate_fanout(build_columns: list[torch.Tensor], build_valid: torch.Tensor | None,
@@ -109,9 +124,17 @@ def estimate_fanout(build_columns: list[torch.Tensor], build_valid: torch.Tensor
     cross = float(met.sum()) / probe_drawn * build_rows / build_drawn
     if build_pick is None and probe_pick is None:
         return max(1.0, cross)  # both sides whole: the exact fanout
+    # the self-join figure: the sum of squared counts over the valid rows (a probe drawn
+    # like the build's keys; its null rows are no key)
     if build_pick is None:
-        self_join = float((counts * counts).sum()) / build_rows
-    else:  # equal ordered pairs of draws, of s * (s - 1), estimate the sum of squared counts
+        self_join = float((counts * counts).sum()) / float(counts.sum())
+    else:
+        # squares: the valid rows (each row paired with itself) and the ordered pairs of
+        # distinct rows with one key, counted among the d drawn rows and scaled by
+        # N (N - 1) / (d (d - 1)); the valid rows: those drawn, scaled by N / d
         drawn = build_drawn
-        self_join = float((counts * (counts - 1)).sum()) * build_rows / (drawn * (drawn - 1))
+        valid = float(counts.sum()) * build_rows / drawn
+        pairs = float((counts * (counts - 1)).sum())
+        squares = valid + pairs * build_rows * (build_rows - 1) / (drawn * (drawn - 1))
+        self_join = squares / valid
     return max(1.0, min(cross, self_join))

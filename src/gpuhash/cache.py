@@ -37,6 +37,7 @@ from ._cache_format import (
     DEFAULT_BUCKET_SLOTS,
     EMPTY_KEY,
     LOCKED_KEY,
+    MAX_SLOTS,
     POLICIES,
     CacheSpec,
     copy_cache,
@@ -115,6 +116,8 @@ class CacheMap(CacheCore):
             raise ValueError(f"value_shape must hold positive ints, got {value_shape!r}")
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        if capacity > MAX_SLOTS:  # checked here too: a cache may start smaller and grow
+            raise ValueError(f"capacity {capacity} is over the limit of {MAX_SLOTS} slots")
         if bucket_slots not in BUCKET_SHAPES:
             raise ValueError(f"bucket_slots must be one of {BUCKET_SHAPES}, got {bucket_slots!r}")
         if policy not in POLICIES:

@@ -288,6 +288,8 @@ class JoinBuild:
             # build (the caller's mask may change later; finding them synchronises), on
             # first need inside one join call
             self._nulls = side.null_rows() if snapshot else None
+            # a probe on another stream that samples the build side's keys waits for this
+            self._ready = _event_after_queued_work(side.device) if snapshot else None
 
     def _null_rows(self) -> torch.Tensor:
         """The build side's null rows (int64)."""
@@ -336,6 +338,8 @@ class JoinBuild:
         with stream_context(stream, self.device):  # a sample of the keys is read there
             plan = plan_for()
             if wants_fanout(plan, keys_on_gpu=self.device.type == "cuda"):
+                if self._ready is not None:  # the keys as the build left them
+                    torch.cuda.current_stream(self.device).wait_event(self._ready)
                 fanout = estimate_fanout(self._side.columns, self._side.valid, probe.columns,
                                          probe.valid)
                 if fanout > 1:
@@ -437,7 +441,7 @@ def explain_join(left_keys: Any, right_keys: Any, *, how: str = "inner",
                  stream: Any = None) -> JoinPlan:
     """The plan :func:`join` would follow for these arguments (``device`` as there),
     without joining; it takes every argument join does but ``explain`` (``nulls_equal``
-    and ``stream`` do not change the plan).
+    does not change the plan; a sample of the keys may be read on ``stream``).
 
     Example:
         >>> import torch, gpuhash as gh
@@ -447,7 +451,9 @@ def explain_join(left_keys: Any, right_keys: Any, *, how: str = "inner",
     """
     how = _check_how(how)
     left, right = _sides(left_keys, right_keys, left_valid, right_valid)
-    return _plan(left, right, how, memory_budget, _target(device, left))
+    target = _target(device, left)
+    with stream_context(stream, target):  # where join reads its sample of the keys
+        return _plan(left, right, how, memory_budget, target)  # the caller's to change
 
 
 def _target(device: Any, left: _Side) -> torch.device:
@@ -462,22 +468,27 @@ def _row_bytes(side: _Side) -> int:
 
 def _plan(left: _Side, right: _Side, how: str, memory_budget: int | None,
           target: torch.device, *, shared: bool = False) -> JoinPlan:
-    """The join's plan; ``shared``: one the caller only reads, which may be the plan object of
-    an earlier call (_join_plan.shared_plan)."""
+    """The join's plan, made again with the estimated matches a probe row where those may
+    change it (_join_plan.wants_fanout); ``shared``: one the caller only reads, which may be
+    the plan object of an earlier call (_join_plan.shared_plan). Run on the operation's
+    stream: the estimate reads a sample of the keys."""
     if shared and memory_budget is None and target == left.device:
-        return shared_plan(left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
+        plan_for = functools.partial(plan_join, left.rows, right.rows, how=how,
+                                     key_bytes=_key_bytes(left, right), device=target)
+        plan = shared_plan(left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
                            device=target)
-    plan_for = functools.partial(
-        plan_join, left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
-        device=target, memory_budget=memory_budget,
-        data_device=None if target == left.device else left.device,
-        input_bytes=max(_row_bytes(left), _row_bytes(right)))
-    plan = plan_for()
+    else:
+        plan_for = functools.partial(
+            plan_join, left.rows, right.rows, how=how, key_bytes=_key_bytes(left, right),
+            device=target, memory_budget=memory_budget,
+            data_device=None if target == left.device else left.device,
+            input_bytes=max(_row_bytes(left), _row_bytes(right)))
+        plan = plan_for()
     if wants_fanout(plan, keys_on_gpu=left.device.type == "cuda"):
         build, probe = (left, right) if plan.build_side == "left" else (right, left)
         fanout = estimate_fanout(build.columns, build.valid, probe.columns, probe.valid)
         if fanout > 1:
-            plan = plan_for(fanout=fanout)
+            plan = plan_for(fanout=fanout)  # a plan of its own, never the shared one
     return plan
 
 

@@ -59,8 +59,11 @@ def _kernels(value_bytes: int, bucket_slots: int, device_index: int, arch: str |
 
 
 def index_buckets(slots: int) -> int:
-    """Buckets of the key-to-slot index of a cache of ``slots`` slots."""
-    return -(-INDEX_PER_SLOT * slots // INDEX_ENTRIES)
+    """Buckets of the key-to-slot index of a cache of ``slots`` slots (at most 2**32, the
+    kernels' 32-bit hash range: _cache_format.MAX_SLOTS keeps it there)."""
+    buckets = -(-INDEX_PER_SLOT * slots // INDEX_ENTRIES)
+    assert buckets <= 2**32, buckets
+    return buckets
 
 
 def _launch_info(state: CacheState) -> tuple[dict, tuple[int, ...], int]:

@@ -39,7 +39,7 @@
 #pragma once
 #include "common.cuh"
 
-constexpr gh_u64 GH_INDEX_SLOT_BITS = 40;  // _cache_format.MAX_SLOTS is 2**40
+constexpr gh_u64 GH_INDEX_SLOT_BITS = 40;  // _cache_format.MAX_SLOTS is 2**33
 constexpr gh_u64 GH_INDEX_SLOT_MASK = (1ULL << GH_INDEX_SLOT_BITS) - 1;
 constexpr int GH_INDEX_ENTRIES = 4;  // a bucket: 64 bytes, half a line
 
@@ -71,12 +71,14 @@ __device__ __forceinline__ gh_u64* gh_index_count_word(gh_u64* index, gh_u64 buc
 // A bucket in one go (its 16-byte loads in flight together): through the read-only
 // path for lookups, or from L2 (COHERENT) for writers, whose launch changes other entries.
 template <bool COHERENT>
-__device__ __forceinline__ void gh_index_line(const gh_u64* index, gh_u64 bucket,
+__device__ __forceinline__ void gh_index_read(const gh_u64* index, gh_u64 bucket,
                                               ulonglong2 (&q)[GH_INDEX_ENTRIES]) {
-    const ulonglong2* line =
+    const ulonglong2* entries =
         reinterpret_cast<const ulonglong2*>(index + bucket * 2 * GH_INDEX_ENTRIES);
 #pragma unroll
-    for (int e = 0; e < GH_INDEX_ENTRIES; ++e) q[e] = COHERENT ? __ldcg(line + e) : __ldg(line + e);
+    for (int e = 0; e < GH_INDEX_ENTRIES; ++e) {
+        q[e] = COHERENT ? __ldcg(entries + e) : __ldg(entries + e);
+    }
 }
 
 // The one walk of the index: from key's home bucket, a bucket at a time, until its entry or
@@ -88,7 +90,7 @@ __device__ __forceinline__ gh_i64 gh_index_walk(const gh_u64* index, gh_u64 inde
     gh_u64 bucket = gh_index_home(hash, index_buckets);
     for (gh_u64 walked = 0; walked < index_buckets; ++walked) {
         ulonglong2 q[GH_INDEX_ENTRIES];
-        gh_index_line<COHERENT>(index, bucket, q);
+        gh_index_read<COHERENT>(index, bucket, q);
 #pragma unroll
         for (int e = 0; e < GH_INDEX_ENTRIES; ++e) {
             if (q[e].x == key) {
@@ -124,8 +126,8 @@ __device__ __forceinline__ void gh_index_insert(gh_u64* index, gh_u64 index_buck
     for (gh_u64 walked = 0; walked < index_buckets;) {
         gh_u64* words = index + bucket * 2 * GH_INDEX_ENTRIES;
         ulonglong2 q[GH_INDEX_ENTRIES];
-        gh_index_line<true>(index, bucket, q);
-        bool raced = false;  // a free entry seen was taken by another row: read the line again
+        gh_index_read<true>(index, bucket, q);
+        bool raced = false;  // a free entry seen was taken by another row: read the bucket again
 #pragma unroll
         for (int e = 0; e < GH_INDEX_ENTRIES; ++e) {
             if (q[e].x != ~0ULL) continue;
