@@ -129,7 +129,9 @@ smem_join(const int* bkeys, const int* brows, const long long* boff,
   }
   __syncthreads();
   const long long p0 = poff[p], p1 = poff[p + 1];
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __shared__ unsigned warp_hits[16];
+  __shared__ unsigned long long block_base;
   for (long long base = p0; base < p1; base += blockDim.x) {
     const long long i = base + threadIdx.x;
     bool hit = false;
@@ -144,17 +146,27 @@ smem_join(const int* bkeys, const int* brows, const long long* boff,
         h = (h + 1) & (slots - 1);
       }
     }
+    // one atomic a block and round: a warp's atomic each on one counter queued 3M of them
     const unsigned mask = __ballot_sync(0xffffffffu, hit);
-    if (mask == 0) continue;
-    const int leader = __ffs(mask) - 1;
-    unsigned long long at = 0;
-    if (lane == leader) at = atomicAdd(counter, (unsigned long long)__popc(mask));
-    at = __shfl_sync(0xffffffffu, at, leader);
+    if (lane == 0) warp_hits[warp] = __popc(mask);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned total = 0;
+      for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+        const unsigned c = warp_hits[w];
+        warp_hits[w] = total;
+        total += c;
+      }
+      block_base = total ? atomicAdd(counter, (unsigned long long)total) : 0;
+    }
+    __syncthreads();
     if (hit) {
-      const unsigned long long pos = at + __popc(mask & ((1u << lane) - 1));
+      const unsigned long long pos =
+          block_base + warp_hits[warp] + __popc(mask & ((1u << lane) - 1));
       out_probe[pos] = prows[i];
       out_build[pos] = brow;
     }
+    __syncthreads();  // warp_hits and block_base are rewritten next round
   }
 }
 """
@@ -162,7 +174,7 @@ MODULE = cupy.RawModule(code=SOURCE, options=("-std=c++17",))
 PART_IDS, SMEM_JOIN = MODULE.get_function("part_ids"), MODULE.get_function("smem_join")
 HIST, SCATTER = MODULE.get_function("hist"), MODULE.get_function("scatter")
 TILE = 4096  # rows a partition block (the kernels' TILE)
-SLOTS = 8192  # 64 KB of (key, row) a block: three blocks of 512 an SM
+SLOTS = 4096  # 32 KB of (key, row) a block: four blocks of 512 an SM
 THREADS = 512
 SMEM_JOIN.max_dynamic_shared_size_bytes = SLOTS * 8
 DEV = torch.device("cuda")
@@ -236,11 +248,14 @@ def partition(keys: torch.Tensor, bits: int):
     seg_counts = counts.sum(0)
     seg_start = _exclusive(seg_counts)
     per_seg = (seg_counts + TILE - 1) // TILE
-    segment = torch.repeat_interleave(torch.arange(1 << high, device=DEV), per_seg)
     first_tile = _exclusive(per_seg)
-    within = torch.arange(segment.shape[0], device=DEV) - first_tile[segment]
+    # at most one partial tile more a segment: the tiles past the last get no rows, so the
+    # host never waits for the count
+    tile = torch.arange(tiles.shape[0] + (1 << high), device=DEV)
+    segment = torch.searchsorted(first_tile + per_seg, tile, right=True).clamp(max=(1 << high) - 1)
+    within = tile - first_tile[segment]
     first = seg_start[segment] + within * TILE
-    rows = (seg_start[segment] + seg_counts[segment] - first).clamp(max=TILE)
+    rows = (seg_start[segment] + seg_counts[segment] - first).clamp(min=0, max=TILE)
     tiles2 = torch.stack([first, rows, segment], 1)
     counts2 = _run_pass(keys1, rows1, tiles2, bits, 0, low)  # (tiles2, 2^low)
     totals = torch.zeros((1 << high, 1 << low), dtype=torch.int64, device=DEV)
@@ -299,12 +314,14 @@ def timed(call, runs: int = 5) -> float:
 def run_shape(name: str) -> None:
     build_rows, probe_rows = SHAPES[name]
     build, probe = sides(build_rows, probe_rows)
-    # about 2,500 build rows a partition (J5: about 3,100, 15 bits being the most 16-bit
-    # partition numbers hold), well under the table's 8,192 slots
-    bits = min(15, max(1, math.ceil(math.log2(build_rows / 2500))))
+    # about 1,500 build rows a partition (J5: 16 bits, about 1,530), well under the table's
+    # 4,096 slots; the sort's 16-bit partition numbers hold 15 bits at most
+    bits = min(16, max(1, math.ceil(math.log2(build_rows / 1500))))
     want = gh.join(probe, build)
     order_want = torch.argsort(want[0])
-    for by_sort in (True, False):
+    variants = ((True, "sorted"), (False, "two passes")) if bits <= 15 else (
+        (False, "two passes"),)
+    for by_sort, _ in variants:
         got = radix_join(build, probe, bits, by_sort=by_sort)
         assert got[0].shape == want[0].shape, (got[0].shape, want[0].shape)
         order_got = torch.argsort(got[0])
@@ -314,7 +331,7 @@ def run_shape(name: str) -> None:
     del want, order_want
     table_ms = timed(lambda: gh.join(probe, build))
     print(f"{name} {build_rows:,} x {probe_rows:,}: gh.join {table_ms:.2f} ms", flush=True)
-    for by_sort, label in ((True, "sorted"), (False, "two passes")):
+    for by_sort, label in variants:
         parts: dict = {}
         radix_ms = timed(lambda parts=parts, by_sort=by_sort: radix_join(
             build, probe, bits, parts, by_sort=by_sort))
