@@ -53,7 +53,8 @@ extern "C" __global__ void hist(const int* keys, const long long* tiles, int bit
 constexpr int TILE = 4096;
 extern "C" __global__ void __launch_bounds__(256)
 scatter(const int* keys, const int* rows_in, const long long* tiles, int bits, int shift,
-        int bin_bits, const long long* offsets, int blocks, int* keys_out, int* rows_out) {
+        int bin_bits, const int* counts, const long long* offsets, int blocks, int* keys_out,
+        int* rows_out) {
   __shared__ int staged_keys[TILE];
   __shared__ int staged_rows[TILE];
   __shared__ unsigned short staged_bin[TILE];
@@ -62,12 +63,8 @@ scatter(const int* keys, const int* rows_in, const long long* tiles, int bits, i
   __shared__ long long out_at[256];
   const int bins = 1 << bin_bits;
   const long long first = tiles[3 * blockIdx.x], rows = tiles[3 * blockIdx.x + 1];
-  for (int i = threadIdx.x; i < bins; i += blockDim.x) cursor[i] = 0;
-  __syncthreads();
-  for (int i = threadIdx.x; i < rows; i += blockDim.x) {
-    const unsigned part = fmix32((unsigned)keys[first + i]) >> (32 - bits);
-    atomicAdd(&cursor[(part >> shift) & (bins - 1)], 1);
-  }
+  // the tile's counts, as the histogram kernel left them (bin-major)
+  for (int i = threadIdx.x; i < bins; i += blockDim.x) cursor[i] = counts[i * blocks + blockIdx.x];
   __syncthreads();
   if (threadIdx.x < 32) {  // exclusive scan of the tile's counts: 8 bins a lane
     const int lane = threadIdx.x;
@@ -179,7 +176,8 @@ THREADS = 512
 SMEM_JOIN.max_dynamic_shared_size_bytes = SLOTS * 8
 DEV = torch.device("cuda")
 SHAPES = {"J3": (1_000_000, 10_000_000), "J4": (10_000_000, 100_000_000),
-          "J5": (100_000_000, 100_000_000)}
+          "J5": (100_000_000, 100_000_000), "30Mx100M": (30_000_000, 100_000_000),
+          "50Mx100M": (50_000_000, 100_000_000)}
 
 
 def sides(build_rows: int, probe_rows: int, seed: int = 1):
@@ -217,10 +215,10 @@ def _run_pass(keys, rows_in, tiles, bits, shift, bin_bits):
     HIST((blocks,), (256,), (cupy.from_dlpack(keys), cupy.from_dlpack(tiles), cupy.int32(bits),
                              cupy.int32(shift), cupy.int32(bin_bits), cupy.from_dlpack(hist),
                              cupy.int32(blocks)), shared_mem=bins * 4)
-    return hist.view(bins, blocks).t().to(torch.int64)
+    return hist.view(bins, blocks).t().to(torch.int64), hist
 
 
-def _scatter(keys, rows_in, tiles, bits, shift, bin_bits, offsets):
+def _scatter(keys, rows_in, tiles, bits, shift, bin_bits, hist, offsets):
     blocks = tiles.shape[0]
     keys_out = torch.empty_like(keys)
     rows_out = torch.empty(keys.shape[0], dtype=torch.int32, device=DEV)
@@ -228,7 +226,8 @@ def _scatter(keys, rows_in, tiles, bits, shift, bin_bits, offsets):
     SCATTER((blocks,), (256,), (cupy.from_dlpack(keys),
                                 0 if rows_in is None else cupy.from_dlpack(rows_in),
                                 cupy.from_dlpack(tiles), cupy.int32(bits), cupy.int32(shift),
-                                cupy.int32(bin_bits), cupy.from_dlpack(flat), cupy.int32(blocks),
+                                cupy.int32(bin_bits), cupy.from_dlpack(hist),
+                                cupy.from_dlpack(flat), cupy.int32(blocks),
                                 cupy.from_dlpack(keys_out), cupy.from_dlpack(rows_out)))
     return keys_out, rows_out
 
@@ -242,9 +241,9 @@ def partition(keys: torch.Tensor, bits: int):
     high = bits - low
     starts = torch.arange(0, n, TILE, device=DEV)
     tiles = torch.stack([starts, (n - starts).clamp(max=TILE), torch.zeros_like(starts)], 1)
-    counts = _run_pass(keys, None, tiles, bits, low, high)  # (tiles, 2^high)
+    counts, hist = _run_pass(keys, None, tiles, bits, low, high)  # (tiles, 2^high)
     offsets = _exclusive(counts.t().reshape(-1)).view(1 << high, -1).t()
-    keys1, rows1 = _scatter(keys, None, tiles, bits, low, high, offsets)
+    keys1, rows1 = _scatter(keys, None, tiles, bits, low, high, hist, offsets)
     seg_counts = counts.sum(0)
     seg_start = _exclusive(seg_counts)
     per_seg = (seg_counts + TILE - 1) // TILE
@@ -257,7 +256,7 @@ def partition(keys: torch.Tensor, bits: int):
     first = seg_start[segment] + within * TILE
     rows = (seg_start[segment] + seg_counts[segment] - first).clamp(min=0, max=TILE)
     tiles2 = torch.stack([first, rows, segment], 1)
-    counts2 = _run_pass(keys1, rows1, tiles2, bits, 0, low)  # (tiles2, 2^low)
+    counts2, hist2 = _run_pass(keys1, rows1, tiles2, bits, 0, low)  # (tiles2, 2^low)
     totals = torch.zeros((1 << high, 1 << low), dtype=torch.int64, device=DEV)
     totals.index_add_(0, segment, counts2)
     sub_start = seg_start[:, None] + (totals.cumsum(1) - totals)
@@ -265,7 +264,7 @@ def partition(keys: torch.Tensor, bits: int):
     # scan along dim 0 of this (tiles, bins) tensor took 9 ms in torch)
     before = counts2.t().contiguous().cumsum(1).t() - counts2
     offsets2 = sub_start[segment] + before - before[first_tile[segment]]
-    keys2, rows2 = _scatter(keys1, rows1, tiles2, bits, 0, low, offsets2)
+    keys2, rows2 = _scatter(keys1, rows1, tiles2, bits, 0, low, hist2, offsets2)
     bounds = torch.cat([sub_start.reshape(-1), torch.tensor([n], device=DEV)])
     return keys2, rows2, bounds
 
