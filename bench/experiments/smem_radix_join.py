@@ -6,9 +6,11 @@ matching), CUDA events, median of 5, ms. The partitioning here is torch's sort o
 partition numbers (CUB radix sort, two 8-bit passes) and a gather of keys and row numbers:
 a stand-in for a partition kernel, timed apart so the shared-memory phase's own cost shows.
 Unique build keys only (a prototype, not a join of every kind). Needs CuPy.
-On the GPU machine: PYTHONPATH=src python bench/experiments/smem_radix_join.py [J4] [J5]"""
+On the GPU machine: PYTHONPATH=src python bench/experiments/smem_radix_join.py [J4] [J5]
+(ROUNDS=3: each shape's joins timed in three alternating rounds)."""
 
 import math
+import os
 import statistics
 import sys
 
@@ -328,15 +330,18 @@ def run_shape(name: str) -> None:
         assert torch.equal(got[1][order_got], want[1][order_want])
         del got, order_got
     del want, order_want
-    table_ms = timed(lambda: gh.join(probe, build))
-    print(f"{name} {build_rows:,} x {probe_rows:,}: gh.join {table_ms:.2f} ms", flush=True)
-    for by_sort, label in variants:
-        parts: dict = {}
-        radix_ms = timed(lambda parts=parts, by_sort=by_sort: radix_join(
-            build, probe, bits, parts, by_sort=by_sort))
-        detail = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in parts.items())
-        print(f"  partitions {label}: {radix_ms:.2f} ms ({1 << bits} parts; {detail})",
-              flush=True)
+    rounds = int(os.environ.get("ROUNDS", "1"))
+    for round_ in range(rounds):  # ROUNDS=3: the two joins alternate, machine drift hits both
+        table_ms = timed(lambda: gh.join(probe, build))
+        print(f"{name} {build_rows:,} x {probe_rows:,} (round {round_}): gh.join "
+              f"{table_ms:.2f} ms", flush=True)
+        for by_sort, label in variants:
+            parts: dict = {}
+            radix_ms = timed(lambda parts=parts, by_sort=by_sort: radix_join(
+                build, probe, bits, parts, by_sort=by_sort))
+            detail = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in parts.items())
+            print(f"  partitions {label}: {radix_ms:.2f} ms ({1 << bits} parts; {detail})",
+                  flush=True)
 
 
 def main() -> None:
