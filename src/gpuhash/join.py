@@ -336,14 +336,7 @@ class JoinBuild:
                                      key_bytes=key_bytes, device=self.device,
                                      memory_budget=memory_budget, build_fixed=True)
         with stream_context(stream, self.device):  # a sample of the keys is read there
-            plan = plan_for()
-            if wants_fanout(plan, keys_on_gpu=self.device.type == "cuda"):
-                if self._ready is not None:  # the keys as the build left them
-                    torch.cuda.current_stream(self.device).wait_event(self._ready)
-                fanout = estimate_fanout(self._side.columns, self._side.valid, probe.columns,
-                                         probe.valid)
-                if fanout > 1:
-                    plan = plan_for(fanout=fanout)
+            plan = _with_fanout(plan_for(), plan_for, self._side, probe, ready=self._ready)
             if plan.strategy == "cpu-small":  # the table is built here already: keep it here
                 plan.strategy, plan.device = "hash-table", str(self.device)
                 plan.why += " The build is prepared on its device, so the probe runs there."
@@ -484,12 +477,21 @@ def _plan(left: _Side, right: _Side, how: str, memory_budget: int | None,
             data_device=None if target == left.device else left.device,
             input_bytes=max(_row_bytes(left), _row_bytes(right)))
         plan = plan_for()
-    if wants_fanout(plan, keys_on_gpu=left.device.type == "cuda"):
-        build, probe = (left, right) if plan.build_side == "left" else (right, left)
-        fanout = estimate_fanout(build.columns, build.valid, probe.columns, probe.valid)
-        if fanout > 1:
-            plan = plan_for(fanout=fanout)  # a plan of its own, never the shared one
-    return plan
+    build, probe = (left, right) if plan.build_side == "left" else (right, left)
+    return _with_fanout(plan, plan_for, build, probe)
+
+
+def _with_fanout(plan: JoinPlan, plan_for, build: _Side, probe: _Side, *,
+                 ready: torch.cuda.Event | None = None) -> JoinPlan:
+    """``plan``, or ``plan_for(fanout=...)`` (a plan of its own, never a shared one) where the
+    estimated matches a probe row may change it (_join_plan.wants_fanout). ``ready``: an
+    event the current stream waits for before the build side's keys are sampled."""
+    if not wants_fanout(plan, keys_on_gpu=build.device.type == "cuda"):
+        return plan
+    if ready is not None:  # the keys as the build left them
+        torch.cuda.current_stream(build.device).wait_event(ready)
+    fanout = estimate_fanout(build.columns, build.valid, probe.columns, probe.valid)
+    return plan_for(fanout=fanout) if fanout > 1 else plan
 
 
 def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any = None,
