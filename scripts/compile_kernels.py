@@ -19,7 +19,7 @@ import torch
 from gpuhash._cache_format import BUCKET_SHAPES, CacheSpec
 from gpuhash._cuda.compile import inline_source
 from gpuhash._format import TableSpec
-from gpuhash.engines import cache_cuda
+from gpuhash.engines import cache_cuda, radix_cuda
 from gpuhash.engines.cuda import kernel_names
 
 ARCHS = ("sm_80", "sm_90")
@@ -47,6 +47,7 @@ def instances() -> dict[str, list[str]]:
         for expression in cache_cuda.kernel_names(spec).values():
             if expression not in found["cache.cu"]:
                 found["cache.cu"].append(expression)
+    found["radix_join.cu"] = list(radix_cuda.kernel_names().values())
     return found
 
 

@@ -152,8 +152,7 @@ def test_plan_explains_itself(capsys):
     assert plan.build_side == "right" and "fit the budget" in plan.why
     gh.join(torch.arange(5), torch.arange(50), how="semi", explain=True)
     assert "hash-table" in capsys.readouterr().out
-    assert _join_plan.STRATEGIES["gpu-radix"].run is None
-    assert _join_plan.STRATEGIES["out-of-core-streams"].run is not None
+    assert all(strategy.run is not None for strategy in _join_plan.STRATEGIES.values())
 
 
 def test_many_to_many_is_sized_exactly():

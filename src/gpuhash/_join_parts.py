@@ -78,8 +78,17 @@ def run_partitioned(left, right, plan: JoinPlan, nulls_equal: bool, *, table):
             matches.add_pairs(_take(rows[chunk], where), found)
             if matches.build_hit is not None:
                 matches.build_hit[found] = 1
+    add_null_matches(matches, build, probe, nulls_equal)
+    return matches.assemble()
+
+
+def add_null_matches(matches: _Matches, build, probe, nulls_equal: bool) -> None:
+    """With ``nulls_equal``, every null probe row meets every null build row: for strategies
+    whose kernels leave the nulls out (the parts here, the radix join's partitions)."""
+    if not nulls_equal:
+        return
     nulls_b, nulls_p = build.null_rows(), probe.null_rows()
-    if nulls_equal and nulls_b.shape[0] and nulls_p.shape[0]:
+    if nulls_b.shape[0] and nulls_p.shape[0]:
         if matches.pairs:
             matches.add_pairs(nulls_p.repeat_interleave(nulls_b.shape[0]),
                               nulls_b.repeat(nulls_p.shape[0]))
@@ -87,4 +96,3 @@ def run_partitioned(left, right, plan: JoinPlan, nulls_equal: bool, *, table):
                 matches.build_hit[nulls_b] = 1
         else:
             matches.add_hits(nulls_p, torch.ones_like(nulls_p, dtype=torch.bool))
-    return matches.assemble()

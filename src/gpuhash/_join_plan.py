@@ -1,9 +1,8 @@
 """How a join runs: the strategy registry and the cost model that chooses among strategies.
 
 A strategy is a function registered under a name; the planner considers only the registered
-ones that have a function (the GPU radix-partitioned join is named here so plans and docs
-can refer to it, and is never chosen: built, measured slower than one table, not kept; the
-streamed out-of-core path registers its function from _join_stream.py). The model is
+ones that have a function (join.py registers most; the streamed out-of-core path registers
+its function from _join_stream.py). The model is
 deliberately small: estimated bytes decide what fits the memory budget, estimated costs in
 nanoseconds per row decide among what fits, and every decision is written into the plan's
 ``why``. The per-row constants are guesses to be replaced by
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import _radix_format
 from ._format import L2_TABLE_BYTES
 
 HOWS = ("inner", "left", "right", "full", "semi", "anti", "cross")
@@ -54,6 +54,13 @@ MIN_CHUNK_ROWS = 16
 STAGED_AHEAD = 2
 STAGED_CHUNKS = STAGED_AHEAD + 2
 MAX_PARTS = 1 << 10
+# From this many build rows a GPU join runs by partitions in shared memory (gpu-radix) where
+# both sides' partitions fit the budget: one table there is far past L2, so each probe row's
+# read goes to HBM. Measured on the H100 against one table, 100M probe rows (bench/RESULTS.md,
+# bench/experiments/radix_crossover.py): 10M distinct build keys 0.70x (their ranked array
+# fits L2, which no build past 16M rows tries: ranked_words), 20M 1.23x, 30M 1.17x, 100M 1.26x,
+# 100M rows of 10M keys 2.73x.
+RADIX_MIN_BUILD_ROWS = 16_000_000
 # A join whose working set (one match a probe row) is at least 1/FANOUT_SHARE of its budget is
 # planned again with an estimate of its repeated keys (wants_fanout); a smaller one would need
 # more matches a row than the sample costs to tell apart
@@ -76,8 +83,9 @@ def register(name: str, description: str, run: Callable | None = None) -> Strate
     """Add (or replace) a strategy under ``name``; pass ``run`` once it exists.
 
     Example:
-        >>> register("gpu-radix", STRATEGIES["gpu-radix"].description).run is None
+        >>> register("sketch", "a join being written").run is None
         True
+        >>> del STRATEGIES["sketch"]
     """
     STRATEGIES[name] = Strategy(name, description, run)
     shared = globals().get("_small_gpu_plan")
@@ -91,7 +99,8 @@ register("hash-table", "build a gpuhash table on the build side, probe it with t
 register("hash-table-chunked", "the build side's table probed by chunks of the probe side")
 register("hash-partitioned", "both sides split by key hash into parts joined one at a time")
 register("cross-product", "every pair of rows (how='cross'); keys only give the lengths")
-register("gpu-radix", "radix-partitioned join in shared memory (not implemented yet)")
+register("gpu-radix", "both sides split by key hash into partitions of about 1,500 build "
+         "rows, each joined by one GPU block in a shared-memory table (seed 001)")
 register("out-of-core-streams", "host inputs joined on a GPU: the probe side copied in "
          "chunks that overlap the joins, results copied back (both sides split by key hash "
          "on the host when the build side passes the budget)")
@@ -301,8 +310,9 @@ def wants_fanout(plan: JoinPlan, *, keys_on_gpu: bool) -> bool:
         >>> wants_fanout(plan, keys_on_gpu=False)
         True
     """
-    if plan.how not in SYMMETRIC or plan.strategy in ("cpu-small", "cross-product"):
-        return False
+    if plan.how not in SYMMETRIC or plan.strategy in ("cpu-small", "cross-product",
+                                                      "gpu-radix"):
+        return False  # (the radix join sizes its output from its own count)
     if keys_on_gpu:
         return bool(plan.chunk_rows) or plan.parts > 1
     need = plan.estimates["table_bytes"] + plan.estimates["probe_bytes"]
@@ -329,6 +339,31 @@ def _partition(plan: JoinPlan, build: int, probe: int, key_bytes: int, per_row: 
     if part_built + (probe // parts + 1) * per_row > budget:
         plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget // 2) // per_row)
     return parts
+
+
+def radix_bytes(build: int, probe: int, key_bytes: int, fanout: float = 1.0) -> int:
+    """Bytes a radix join of these sides may need at once: a code and a row number a row of
+    each side partitioned, the probe side twice (its two passes), and the pairs."""
+    row = key_bytes + 4
+    return row * (build + 2 * probe) + int(16 * probe * max(1.0, fanout)) + build
+
+
+def _radix_fits(plan: JoinPlan, build: int, probe: int, key_bytes: int, fanout: float, *,
+                build_fixed: bool) -> bool:
+    """Whether ``plan`` becomes a radix join (GPU, a build side of its own, at least
+    RADIX_MIN_BUILD_ROWS build rows within what the partitions are sized for, rows that fit
+    4-byte row numbers, and the partitions within the budget); sets its strategy and parts."""
+    if (plan.device.split(":")[0] != "cuda" or build_fixed or not _usable("gpu-radix")
+            or not RADIX_MIN_BUILD_ROWS <= build <= _radix_format.max_build_rows(key_bytes)
+            or probe > _radix_format.MAX_ROWS):
+        return False
+    need = radix_bytes(build, probe, key_bytes, fanout)
+    plan.estimates["radix_bytes"] = need
+    if need > plan.memory_budget:
+        return False
+    plan.strategy = "gpu-radix"
+    plan.parts = 1 << _radix_format.partition_bits(build, key_bytes)
+    return True
 
 
 def shared_plan(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
@@ -463,7 +498,13 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                            f"key hash on the host into {parts} parts, each streamed")
         plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
         return plan
-    if built + probe * per_row <= budget or not _usable("hash-table-chunked"):
+    if _radix_fits(plan, build, probe, key_bytes, fanout, build_fixed=build_fixed):
+        reasons.append(f"the build side's {build} rows are at least RADIX_MIN_BUILD_ROWS "
+                       f"({RADIX_MIN_BUILD_ROWS}), where one table is far past L2, and both "
+                       f"sides' partitions (~{plan.estimates['radix_bytes']} bytes) fit the "
+                       f"budget of {budget} bytes: {plan.parts} partitions of about "
+                       f"{build // plan.parts + 1} build rows, each joined in shared memory")
+    elif built + probe * per_row <= budget or not _usable("hash-table-chunked"):
         reasons.append(f"the table (~{built} bytes) and the probe (~{probe * per_row} bytes) "
                        f"fit the budget of {budget} bytes")
     elif built <= budget // 2 or build_fixed or not _usable("hash-partitioned"):

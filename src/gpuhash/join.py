@@ -30,6 +30,7 @@ from ._join_keys import Direct32, KeyEncoder, build_encoder, check_sides, check_
 from ._join_matches import _Matches
 from ._join_parts import run_partitioned
 from ._join_plan import HOWS, JoinPlan, plan_join, shared_plan, wants_fanout
+from ._join_radix import run_radix
 from ._table import _resolve_device, stream_context
 from .multimap import MultiMap
 
@@ -571,6 +572,10 @@ def _run_partitioned(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: boo
     return run_partitioned(left, right, plan, nulls_equal, table=_RowTable)
 
 
+def _run_radix(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
+    return run_radix(left, right, plan, nulls_equal, table=_RowTable)
+
+
 def _run_cross(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
     return _cross(left.rows, right.rows, left.device)
 
@@ -581,6 +586,8 @@ _join_plan.register("hash-table-chunked",
                     _join_plan.STRATEGIES["hash-table-chunked"].description, _run_hash_table)
 _join_plan.register("hash-partitioned", _join_plan.STRATEGIES["hash-partitioned"].description,
                     _run_partitioned)
+_join_plan.register("gpu-radix", _join_plan.STRATEGIES["gpu-radix"].description,
+                    _run_radix)
 _join_plan.register("cpu-small", _join_plan.STRATEGIES["cpu-small"].description,
                     _run_cpu_small)
 _join_plan.register("cross-product", _join_plan.STRATEGIES["cross-product"].description,

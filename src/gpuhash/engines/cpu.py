@@ -335,16 +335,16 @@ def multi_erase(state: TableState, keys: torch.Tensor) -> torch.Tensor:
 
 
 # --- join (a multimap of build rows) -----------------------------------------------------
-def join_codes(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None, shape: int,
+def join_codes(key_bytes: int, keys: torch.Tensor, valid: torch.Tensor | None, shape: int,
                low: int, high: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row's key code as the table's key bits, and whether the row can match at all: the
-    rule of the CUDA kernels' gh_join_code (kernels/multimap.cu). ``shape`` 0: the column holds
-    codes already; 1: signed values, code = value - low within [low, high]; 2: the same for
-    unsigned 32-bit values."""
+    """Each row's key code as ``key_bytes`` of key bits, and whether the row can match at
+    all: the rule of the CUDA kernels' gh_join_code (kernels/join_code.cuh). ``shape`` 0: the
+    column holds codes already; 1: signed values, code = value - low within [low, high]; 2:
+    the same for unsigned 32-bit values."""
     if shape == 0:
         codes, usable = keys, torch.ones(keys.shape[0], dtype=torch.bool)
     elif (shape == 1 and low == -2**31 and -2**31 <= high < 2**31
-          and keys.dtype == torch.int32 and state.spec.key_bytes == 4):
+          and keys.dtype == torch.int32 and key_bytes == 4):
         # int32 values offset by 2**31 (Direct32): as 32-bit patterns, the value with its sign
         # bit flipped; two ops where the general rule takes eight over int64 copies
         usable = keys <= high
@@ -355,7 +355,7 @@ def join_codes(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None
             values &= _M32
         usable = (values >= low) & (values <= high)
         codes = torch.where(usable, values - low, 0)
-        if state.spec.key_bytes == 4:  # codes below 2**32 - 2 as 32-bit patterns
+        if key_bytes == 4:  # codes below 2**32 - 2 as 32-bit patterns
             codes = torch.where(codes >= 2**31, codes - 2**32, codes).to(torch.int32)
     if valid is not None:
         usable &= valid
@@ -452,7 +452,7 @@ def multi_join_build(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     ``ranked``, a ranked array's bits), tried first; where it holds every row the table is
     left empty."""
     state.__dict__["join_groups"] = (torch.empty(0, dtype=state.spec.value_dtype), groups)
-    codes, usable = join_codes(state, keys, valid, shape, low, high)
+    codes, usable = join_codes(state.spec.key_bytes, keys, valid, shape, low, high)
     if direct is not None and (_direct_build(direct, codes, usable, valid) if ranked is None
                                else _ranked_build(direct, ranked, codes, usable, valid)):
         return
@@ -552,7 +552,7 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
     ascending (else None). ``direct`` (and ``ranked``): read instead of the table where it
     holds the build side."""
     unplaced = int(state.counts[2])
-    codes, usable = join_codes(state, keys, valid, shape, low, high)
+    codes, usable = join_codes(state.spec.key_bytes, keys, valid, shape, low, high)
     codes, rows = _usable_rows(codes, usable)
     if direct is not None and int(direct[-1]) == 0:
         probe, build = _direct_matches(direct, codes, ranked)

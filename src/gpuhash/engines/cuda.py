@@ -525,7 +525,7 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
             unmarked = build_hit == 0
             unmatched = torch.nonzero_static(unmarked, size=build_hit.shape[0]).squeeze(1)
             counters[2:3].copy_(unmarked.sum(dtype=torch.int64).view(1))
-        total, unplaced, missing = _read_counters(counters, device)
+        total, unplaced, missing = read_counters(counters, device)
         if unplaced or total <= capacity:
             pairs = min(total, capacity)
             if unmatched is not None:
@@ -535,21 +535,22 @@ def multi_join_probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor 
         counters = None
 
 
-def _read_counters(counters: torch.Tensor, device: int) -> list[int]:
-    """A join probe's counters read by the host: copied behind the probe into pinned memory,
-    one buffer a host thread (read only once the copy is done), then the stream synchronised.
-    ``tolist()`` copies into pageable memory instead, which the GPU starts only after the host
-    has seen the stream drain."""
-    host = getattr(_HOST_WORDS, "buffer", None)
+def read_counters(counters: torch.Tensor, device: int) -> list[int]:
+    """A join's int64 counters read by the host: copied behind the kernel into pinned memory,
+    one buffer a host thread and length (read only once the copy is done), then the stream
+    synchronised. ``tolist()`` copies into pageable memory instead, which the GPU starts only
+    after the host has seen the stream drain."""
+    buffers = _HOST_WORDS.__dict__.setdefault("buffers", {})
+    host = buffers.get(counters.shape[0])
     if host is None:
-        host = _HOST_WORDS.buffer = torch.empty(_PROBE_COUNTERS, dtype=torch.int64,
-                                                pin_memory=True)
+        host = buffers[counters.shape[0]] = torch.empty(counters.shape[0], dtype=torch.int64,
+                                                        pin_memory=True)
     host.copy_(counters, non_blocking=True)
     torch.cuda.current_stream(device).synchronize()
     return host.tolist()
 
 
-_HOST_WORDS = threading.local()  # .buffer: a host thread's pinned words (_read_counters)
+_HOST_WORDS = threading.local()  # .buffers: a host thread's pinned words (read_counters)
 JOIN_ITEMS = 8  # probe rows per thread (kernels/multimap.cu: GH_JOIN_ITEMS)
 
 

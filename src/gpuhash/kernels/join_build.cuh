@@ -6,42 +6,7 @@
 // Python, of which at most one has work for dense distinct keys.
 #pragma once
 #include "fill.cuh"
-
-// A join's build side is a multimap from key code to build row (the value, 4 or 8 bytes). Both
-// kernels read the caller's key column as it is, IN_BYTES per row, and derive each row's code
-// on the fly, so neither side is copied to be encoded first. `shape` says how:
-//   0  the column holds codes already, as the table's key bits (IN_BYTES == KEY_BYTES)
-//   1  signed values: code = value - low for low <= value <= high; others match nothing
-//   2  the same for unsigned 32-bit values
-// `valid` (one byte per row, or null) marks null rows, which match nothing. Codes stay below
-// the two reserved key values or are reported: a non-null build row whose value lies outside
-// [low, high], or whose code is reserved, is counted as unplaced (counts[2]) and never stored,
-// so the host learns that the table lacks it (and refits its encoding) instead of losing it.
-template <class T, int IN_BYTES>
-__device__ __forceinline__ bool gh_join_code(const char* keys, const gh_u8* valid, gh_u64 row,
-                                             gh_u64 shape, gh_i64 low, gh_i64 high,
-                                             gh_u64* code) {
-    if (valid != nullptr && !valid[row]) return false;
-    gh_i64 value;
-    if (IN_BYTES == 4) {
-        const gh_u32 bits = reinterpret_cast<const gh_u32*>(keys)[row];
-        if (shape == 0) {
-            *code = bits;
-            return true;
-        }
-        value = (shape == 2) ? static_cast<gh_i64>(bits) : static_cast<gh_i64>(static_cast<int>(bits));
-    } else {
-        const gh_u64 bits = reinterpret_cast<const gh_u64*>(keys)[row];
-        if (shape == 0) {
-            *code = bits;
-            return true;
-        }
-        value = static_cast<gh_i64>(bits);
-    }
-    if (value < low || value > high) return false;
-    *code = static_cast<gh_u64>(value - low);
-    return true;
-}
+#include "join_code.cuh"
 
 // A join table's value, sign-extended: a build row number, or ~start of a group of rows
 // (gh_join_group_rows). Row numbers of tables with 4-byte values stay below 2**30, so neither a
@@ -121,7 +86,7 @@ __device__ __forceinline__ void gh_join_array_rows(const char* keys, const gh_u8
         gh_u64 code;
         if (row >= n || (valid != nullptr && !valid[row])) {
             // past the end, or null: nulls match nothing and are not stored
-        } else if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
+        } else if (!gh_join_code<IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
                    code > 0xffffffffull) {
             lost = true;
         } else {
@@ -172,7 +137,7 @@ __device__ __forceinline__ void gh_join_ranked_base(const char* keys, const gh_u
     gh_u32 mine = 0;  // the complement of the smallest code seen
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
         gh_u64 code;
-        if (gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) &&
+        if (gh_join_code<IN_BYTES>(keys, valid, row, shape, low, high, &code) &&
             code <= 0xffffffffull) {
             mine = max(mine, ~static_cast<gh_u32>(code));
         }
@@ -287,7 +252,7 @@ __device__ __forceinline__ void gh_join_ranked_rows(const char* keys, const gh_u
                                                     gh_u64 base, int* sorted) {
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
         gh_u64 code;
-        if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code)) continue;
+        if (!gh_join_code<IN_BYTES>(keys, valid, row, shape, low, high, &code)) continue;
         const gh_u64 at = code - base;
         sorted[gh_join_rank_of(__ldcg(words + (at >> 5)), at)] = static_cast<int>(row);
     }
@@ -308,7 +273,7 @@ __device__ __forceinline__ void gh_join_claim_rows(const T& t, const char* keys,
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
         if (valid != nullptr && !valid[row]) continue;  // nulls match nothing: not stored
         gh_u64 code;
-        const bool in_range = gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code);
+        const bool in_range = gh_join_code<IN_BYTES>(keys, valid, row, shape, low, high, &code);
         if (!in_range || code >= T::TOMB) {  // a reserved code would read as empty or erased
             gh_report_unplaced(t);
             continue;
@@ -351,7 +316,7 @@ __device__ __forceinline__ void gh_join_group_rows(const T& t, const char* keys,
     };
     for (gh_u64 row = gh_row(); row < n; row += gh_stride()) {
         gh_u64 code;
-        if (!gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
+        if (!gh_join_code<IN_BYTES>(keys, valid, row, shape, low, high, &code) ||
             code >= T::TOMB) {
             continue;  // null, or unplaced (reported by the claims)
         }

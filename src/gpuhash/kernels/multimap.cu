@@ -164,7 +164,7 @@ gh_multi_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u6
             gh_u32 matches = 0;
             gh_u64 code = 0;
             const bool usable =
-                row < n && gh_join_code<T, IN_BYTES>(keys, valid, row, shape, low, high, &code);
+                row < n && gh_join_code<IN_BYTES>(keys, valid, row, shape, low, high, &code);
             bool walk = usable && !direct_used;
             // one entry: this code's, another's, or none. In the item loop, not unrolled
             // apart: eight reads in flight a thread took the kernel from 48 registers to 64,

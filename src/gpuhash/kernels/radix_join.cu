@@ -1,0 +1,261 @@
+// Seed 001's radix-partitioned join (the planner's "gpu-radix": _join_radix.py). Both sides are
+// split by the high bits of each key code's partition hash into partitions small enough that a
+// partition's build rows fit a table in shared memory; one block then builds that table and
+// probes it with the partition's probe rows, writing its matches with one global atomic a
+// round. A partition pass is a histogram launch and a scatter launch over tiles of rows; two
+// passes (8 bits of the partition number each at most) place every row, so a scatter writes
+// each tile's rows to at most 256 runs, which the L2 merges into whole lines.
+//
+// Rows are 4-byte numbers of the caller's side (sides of fewer than 2**31 rows); codes are the
+// join's key codes (join_build.cuh: gh_join_code), 4 or 8 bytes, never all ones (the codes
+// stay below the two reserved table keys), so all ones marks an empty shared-memory slot. The
+// layout constants are _radix_format.py's; the CPU engine's twin is engines/radix_cpu.py.
+#include "join_code.cuh"
+
+constexpr int GH_RADIX_THREADS = 256;       // every radix launch (_cuda/launch.py: THREADS)
+constexpr int GH_RADIX_WARPS = GH_RADIX_THREADS / 32;
+constexpr gh_u64 GH_RADIX_PROBE_CHUNK = 8192;  // probe rows a join block takes at most
+
+template <int CODE_BYTES>
+struct GhRadix {
+    typedef typename GhIf<CODE_BYTES == 4, gh_u32, gh_u64>::type Code;
+    // rows a partition block stages: its codes, rows and bins within the 48 KB of static
+    // shared memory every GPU gives a block
+    static constexpr int TILE = CODE_BYTES == 4 ? 4096 : 2048;
+    // a partition's table: 32 KB (36 KB for 8-byte codes), so several blocks share an SM
+    static constexpr int SLOTS = CODE_BYTES == 4 ? 4096 : 3072;
+    // a partition with more build rows (skew, or many rows of one key) is left to the global
+    // table (_join_radix.py), so a table never passes 3/4 full and every walk ends
+    static constexpr int LIMIT = SLOTS / 4 * 3;
+    static constexpr Code EMPTY = ~static_cast<Code>(0);
+};
+
+// The partition number of a code: the top `bits` bits of its partition hash (common.cuh);
+// the shared-memory slot comes from the hash's low 32 bits, so the two never correlate.
+__device__ __forceinline__ gh_u64 gh_radix_hash(gh_u64 code) { return gh_partition_hash(code, 0); }
+
+// Exclusive prefix sum of one value a thread over the block; every thread calls it. `sums`:
+// GH_RADIX_WARPS + 1 words of shared memory; the block's total is returned in *total.
+__device__ __forceinline__ gh_u32 gh_radix_block_scan(gh_u32 value, gh_u32* sums, gh_u32* total) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    gh_u32 inclusive = value;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const gh_u32 up = __shfl_up_sync(0xffffffffu, inclusive, d);
+        if (lane >= d) inclusive += up;
+    }
+    if (lane == 31) sums[warp] = inclusive;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        gh_u32 running = 0;
+        for (int w = 0; w < GH_RADIX_WARPS; ++w) {
+            const gh_u32 c = sums[w];
+            sums[w] = running;
+            running += c;
+        }
+        sums[GH_RADIX_WARPS] = running;
+    }
+    __syncthreads();
+    const gh_u32 before = sums[warp] + inclusive - value;
+    *total = sums[GH_RADIX_WARPS];
+    __syncthreads();  // sums are written again by the next call
+    return before;
+}
+
+// A block's tile: rows [first, first + rows) of the pass's input. The first pass tiles the
+// side evenly (tiles == nullptr); the second takes (first, rows) pairs the host laid out so
+// that no tile spans two of the first pass's runs.
+template <int CODE_BYTES>
+__device__ __forceinline__ void gh_radix_tile(const gh_i64* tiles, gh_u64 n, gh_i64* first,
+                                              gh_i64* rows) {
+    if (tiles == nullptr) {
+        *first = static_cast<gh_i64>(blockIdx.x) * GhRadix<CODE_BYTES>::TILE;
+        const gh_i64 left = static_cast<gh_i64>(n) - *first;
+        *rows = left < GhRadix<CODE_BYTES>::TILE ? left : GhRadix<CODE_BYTES>::TILE;
+    } else {
+        *first = tiles[2 * blockIdx.x];
+        *rows = tiles[2 * blockIdx.x + 1];
+    }
+}
+
+// A row's bin in this pass: bits [shift, shift + bin_bits) of its partition number.
+__device__ __forceinline__ gh_u32 gh_radix_bin(gh_u64 code, gh_u64 bits, gh_u64 shift,
+                                               gh_u64 bin_bits) {
+    const gh_u64 part = gh_radix_hash(code) >> (64 - bits);
+    return static_cast<gh_u32>((part >> shift) & ((1ull << bin_bits) - 1));
+}
+
+// Counts a tile's usable rows a bin: counts[bin * blocks + block] (bin-major, so the host's
+// scan of the counts in that order places every tile's run of every bin).
+template <int IN_BYTES, int CODE_BYTES>
+__global__ void __launch_bounds__(GH_RADIX_THREADS)
+gh_radix_hist(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low, gh_i64 high,
+              const gh_i64* tiles, gh_u64 n, gh_u64 bits, gh_u64 shift, gh_u64 bin_bits,
+              int* counts, gh_u64 blocks) {
+    __shared__ int bin_rows[256];
+    const int bins = 1 << bin_bits;
+    for (int i = threadIdx.x; i < bins; i += blockDim.x) bin_rows[i] = 0;
+    __syncthreads();
+    gh_i64 first, rows;
+    gh_radix_tile<CODE_BYTES>(tiles, n, &first, &rows);
+    for (gh_i64 i = threadIdx.x; i < rows; i += blockDim.x) {
+        gh_u64 code;
+        if (gh_join_code<IN_BYTES>(keys, valid, first + i, shape, low, high, &code)) {
+            atomicAdd(&bin_rows[gh_radix_bin(code, bits, shift, bin_bits)], 1);
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < bins; i += blockDim.x) counts[i * blocks + blockIdx.x] = bin_rows[i];
+}
+
+// Writes a tile's usable rows (code, row number) to their bins' runs: staged in shared memory
+// in bin order first, then written so that consecutive threads write consecutive places of a
+// run (a scatter writing each row straight to its bin, 32 bins a warp store, ran 5x slower:
+// bench/RESULTS.md). `offsets[bin * blocks + block]`: where the tile's run of the bin starts;
+// `counts`: the histogram's. `rows_in`: the row numbers of the input (null: the input is the
+// side itself, row i being row i).
+template <int IN_BYTES, int CODE_BYTES>
+__global__ void __launch_bounds__(GH_RADIX_THREADS)
+gh_radix_scatter(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low, gh_i64 high,
+                 const int* rows_in, const gh_i64* tiles, gh_u64 n, gh_u64 bits, gh_u64 shift,
+                 gh_u64 bin_bits, const int* counts, const gh_i64* offsets, gh_u64 blocks,
+                 typename GhRadix<CODE_BYTES>::Code* codes_out, int* rows_out) {
+    typedef GhRadix<CODE_BYTES> R;
+    __shared__ typename R::Code staged_code[R::TILE];
+    __shared__ int staged_row[R::TILE];
+    __shared__ gh_u16 staged_bin[R::TILE];
+    __shared__ int start[256];   // the tile's rows before each bin, in staged order
+    __shared__ int cursor[256];
+    __shared__ gh_i64 out_at[256];
+    __shared__ gh_u32 sums[GH_RADIX_WARPS + 1];
+    const int bins = 1 << bin_bits;
+    const int bin = threadIdx.x;  // one bin a thread: bins <= 256 == GH_RADIX_THREADS
+    const gh_u32 mine = bin < bins ? counts[bin * blocks + blockIdx.x] : 0;
+    gh_u32 staged;
+    const gh_u32 before = gh_radix_block_scan(mine, sums, &staged);
+    if (bin < bins) {
+        start[bin] = cursor[bin] = static_cast<int>(before);
+        out_at[bin] = offsets[bin * blocks + blockIdx.x];
+    }
+    __syncthreads();
+    gh_i64 first, rows;
+    gh_radix_tile<CODE_BYTES>(tiles, n, &first, &rows);
+    for (gh_i64 i = threadIdx.x; i < rows; i += blockDim.x) {
+        gh_u64 code;
+        if (!gh_join_code<IN_BYTES>(keys, valid, first + i, shape, low, high, &code)) continue;
+        const gh_u32 b = gh_radix_bin(code, bits, shift, bin_bits);
+        const int at = atomicAdd(&cursor[b], 1);
+        staged_code[at] = static_cast<typename R::Code>(code);
+        staged_row[at] = rows_in == nullptr ? static_cast<int>(first + i) : rows_in[first + i];
+        staged_bin[at] = static_cast<gh_u16>(b);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < static_cast<int>(staged); i += blockDim.x) {
+        const int b = staged_bin[i];
+        const gh_i64 at = out_at[b] + (i - start[b]);
+        codes_out[at] = staged_code[i];
+        rows_out[at] = staged_row[i];
+    }
+}
+
+// Walks a code's cluster in a partition's table from its home slot to the first empty slot,
+// calling `match(slot)` at each slot holding the code (a partition may hold a code many times).
+template <int CODE_BYTES, class Match>
+__device__ __forceinline__ void gh_radix_walk(const typename GhRadix<CODE_BYTES>::Code* codes,
+                                              typename GhRadix<CODE_BYTES>::Code code, Match match) {
+    typedef GhRadix<CODE_BYTES> R;
+    gh_u32 slot = static_cast<gh_u32>(gh_range(gh_radix_hash(code) & 0xffffffffull, R::SLOTS));
+    for (;;) {
+        const typename R::Code held = codes[slot];
+        if (held == R::EMPTY) return;
+        if (held == code) match(slot);
+        slot = slot + 1 == R::SLOTS ? 0 : slot + 1;
+    }
+}
+
+// Flags of a join launch (engines/radix_cuda.py: JOIN_FLAGS).
+constexpr gh_u64 GH_RADIX_MARK_BUILD = 1;  // build_hit[row] = 1 at every matched build row
+constexpr gh_u64 GH_RADIX_HITS_ONLY = 2;   // probe_hit[row] = matched; no pairs written
+
+// One block a work item: a partition's table, built from its build rows in shared memory, and
+// up to GH_RADIX_PROBE_CHUNK of its probe rows (a partition with more probe rows has several
+// items, each building the table again: skew in the probe side spreads over blocks).
+// `item_first[p]`: the first item of partition p, `item_first[partitions]` the items in all.
+// Pairs (probe row, build row) go to out_probe / out_build at places up to `capacity`; every
+// pair is counted in counters[0] whether it fits or not, so the host can run again with room
+// for all. A partition past LIMIT build rows writes its number to `overflow` (counters[1]
+// of them) and joins nothing.
+template <int CODE_BYTES>
+__global__ void __launch_bounds__(GH_RADIX_THREADS)
+gh_radix_join(const typename GhRadix<CODE_BYTES>::Code* build_codes, const int* build_rows,
+              const gh_i64* build_bounds, const typename GhRadix<CODE_BYTES>::Code* probe_codes,
+              const int* probe_rows, const gh_i64* probe_bounds, const gh_i64* item_first,
+              gh_u64 partitions, gh_u64 flags, gh_i64* out_probe, gh_i64* out_build,
+              gh_u64 capacity, unsigned long long* counters, gh_u8* build_hit, bool* probe_hit,
+              gh_i64* overflow) {
+    typedef GhRadix<CODE_BYTES> R;
+    typedef typename R::Code Code;
+    __shared__ Code codes[R::SLOTS];
+    __shared__ int rows[R::SLOTS];
+    __shared__ gh_u32 sums[GH_RADIX_WARPS + 1];
+    __shared__ unsigned long long round_base;
+    const gh_i64 item = blockIdx.x;
+    if (item >= item_first[partitions]) return;  // the launch covers the most items there may be
+    gh_u64 lo = 0, hi = partitions - 1;  // the partition p whose items hold this one
+    while (lo < hi) {
+        const gh_u64 mid = (lo + hi + 1) / 2;
+        if (item_first[mid] <= item) lo = mid; else hi = mid - 1;
+    }
+    const gh_u64 p = lo;
+    const gh_i64 b0 = build_bounds[p], b1 = build_bounds[p + 1];
+    if (b1 - b0 > R::LIMIT) {
+        if (threadIdx.x == 0 && item == item_first[p]) overflow[atomicAdd(counters + 1, 1ull)] = p;
+        return;
+    }
+    if (b0 == b1) return;  // nothing to match: probe_hit stays false, no pairs
+    const gh_i64 p0 = probe_bounds[p] + (item - item_first[p]) * GH_RADIX_PROBE_CHUNK;
+    const gh_i64 p_end = probe_bounds[p + 1];
+    const gh_i64 p1 = p0 + static_cast<gh_i64>(GH_RADIX_PROBE_CHUNK) < p_end
+                          ? p0 + static_cast<gh_i64>(GH_RADIX_PROBE_CHUNK) : p_end;
+    if (p0 >= p1) return;  // an item of no probe rows (a partition with none has one)
+    for (int i = threadIdx.x; i < R::SLOTS; i += blockDim.x) codes[i] = R::EMPTY;
+    __syncthreads();
+    for (gh_i64 i = b0 + threadIdx.x; i < b1; i += blockDim.x) {
+        const Code code = build_codes[i];
+        gh_u32 slot = static_cast<gh_u32>(gh_range(gh_radix_hash(code) & 0xffffffffull, R::SLOTS));
+        while (atomicCAS(&codes[slot], R::EMPTY, code) != R::EMPTY) {
+            slot = slot + 1 == R::SLOTS ? 0 : slot + 1;
+        }
+        rows[slot] = build_rows[i];
+    }
+    __syncthreads();
+    const bool hits_only = flags & GH_RADIX_HITS_ONLY, mark = flags & GH_RADIX_MARK_BUILD;
+    for (gh_i64 round = p0; round < p1; round += blockDim.x) {  // the same rounds every thread
+        const gh_i64 i = round + threadIdx.x;
+        const bool mine = i < p1;
+        const Code code = mine ? probe_codes[i] : R::EMPTY;
+        gh_u32 found = 0;
+        if (mine) gh_radix_walk<CODE_BYTES>(codes, code, [&](gh_u32) { ++found; });
+        if (hits_only) {
+            if (mine) probe_hit[probe_rows[i]] = found > 0;
+            continue;
+        }
+        gh_u32 total;
+        const gh_u32 before = gh_radix_block_scan(found, sums, &total);
+        if (threadIdx.x == 0) round_base = total ? atomicAdd(counters, static_cast<unsigned long long>(total)) : 0;
+        __syncthreads();
+        if (found) {
+            gh_u64 at = round_base + before;
+            const gh_i64 probe_row = probe_rows[i];
+            gh_radix_walk<CODE_BYTES>(codes, code, [&](gh_u32 slot) {
+                if (at < capacity) {
+                    out_probe[at] = probe_row;
+                    out_build[at] = rows[slot];
+                }
+                if (mark) build_hit[rows[slot]] = 1;
+                ++at;
+            });
+        }
+        __syncthreads();  // round_base is written again next round
+    }
+}

@@ -1,0 +1,252 @@
+"""The radix-partitioned join (``gpu-radix``): the strategy run on the CPU engine's twin and on
+the GPU against the hash-table join (itself checked against DuckDB in test_join.py), the
+engines' partitions and pairs compared byte for byte, the planner's choice, and the kernel
+constants against _radix_format."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import gpuhash as gh
+from gpuhash import _join_plan
+from gpuhash import _radix_format as fmt
+from gpuhash._join_radix import run_radix
+from gpuhash.engines import radix_cpu
+
+JOINS = sys.modules["gpuhash.join"]  # the module; gpuhash.join is the function
+HOWS = ["inner", "left", "right", "full", "semi", "anti"]
+KERNELS = Path(gh.__file__).parent / "kernels" / "radix_join.cu"
+
+
+def radix(left, right, how, *, left_valid=None, right_valid=None, nulls_equal=False):
+    """The radix strategy's result for these keys, on their device (planned with room)."""
+    left_side, right_side = JOINS._sides(left, right, left_valid, right_valid)
+    plan = _join_plan.plan_join(left_side.rows, right_side.rows, how=how, key_bytes=8,
+                                device=left_side.device, memory_budget=2**40)
+    return run_radix(left_side, right_side, plan, nulls_equal, table=JOINS._RowTable)
+
+
+def rows_of(result, how) -> list[int]:
+    """The result's rows, or its pairs each as one int64 (rows below 2**30; -1 allowed),
+    sorted."""
+    if how in ("semi", "anti"):
+        return torch.sort(result.cpu()).values.tolist()
+    left, right = (r.cpu() for r in result)
+    return torch.sort((left + 1) * 2**31 + right + 1).values.tolist()
+
+
+def sides(kind: str, rows: int, generator: torch.Generator):
+    """(left keys, right keys, left valid, right valid) of a kind of join input."""
+    g = generator
+    if kind == "unique":
+        right = torch.randperm(rows, generator=g)
+        left = torch.randint(0, 2 * rows, (3 * rows,), generator=g)
+    elif kind == "repeats":  # each build key about 10 times: more pairs than probe rows
+        right = torch.randint(0, rows // 10, (rows,), generator=g)
+        left = torch.randint(0, rows // 5, (rows,), generator=g)
+    elif kind == "skew":  # one key in 60% of the build rows: its partition overflows
+        right = torch.randint(0, rows, (rows,), generator=g)
+        right[: rows * 3 // 5] = 7
+        left = torch.randint(0, rows, (2 * rows,), generator=g)
+        left[:: rows // 10] = 7  # 20 probe rows: 12 times the rows of pairs
+    elif kind == "hot_probe":  # one key in half the probe rows: its partition's many blocks
+        right = torch.randperm(rows, generator=g)
+        left = torch.randint(0, rows, (2 * rows,), generator=g)
+        left[::2] = 7
+    elif kind == "wide":  # two columns past 32 bits of codes: 8-byte codes
+        right = (torch.randint(0, 2**40, (rows,), generator=g),
+                 torch.randint(0, 3, (rows,), generator=g))
+        pick = torch.randint(0, rows, (2 * rows,), generator=g)
+        left = (right[0][pick], torch.randint(0, 4, (2 * rows,), generator=g))
+    else:  # "int32": the common key, codes straight from the column
+        right = torch.randint(-2**31, 2**31 - 1, (rows,), generator=g, dtype=torch.int64)
+        right = right.to(torch.int32)
+        left = torch.cat([right[torch.randint(0, rows, (rows,), generator=g)],
+                          torch.randint(-2**31, 2**31 - 1, (rows,), generator=g).to(torch.int32)])
+    left_rows = (left[0] if isinstance(left, tuple) else left).shape[0]
+    right_rows = (right[0] if isinstance(right, tuple) else right).shape[0]
+    return (left, right, torch.rand(left_rows, generator=g) > 0.1,
+            torch.rand(right_rows, generator=g) > 0.1)
+
+
+def moved(keys, device):
+    if isinstance(keys, tuple):
+        return tuple(k.to(device) for k in keys)
+    return keys.to(device)
+
+
+KINDS = ["unique", "repeats", "skew", "hot_probe", "wide", "int32"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("how", HOWS)
+def test_the_radix_join_on_the_cpu_engine_matches_the_hash_table_join(kind, how):
+    left, right, left_valid, right_valid = sides(kind, 6000, torch.Generator().manual_seed(3))
+    for nulls_equal in (False, True):
+        options = dict(left_valid=left_valid, right_valid=right_valid, nulls_equal=nulls_equal)
+        want = gh.join(left, right, how=how, **options)
+        assert rows_of(radix(left, right, how, **options), how) == rows_of(want, how)
+    assert rows_of(radix(right, left, how), how) == rows_of(gh.join(right, left, how=how), how)
+
+
+def test_skewed_partitions_overflow_to_the_global_table():
+    left, right, _, _ = sides("skew", 6000, torch.Generator().manual_seed(5))
+    encoder = JOINS.KeyEncoder([right], None)
+    bits = fmt.partition_bits(6000, 4)
+    built = radix_cpu.partition(*encoder.kernel_input([right], None), code_bytes=4, bits=bits)
+    probed = radix_cpu.partition(*encoder.kernel_input([left], None), code_bytes=4, bits=bits)
+    _, _, overflowed, used = radix_cpu.join_partitions(built, probed, bits=bits)
+    assert overflowed.shape[0] == 1 and used[0] == 6000  # the partition of key 7
+    assert 11_900 < used[1] <= 12_000  # probe keys past the build's range have no code
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "semi"])
+def test_empty_sides_and_all_null_keys(how):
+    keys = torch.arange(10)
+    none = torch.zeros(0, dtype=torch.int64)
+    for left, right in ((none, keys), (keys, none), (none, none)):
+        assert rows_of(radix(left, right, how), how) == rows_of(gh.join(left, right, how=how),
+                                                                how)
+    nulls = torch.zeros(10, dtype=torch.bool)
+    got = radix(keys, keys, how, left_valid=nulls, right_valid=nulls)
+    assert rows_of(got, how) == rows_of(gh.join(keys, keys, how=how, left_valid=nulls,
+                                                right_valid=nulls), how)
+
+
+def test_the_planner_takes_the_radix_join_for_large_gpu_builds_within_the_budget():
+    cuda = torch.device("cuda")
+    big = _join_plan.plan_join(100_000_000, 100_000_000, how="inner", key_bytes=4,
+                               device=cuda, memory_budget=40 * 2**30)
+    assert big.strategy == "gpu-radix" and big.parts == 2**16, big
+    assert "shared memory" in big.why
+    small = _join_plan.plan_join(10_000_000, 100_000_000, how="inner", key_bytes=4,
+                                 device=cuda, memory_budget=40 * 2**30)
+    assert small.strategy == "hash-table", small
+    tight = _join_plan.plan_join(100_000_000, 100_000_000, how="inner", key_bytes=4,
+                                 device=cuda, memory_budget=2 * 2**30)
+    assert tight.strategy != "gpu-radix", tight
+    fixed = _join_plan.plan_join(100_000_000, 100_000_000, how="inner", key_bytes=4,
+                                 device=cuda, memory_budget=40 * 2**30, build_fixed=True)
+    assert fixed.strategy != "gpu-radix", fixed
+    on_cpu = _join_plan.plan_join(100_000_000, 100_000_000, how="inner", key_bytes=4,
+                                  device=torch.device("cpu"), memory_budget=40 * 2**30)
+    assert on_cpu.strategy != "gpu-radix", on_cpu
+    assert not _join_plan.wants_fanout(big, keys_on_gpu=True)
+
+
+def test_the_kernels_use_the_layout_of_radix_format():
+    text = KERNELS.read_text()
+    for name, table in (("TILE", fmt.TILE), ("SLOTS", fmt.SLOTS)):
+        found = re.search(rf"int {name} = CODE_BYTES == 4 \? (\d+) : (\d+);", text)
+        assert found and (int(found[1]), int(found[2])) == (table[4], table[8]), name
+    assert re.search(r"int LIMIT = SLOTS / 4 \* 3;", text)
+    assert f"GH_RADIX_PROBE_CHUNK = {fmt.PROBE_CHUNK};" in text
+    flags = dict(re.findall(r"GH_RADIX_(MARK_BUILD|HITS_ONLY) = (\d+);", text))
+    from gpuhash.engines.radix_cuda import JOIN_FLAGS
+    assert {k.lower(): int(v) for k, v in flags.items()} == JOIN_FLAGS
+
+
+def test_partition_bits_stay_in_the_two_passes_range():
+    assert fmt.partition_bits(0, 4) == fmt.MIN_BITS
+    assert fmt.partition_bits(10**12, 8) == fmt.MAX_BITS
+    assert fmt.pass_bits(16) == (8, 8) and fmt.pass_bits(5) == (3, 2)
+    assert 2**fmt.MAX_BITS * fmt.LIMIT[4] > fmt.max_build_rows(4)
+
+
+# --- on the GPU ------------------------------------------------------------------------------
+gpu = pytest.mark.gpu
+
+
+def partitions_by_number(side) -> list:
+    """A partitioned side as {partition: sorted (code, row)} over its used rows."""
+    codes, rows, bounds = (t.cpu() for t in side)
+    out = []
+    for p in range(bounds.shape[0] - 1):
+        lo, hi = int(bounds[p]), int(bounds[p + 1])
+        out.append(sorted(zip(codes[lo:hi].tolist(), rows[lo:hi].tolist())))
+    return out
+
+
+@gpu
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_engines_partition_and_pair_the_same_rows(kind):
+    from gpuhash.engines import radix_cuda
+    left, right, left_valid, right_valid = sides(kind, 200_000, torch.Generator().manual_seed(9))
+    right_columns = list(right) if isinstance(right, tuple) else [right]
+    left_columns = list(left) if isinstance(left, tuple) else [left]
+    encoder = JOINS.KeyEncoder(right_columns, right_valid)
+    code_bytes = 4 if encoder.key_dtype == torch.int32 else 8
+    bits = fmt.partition_bits(200_000, code_bytes)
+    results = {}
+    for engine, device in ((radix_cpu, "cpu"), (radix_cuda, "cuda")):
+        built, probed = (engine.partition(*encoder.kernel_input(
+            [c.to(device) for c in columns], valid.to(device)), code_bytes=code_bytes,
+            bits=bits) for columns, valid in ((right_columns, right_valid),
+                                              (left_columns, left_valid)))
+        build_hit = torch.zeros(200_000, dtype=torch.uint8, device=device)
+        probe_rows, build_rows, overflowed, used = engine.join_partitions(
+            built, probed, bits=bits, build_hit=build_hit)
+        probe_hit = torch.zeros(left_columns[0].shape[0], dtype=torch.bool, device=device)
+        engine.join_partitions(built, probed, bits=bits, probe_hit=probe_hit)
+        results[device] = (partitions_by_number(built), partitions_by_number(probed),
+                           sorted(zip(probe_rows.tolist(), build_rows.tolist())),
+                           overflowed.tolist(), used, build_hit.cpu(), probe_hit.cpu())
+    cpu, cuda = results["cpu"], results["cuda"]
+    for a, b in zip(cpu, cuda):
+        assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+    assert cpu[4][0] > 0 and len(cpu[2]) > 0  # rows were partitioned and paired
+    assert (len(cpu[3]) > 0) == (kind == "skew")
+
+
+@gpu
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("how", HOWS)
+def test_the_radix_join_on_the_gpu_matches_the_hash_table_join(kind, how):
+    generator = torch.Generator().manual_seed(4)
+    left, right, left_valid, right_valid = sides(kind, 100_000, generator)
+    left, right = moved(left, "cuda"), moved(right, "cuda")
+    if how == "full":  # nulls_equal pairs every null with every null: a few of them
+        left_valid = torch.rand(left_valid.shape[0], generator=generator) > 0.002
+        right_valid = torch.rand(right_valid.shape[0], generator=generator) > 0.002
+    options = dict(left_valid=left_valid.cuda(), right_valid=right_valid.cuda())
+    stream = torch.cuda.Stream()  # the strategy's work follows the current stream
+    with torch.cuda.stream(stream):
+        got = radix(left, right, how, **options, nulls_equal=how == "full")
+    stream.synchronize()
+    want = gh.join(left, right, how=how, **options, nulls_equal=how == "full")
+    assert rows_of(got, how) == rows_of(want, how)
+
+
+@gpu
+def test_gh_join_chooses_the_radix_join_past_its_threshold(monkeypatch):
+    monkeypatch.setattr(_join_plan, "RADIX_MIN_BUILD_ROWS", 100_000)
+    _join_plan._small_gpu_plan.cache_clear()
+    try:
+        left, right, _, _ = sides("int32", 300_000, torch.Generator().manual_seed(2))
+        left, right = left.cuda(), right.cuda()
+        plan = gh.explain_join(left, right, memory_budget=2**34)
+        assert plan.strategy == "gpu-radix", plan
+        got = gh.join(left, right, memory_budget=2**34)
+        monkeypatch.setattr(_join_plan, "RADIX_MIN_BUILD_ROWS", 2**40)
+        assert rows_of(got, "inner") == rows_of(gh.join(left, right, memory_budget=2**34),
+                                                "inner")
+    finally:
+        _join_plan._small_gpu_plan.cache_clear()
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                    reason="needs two GPUs")
+def test_the_radix_join_on_the_second_gpu():
+    torch.cuda.set_device(0)
+    left, right, left_valid, _ = sides("repeats", 100_000, torch.Generator().manual_seed(8))
+    want = gh.join(left, right, how="full", left_valid=left_valid)
+    got = radix(left.to("cuda:1"), right.to("cuda:1"), "full",
+                left_valid=left_valid.to("cuda:1"))
+    assert torch.cuda.current_device() == 0 and got[0].device == torch.device("cuda:1")
+    assert rows_of(got, "full") == rows_of(want, "full")
