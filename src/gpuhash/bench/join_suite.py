@@ -155,9 +155,11 @@ def run_shape(shape: Shape, device: torch.device, *, runs: int) -> dict:
     left, _ = _gpuhash(build, probe)
     matches = left.shape[0]
     ours = timer(lambda: _gpuhash(build, probe))
+    import gpuhash as gh
+
     result = {"name": shape.name, "build": shape.build, "probe": shape.probe,
               "matches": matches, "gpuhash_ms": ours.median_ms, "gpuhash": ours.as_dict(),
-              "peers": {}}
+              "strategy": gh.explain_join(probe, build).strategy, "peers": {}}
     for name, peer_join in (("torch sort + searchsorted", _sort_search),
                             ("gpuhash HashMap", _hashmap)):
         hit, _ = peer_join(build, probe)
