@@ -15,7 +15,7 @@ import torch
 import gpuhash as gh
 from gpuhash import _join_plan
 from gpuhash import _radix_format as fmt
-from gpuhash._join_radix import run_radix
+from gpuhash._join_radix import Range32, run_radix
 from gpuhash.engines import radix_cpu
 
 JOINS = sys.modules["gpuhash.join"]  # the module; gpuhash.join is the function
@@ -63,9 +63,28 @@ def sides(kind: str, rows: int, generator: torch.Generator):
                  torch.randint(0, 3, (rows,), generator=g))
         pick = torch.randint(0, rows, (2 * rows,), generator=g)
         left = (right[0][pick], torch.randint(0, 4, (2 * rows,), generator=g))
+    elif kind == "skew32":  # int32 keys, the largest in 60% of the build rows: it overflows
+        top = 2**31 - 1         # (its code is all ones; the global table takes it widened)
+        right = torch.randint(-2**31, top, (rows,), generator=g, dtype=torch.int64)
+        right = right.to(torch.int32)
+        right[: rows * 3 // 5] = top
+        left = right[torch.randint(0, rows, (2 * rows,), generator=g)]
+        left[left == top] = -5
+        left[:: rows // 10] = top
+    elif kind == "uint32":  # the whole unsigned range, its ends included
+        right = torch.randint(0, 2**32, (rows,), generator=g).to(torch.uint32)
+        right[:3] = torch.tensor([0, 2**32 - 1, 2**32 - 2]).to(torch.uint32)
+        left = torch.cat([right[torch.randint(0, rows, (rows,), generator=g)],
+                          torch.randint(0, 2**32, (rows,), generator=g).to(torch.uint32)])
+    elif kind == "pair":  # two small columns: 4-byte codes made by the encoder (shape 0)
+        right = (torch.randint(0, 300, (rows,), generator=g, dtype=torch.int16),
+                 torch.randint(0, 50, (rows,), generator=g, dtype=torch.int16))
+        left = (torch.randint(0, 330, (2 * rows,), generator=g, dtype=torch.int16),
+                torch.randint(0, 50, (2 * rows,), generator=g, dtype=torch.int16))
     else:  # "int32": the common key, codes straight from the column
         right = torch.randint(-2**31, 2**31 - 1, (rows,), generator=g, dtype=torch.int64)
         right = right.to(torch.int32)
+        right[:4] = torch.tensor([2**31 - 1, 2**31 - 2, -2**31, -1], dtype=torch.int32)
         left = torch.cat([right[torch.randint(0, rows, (rows,), generator=g)],
                           torch.randint(-2**31, 2**31 - 1, (rows,), generator=g).to(torch.int32)])
     left_rows = (left[0] if isinstance(left, tuple) else left).shape[0]
@@ -80,7 +99,8 @@ def moved(keys, device):
     return keys.to(device)
 
 
-KINDS = ["unique", "repeats", "skew", "hot_probe", "wide", "int32"]
+KINDS = ["unique", "repeats", "skew", "skew32", "hot_probe", "wide", "pair", "int32",
+         "uint32"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -137,6 +157,9 @@ def test_the_planner_takes_the_radix_join_for_large_gpu_builds_within_the_budget
                                   device=torch.device("cpu"), memory_budget=40 * 2**30)
     assert on_cpu.strategy != "gpu-radix", on_cpu
     assert not _join_plan.wants_fanout(big, keys_on_gpu=True)
+    few_probes = _join_plan.plan_join(1_000_000, 100_000_000, how="semi", key_bytes=4,
+                                      device=cuda, memory_budget=40 * 2**30)
+    assert few_probes.strategy != "gpu-radix", few_probes
 
 
 def test_the_kernels_use_the_layout_of_radix_format():
@@ -179,7 +202,8 @@ def test_the_engines_partition_and_pair_the_same_rows(kind):
     left, right, left_valid, right_valid = sides(kind, 200_000, torch.Generator().manual_seed(9))
     right_columns = list(right) if isinstance(right, tuple) else [right]
     left_columns = list(left) if isinstance(left, tuple) else [left]
-    encoder = JOINS.KeyEncoder(right_columns, right_valid)
+    encoder = (Range32(right_columns[0], right_valid) if JOINS.Direct32.suits(right_columns)
+               else JOINS.KeyEncoder(right_columns, right_valid))  # as run_radix chooses
     code_bytes = 4 if encoder.key_dtype == torch.int32 else 8
     bits = fmt.partition_bits(200_000, code_bytes)
     results = {}
@@ -200,7 +224,7 @@ def test_the_engines_partition_and_pair_the_same_rows(kind):
     for a, b in zip(cpu, cuda):
         assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
     assert cpu[4][0] > 0 and len(cpu[2]) > 0  # rows were partitioned and paired
-    assert (len(cpu[3]) > 0) == (kind == "skew")
+    assert (len(cpu[3]) > 0) == kind.startswith("skew")
 
 
 @gpu
@@ -220,6 +244,22 @@ def test_the_radix_join_on_the_gpu_matches_the_hash_table_join(kind, how):
     stream.synchronize()
     want = gh.join(left, right, how=how, **options, nulls_equal=how == "full")
     assert rows_of(got, how) == rows_of(want, how)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint32, torch.int64])
+def test_a_validity_mask_that_is_a_strided_view_is_read_by_row(dtype):
+    """Masks reach the kernels as a byte a row: a view of every second byte must be copied
+    first, on the radix and the hash-table joins alike."""
+    generator = torch.Generator().manual_seed(6)
+    left = torch.randint(0, 5000, (20_000,), generator=generator).to(dtype)
+    right = torch.randint(0, 5000, (8000,), generator=generator).to(dtype)
+    mask = torch.rand(40_000, generator=generator) > 0.3
+    want = gh.join(left, right, how="left", left_valid=mask[::2])
+    strided = mask.cuda()[::2]
+    for got in (gh.join(left.cuda(), right.cuda(), how="left", left_valid=strided),
+                radix(left.cuda(), right.cuda(), "left", left_valid=strided)):
+        assert rows_of(got, "left") == rows_of(want, "left")
 
 
 @gpu

@@ -42,7 +42,7 @@ for owner, name, label in (
         (J.JoinBuild, "_match", "JoinBuild._match"),
         (J, "_direct_words", "direct words"),
         (cuda, "multi_join_probe", "multi_join_probe"), (cuda, "launch", "launch"),
-        (cuda, "_read_counters", "read counters"),
+        (cuda, "read_counters", "read counters"),
         (J._Matches, "assemble", "assemble"), (gh._arrays, "to_kind", "to_kind")):
     timed(owner, name, label)
 

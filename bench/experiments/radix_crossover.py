@@ -6,6 +6,7 @@ bench join`'s: unique int32 build keys, half the probe rows matching; "x10": eac
 PYTHONPATH=src python bench/experiments/radix_crossover.py [shape ...]"""
 
 import functools
+import os
 import statistics
 import sys
 
@@ -18,7 +19,7 @@ DEV = torch.device("cuda")
 SHAPES = {"J4": (10_000_000, 100_000_000, 1), "20Mx100M": (20_000_000, 100_000_000, 1),
           "30Mx100M": (30_000_000, 100_000_000, 1), "50Mx100M": (50_000_000, 100_000_000, 1),
           "J5": (100_000_000, 100_000_000, 1), "J5x10": (100_000_000, 100_000_000, 10)}
-ROUNDS = 3
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
 
 
 def sides(build_rows: int, probe_rows: int, repeats: int, seed: int = 1):

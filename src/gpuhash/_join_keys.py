@@ -105,7 +105,7 @@ def check_valid(valid: Any, rows: int, name: str, device: torch.device) -> torch
         raise ValueError(f"{name} has shape {tuple(mask.shape)} but its keys have {rows} rows")
     if mask.device != device:
         raise ValueError(f"{name} is on {mask.device} but its keys are on {device}")
-    return mask
+    return mask.contiguous()  # the kernels read a byte a row by index
 
 
 def canonical(column: torch.Tensor) -> torch.Tensor:

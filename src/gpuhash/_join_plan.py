@@ -351,12 +351,13 @@ def radix_bytes(build: int, probe: int, key_bytes: int, fanout: float = 1.0) -> 
 def _radix_fits(plan: JoinPlan, build: int, probe: int, key_bytes: int, fanout: float, *,
                 build_fixed: bool) -> bool:
     """Whether ``plan`` becomes a radix join (GPU, a build side of its own, at least
-    RADIX_MIN_BUILD_ROWS build rows within what the partitions are sized for, rows that fit
-    4-byte row numbers, and the partitions within the budget); sets its strategy and parts."""
+    RADIX_MIN_BUILD_ROWS rows a side, build rows within what the partitions are sized for,
+    rows that fit 4-byte row numbers, and the partitions within the budget); sets its
+    strategy and parts."""
     if (plan.device.split(":")[0] != "cuda" or build_fixed or not _usable("gpu-radix")
             or not RADIX_MIN_BUILD_ROWS <= build <= _radix_format.max_build_rows(key_bytes)
-            or probe > _radix_format.MAX_ROWS):
-        return False
+            or not RADIX_MIN_BUILD_ROWS <= probe <= _radix_format.MAX_ROWS):
+        return False  # (a small probe side is unmeasured: partitioning the build may not pay)
     need = radix_bytes(build, probe, key_bytes, fanout)
     plan.estimates["radix_bytes"] = need
     if need > plan.memory_budget:
@@ -499,7 +500,7 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
         plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
         return plan
     if _radix_fits(plan, build, probe, key_bytes, fanout, build_fixed=build_fixed):
-        reasons.append(f"the build side's {build} rows are at least RADIX_MIN_BUILD_ROWS "
+        reasons.append(f"both sides' rows ({build} to build) are at least RADIX_MIN_BUILD_ROWS "
                        f"({RADIX_MIN_BUILD_ROWS}), where one table is far past L2, and both "
                        f"sides' partitions (~{plan.estimates['radix_bytes']} bytes) fit the "
                        f"budget of {budget} bytes: {plan.parts} partitions of about "

@@ -7,9 +7,12 @@ RADIX_MIN_BUILD_ROWS build rows (_join_plan.py).
 
 Partitions of more than LIMIT build rows (one key in many rows, or a build side larger than
 the partitions are sized for) are joined by the global table instead, over their rows only;
-null rows and rows whose key the build side cannot hold never enter a partition. A join
-synchronises once (the pairs' count), twice with repeated build keys whose pairs pass the
-probe side's rows, and once more where partitions overflowed.
+null rows and rows whose key the build side cannot hold never enter a partition. One 32-bit
+key column is coded by its offset from the build's smallest key (:class:`Range32`), other keys
+by a KeyEncoder, either fitted on the build side (one synchronisation). The join
+synchronises once more (the pairs' count),
+again with repeated build keys whose pairs pass the probe side's rows, and where partitions
+overflowed.
 
 Example:
     >>> import sys, torch
@@ -28,7 +31,7 @@ from __future__ import annotations
 import torch
 
 from . import _radix_format as fmt
-from ._join_keys import KeyEncoder
+from ._join_keys import Direct32, KeyEncoder, canonical
 from ._join_matches import _Matches, _take
 from ._join_parts import _Coded, add_null_matches
 from ._join_plan import JoinPlan
@@ -45,7 +48,8 @@ def run_radix(left, right, plan: JoinPlan, nulls_equal: bool, *, table):
     ``table``: join.py's build table class, for the partitions that overflow."""
     build, probe = (left, right) if plan.build_side == "left" else (right, left)
     engine = _engine(build.device)
-    encoder = KeyEncoder(build.columns, build.valid)
+    encoder = (Range32(build.columns[0], build.valid) if Direct32.suits(build.columns)
+               else KeyEncoder(build.columns, build.valid))
     code_bytes = 4 if encoder.key_dtype == torch.int32 else 8
     bits = fmt.partition_bits(build.rows, code_bytes)
     sides = [engine.partition(*encoder.kernel_input(side.columns, side.valid),
@@ -60,32 +64,65 @@ def run_radix(left, right, plan: JoinPlan, nulls_equal: bool, *, table):
     if matches.pairs:
         matches.add_pairs(found_probe, found_build)
     if overflowed.shape[0]:
-        coded = _Coded(encoder.key_dtype, encoder.code_span)
-        _join_overflowed(matches, sides, overflowed, used, coded, hit, table)
+        _join_overflowed(matches, sides, overflowed, used, hit, table)
     if hit is not None:
         matches.add_hits(None, hit)
     add_null_matches(matches, build, probe, nulls_equal)
     return matches.assemble()
 
 
+class Range32(Direct32):
+    """One 32-bit key column's codes for the radix join: the key less the build side's
+    smallest valid key, over the build's range, which may be the whole 32 bits (the radix
+    join's tables reserve no code: an empty slot is marked by its row). Probe keys outside
+    the range never enter a partition. Fitted by one min / max pass over the build side and
+    one read (a KeyEncoder also looks for the reserved values, a pass more). Example:
+
+    >>> Range32(torch.tensor([7, -3, 9], dtype=torch.int32), None).kernel_input(
+    ...     [torch.tensor([1], dtype=torch.int32)], None)[2:]
+    (1, -3, 9)
+    """
+
+    refit = False
+
+    def __init__(self, column: torch.Tensor, valid: torch.Tensor | None):
+        super().__init__(column.dtype)
+        values = column if column.dtype == torch.int32 else canonical(column)
+        if column.shape[0] == 0:
+            self.low, self.high = 0, -1  # nothing matches
+            return
+        if valid is None:
+            low, high = torch.aminmax(values)
+        else:
+            info = torch.iinfo(values.dtype)
+            low = torch.where(valid, values, info.max).min()
+            high = torch.where(valid, values, info.min).max()
+        self.low, self.high = torch.stack([low.to(torch.int64), high.to(torch.int64)]).tolist()
+
+
 def _rows_of(side: tuple, partitions: torch.Tensor, used: int
              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(codes, rows) of a partitioned side's rows that lie in ``partitions``."""
+    """(codes, rows) of a partitioned side's rows that lie in ``partitions``, the codes as
+    int64 (4-byte codes zero-extended: the global table's 8-byte keys reserve only two
+    patterns above 2**32, which no code takes)."""
     codes, rows, bounds = side
     counts = bounds[1:] - bounds[:-1]
     chosen = torch.zeros(counts.shape[0], dtype=torch.bool, device=codes.device)
     chosen[partitions] = True
     mine = chosen.repeat_interleave(counts, output_size=used).nonzero().squeeze(1)
-    return _take(codes, mine), _take(rows, mine).to(torch.int64)
+    codes = _take(codes, mine).to(torch.int64)
+    if side[0].dtype == torch.int32:
+        codes &= 0xFFFFFFFF
+    return codes, _take(rows, mine).to(torch.int64)
 
 
 def _join_overflowed(matches: _Matches, sides: list, overflowed: torch.Tensor,
-                     used: tuple[int, int], coded: _Coded, hit: torch.Tensor | None,
-                     table) -> None:
+                     used: tuple[int, int], hit: torch.Tensor | None, table) -> None:
     """The overflowed partitions' rows joined by one global table over their build rows."""
     build_codes, build_rows = _rows_of(sides[0], overflowed, used[0])
     probe_codes, probe_rows = _rows_of(sides[1], overflowed, used[1])
-    joined = table(coded, [build_codes], None, build_codes.shape[0], build_codes.device)
+    joined = table(_Coded(torch.int64, None), [build_codes], None, build_codes.shape[0],
+                   build_codes.device)
     if hit is not None:
         hit[probe_rows] = joined.matched([probe_codes], None)
         return

@@ -6,15 +6,19 @@
 // passes (8 bits of the partition number each at most) place every row, so a scatter writes
 // each tile's rows to at most 256 runs, which the L2 merges into whole lines.
 //
-// Rows are 4-byte numbers of the caller's side (sides of fewer than 2**31 rows); codes are the
-// join's key codes (join_build.cuh: gh_join_code), 4 or 8 bytes, never all ones (the codes
-// stay below the two reserved table keys), so all ones marks an empty shared-memory slot. The
-// layout constants are _radix_format.py's; the CPU engine's twin is engines/radix_cpu.py.
+// Rows are 4-byte numbers of the caller's side (sides of fewer than 2**31 rows), so a row of -1
+// marks an empty shared-memory slot and a code may take any value: the join's key codes
+// (join_code.cuh: gh_join_code), 4 or 8 bytes, where a 32-bit key column is its own code over
+// the whole 32-bit range. The layout constants are _radix_format.py's; the CPU engine's twin
+// is engines/radix_cpu.py.
 #include "join_code.cuh"
 
 constexpr int GH_RADIX_THREADS = 256;       // every radix launch (_cuda/launch.py: THREADS)
 constexpr int GH_RADIX_WARPS = GH_RADIX_THREADS / 32;
 constexpr gh_u64 GH_RADIX_PROBE_CHUNK = 8192;  // probe rows a join block takes at most
+// probe rows a join thread takes a round: 4 ran J5 (100M x 100M) the same as 1 and a join of
+// 10 build rows a key 1.44x slower on the H100 (bench/RESULTS.md, twenty-fourth session)
+constexpr int GH_RADIX_ITEMS = 1;
 
 template <int CODE_BYTES>
 struct GhRadix {
@@ -27,8 +31,8 @@ struct GhRadix {
     // a partition with more build rows (skew, or many rows of one key) is left to the global
     // table (_join_radix.py), so a table never passes 3/4 full and every walk ends
     static constexpr int LIMIT = SLOTS / 4 * 3;
-    static constexpr Code EMPTY = ~static_cast<Code>(0);
 };
+constexpr int GH_RADIX_EMPTY = -1;  // the row of an empty slot
 
 // The partition number of a code: the top `bits` bits of its partition hash (common.cuh);
 // the shared-memory slot comes from the hash's low 32 bits, so the two never correlate.
@@ -158,20 +162,71 @@ gh_radix_scatter(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low,
     }
 }
 
-// Walks a code's cluster in a partition's table from its home slot to the first empty slot,
-// calling `match(slot)` at each slot holding the code (a partition may hold a code many times).
-template <int CODE_BYTES, class Match>
-__device__ __forceinline__ void gh_radix_walk(const typename GhRadix<CODE_BYTES>::Code* codes,
-                                              typename GhRadix<CODE_BYTES>::Code code, Match match) {
-    typedef GhRadix<CODE_BYTES> R;
-    gh_u32 slot = static_cast<gh_u32>(gh_range(gh_radix_hash(code) & 0xffffffffull, R::SLOTS));
-    for (;;) {
-        const typename R::Code held = codes[slot];
-        if (held == R::EMPTY) return;
-        if (held == code) match(slot);
-        slot = slot + 1 == R::SLOTS ? 0 : slot + 1;
-    }
+// A code's home slot in a partition's table: the hash's low 32 bits onto the slots.
+template <int CODE_BYTES>
+__device__ __forceinline__ gh_u32 gh_radix_home(gh_u64 code) {
+    return static_cast<gh_u32>(gh_range(gh_radix_hash(code) & 0xffffffffull, GhRadix<CODE_BYTES>::SLOTS));
 }
+
+__device__ __forceinline__ gh_u32 gh_radix_next(gh_u32 slot, gh_u32 slots) {
+    return slot + 1 == slots ? 0 : slot + 1;
+}
+
+// A partition's table in shared memory, filled by its block's threads, then read after a
+// barrier. `walk` goes from a code's home slot to the first empty slot, calling `match(row)`
+// at each slot holding the code (a partition may hold a code many times). 4-byte codes: a
+// slot is one 8-byte word, the row in its high half and the code in its low, so a walk reads
+// one word a step (separate arrays of rows and codes take two reads a step, and a key of
+// many rows makes long walks); an empty slot is all ones (no row is -1).
+template <int CODE_BYTES> struct GhRadixTable;
+
+template <> struct GhRadixTable<4> {
+    static constexpr gh_u32 SLOTS = GhRadix<4>::SLOTS;
+    static constexpr gh_u64 EMPTY = ~0ull;
+    gh_u64 words[SLOTS];
+    __device__ __forceinline__ void clear() {
+        for (gh_u32 i = threadIdx.x; i < SLOTS; i += blockDim.x) words[i] = EMPTY;
+    }
+    __device__ __forceinline__ void insert(gh_u32 code, int row) {
+        const gh_u64 word = (static_cast<gh_u64>(static_cast<gh_u32>(row)) << 32) | code;
+        gh_u32 slot = gh_radix_home<4>(code);
+        while (atomicCAS(&words[slot], EMPTY, word) != EMPTY) slot = gh_radix_next(slot, SLOTS);
+    }
+    template <class Match>
+    __device__ __forceinline__ void walk(gh_u32 code, Match match) const {
+        for (gh_u32 slot = gh_radix_home<4>(code);; slot = gh_radix_next(slot, SLOTS)) {
+            const gh_u64 word = words[slot];
+            if (word == EMPTY) return;
+            if (static_cast<gh_u32>(word) == code) match(static_cast<int>(word >> 32));
+        }
+    }
+};
+
+// 8-byte codes: codes and rows side by side (16 bytes a slot would halve the slots), an
+// empty slot's row -1; a slot is claimed by its row, its code written before the barrier.
+template <> struct GhRadixTable<8> {
+    static constexpr gh_u32 SLOTS = GhRadix<8>::SLOTS;
+    gh_u64 codes[SLOTS];
+    int rows[SLOTS];
+    __device__ __forceinline__ void clear() {
+        for (gh_u32 i = threadIdx.x; i < SLOTS; i += blockDim.x) rows[i] = GH_RADIX_EMPTY;
+    }
+    __device__ __forceinline__ void insert(gh_u64 code, int row) {
+        gh_u32 slot = gh_radix_home<8>(code);
+        while (atomicCAS(&rows[slot], GH_RADIX_EMPTY, row) != GH_RADIX_EMPTY) {
+            slot = gh_radix_next(slot, SLOTS);
+        }
+        codes[slot] = code;
+    }
+    template <class Match>
+    __device__ __forceinline__ void walk(gh_u64 code, Match match) const {
+        for (gh_u32 slot = gh_radix_home<8>(code);; slot = gh_radix_next(slot, SLOTS)) {
+            const int row = rows[slot];
+            if (row == GH_RADIX_EMPTY) return;
+            if (codes[slot] == code) match(row);
+        }
+    }
+};
 
 // Flags of a join launch (engines/radix_cuda.py: JOIN_FLAGS).
 constexpr gh_u64 GH_RADIX_MARK_BUILD = 1;  // build_hit[row] = 1 at every matched build row
@@ -195,8 +250,7 @@ gh_radix_join(const typename GhRadix<CODE_BYTES>::Code* build_codes, const int* 
               gh_i64* overflow) {
     typedef GhRadix<CODE_BYTES> R;
     typedef typename R::Code Code;
-    __shared__ Code codes[R::SLOTS];
-    __shared__ int rows[R::SLOTS];
+    __shared__ GhRadixTable<CODE_BYTES> table;
     __shared__ gh_u32 sums[GH_RADIX_WARPS + 1];
     __shared__ unsigned long long round_base;
     const gh_i64 item = blockIdx.x;
@@ -218,41 +272,47 @@ gh_radix_join(const typename GhRadix<CODE_BYTES>::Code* build_codes, const int* 
     const gh_i64 p1 = p0 + static_cast<gh_i64>(GH_RADIX_PROBE_CHUNK) < p_end
                           ? p0 + static_cast<gh_i64>(GH_RADIX_PROBE_CHUNK) : p_end;
     if (p0 >= p1) return;  // an item of no probe rows (a partition with none has one)
-    for (int i = threadIdx.x; i < R::SLOTS; i += blockDim.x) codes[i] = R::EMPTY;
+    table.clear();
     __syncthreads();
-    for (gh_i64 i = b0 + threadIdx.x; i < b1; i += blockDim.x) {
-        const Code code = build_codes[i];
-        gh_u32 slot = static_cast<gh_u32>(gh_range(gh_radix_hash(code) & 0xffffffffull, R::SLOTS));
-        while (atomicCAS(&codes[slot], R::EMPTY, code) != R::EMPTY) {
-            slot = slot + 1 == R::SLOTS ? 0 : slot + 1;
-        }
-        rows[slot] = build_rows[i];
-    }
+    for (gh_i64 i = b0 + threadIdx.x; i < b1; i += blockDim.x) table.insert(build_codes[i], build_rows[i]);
     __syncthreads();
     const bool hits_only = flags & GH_RADIX_HITS_ONLY, mark = flags & GH_RADIX_MARK_BUILD;
-    for (gh_i64 round = p0; round < p1; round += blockDim.x) {  // the same rounds every thread
-        const gh_i64 i = round + threadIdx.x;
-        const bool mine = i < p1;
-        const Code code = mine ? probe_codes[i] : R::EMPTY;
-        gh_u32 found = 0;
-        if (mine) gh_radix_walk<CODE_BYTES>(codes, code, [&](gh_u32) { ++found; });
-        if (hits_only) {
-            if (mine) probe_hit[probe_rows[i]] = found > 0;
-            continue;
+    // a round: GH_RADIX_ITEMS probe rows a thread (row k of a thread at k * blockDim.x, so
+    // each load is coalesced) and one scan for all of them
+    constexpr gh_i64 ROUND = static_cast<gh_i64>(GH_RADIX_ITEMS) * GH_RADIX_THREADS;
+    for (gh_i64 round = p0; round < p1; round += ROUND) {  // the same rounds every thread
+        Code code[GH_RADIX_ITEMS];
+        gh_u32 found[GH_RADIX_ITEMS];
+        gh_u32 mine = 0;
+#pragma unroll
+        for (int k = 0; k < GH_RADIX_ITEMS; ++k) {
+            const gh_i64 i = round + k * GH_RADIX_THREADS + threadIdx.x;
+            code[k] = i < p1 ? probe_codes[i] : 0;
         }
+#pragma unroll
+        for (int k = 0; k < GH_RADIX_ITEMS; ++k) {
+            const gh_i64 i = round + k * GH_RADIX_THREADS + threadIdx.x;
+            found[k] = 0;
+            if (i < p1) table.walk(code[k], [&](int) { ++found[k]; });
+            if (hits_only && i < p1) probe_hit[probe_rows[i]] = found[k] > 0;
+            mine += found[k];
+        }
+        if (hits_only) continue;
         gh_u32 total;
-        const gh_u32 before = gh_radix_block_scan(found, sums, &total);
+        const gh_u32 before = gh_radix_block_scan(mine, sums, &total);
         if (threadIdx.x == 0) round_base = total ? atomicAdd(counters, static_cast<unsigned long long>(total)) : 0;
         __syncthreads();
-        if (found) {
-            gh_u64 at = round_base + before;
-            const gh_i64 probe_row = probe_rows[i];
-            gh_radix_walk<CODE_BYTES>(codes, code, [&](gh_u32 slot) {
+        gh_u64 at = round_base + before;
+#pragma unroll
+        for (int k = 0; k < GH_RADIX_ITEMS; ++k) {
+            if (!found[k]) continue;
+            const gh_i64 probe_row = probe_rows[round + k * GH_RADIX_THREADS + threadIdx.x];
+            table.walk(code[k], [&](int build_row) {
                 if (at < capacity) {
                     out_probe[at] = probe_row;
-                    out_build[at] = rows[slot];
+                    out_build[at] = build_row;
                 }
-                if (mark) build_hit[rows[slot]] = 1;
+                if (mark) build_hit[build_row] = 1;
                 ++at;
             });
         }
