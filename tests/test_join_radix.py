@@ -181,6 +181,76 @@ def test_partition_bits_stay_in_the_two_passes_range():
     assert 2**fmt.MAX_BITS * fmt.LIMIT[4] > fmt.max_build_rows(4)
 
 
+def _tiles(keys, tiles, code_bytes):
+    """The (first row, rows) of each tile of a pass, as the kernels read them."""
+    if tiles is None:
+        tile = fmt.TILE[code_bytes]
+        return [(first, min(tile, keys.shape[0] - first))
+                for first in range(0, keys.shape[0], tile)]
+    return [tuple(pair) for pair in tiles.tolist()]
+
+
+def _bins(keys, valid, shape, low, high, *, code_bytes, bits, shift, bin_bits):
+    """Each row's code, whether it is usable, and its bin in the pass."""
+    codes, usable = radix_cpu.join_codes(code_bytes, keys, valid, shape, low, high)
+    bins = (radix_cpu.partition_of(codes, bits) >> shift) & ((1 << bin_bits) - 1)
+    return codes, usable, bins
+
+
+def emulated_histogram(keys, valid, shape, low, high, tiles, *, code_bytes, bits, shift,
+                       bin_bits, blocks):
+    """kernels/radix_join.cu: gh_radix_hist, in torch on the CPU."""
+    _, usable, bins = _bins(keys, valid, shape, low, high, code_bytes=code_bytes, bits=bits,
+                            shift=shift, bin_bits=bin_bits)
+    counts = torch.zeros(1 << bin_bits, blocks, dtype=torch.int32)
+    for tile, (first, rows) in enumerate(_tiles(keys, tiles, code_bytes)):
+        mine = bins[first:first + rows][usable[first:first + rows]]
+        counts[:, tile] = torch.bincount(mine, minlength=1 << bin_bits).to(torch.int32)
+    return counts.reshape(-1)
+
+
+def emulated_scatter(keys, valid, shape, low, high, rows_in, tiles, raw, offsets, *,
+                     code_bytes, bits, shift, bin_bits, blocks):
+    """kernels/radix_join.cu: gh_radix_scatter, in torch on the CPU (a tile's rows of a bin in
+    row order; the kernel's order within a run is free)."""
+    codes, usable, bins = _bins(keys, valid, shape, low, high, code_bytes=code_bytes,
+                                bits=bits, shift=shift, bin_bits=bin_bits)
+    codes_out = torch.full((keys.shape[0],), -7, dtype=codes.dtype)
+    rows_out = torch.full((keys.shape[0],), -7, dtype=torch.int32)
+    at = offsets.view(1 << bin_bits, blocks).clone()
+    for tile, (first, rows) in enumerate(_tiles(keys, tiles, code_bytes)):
+        for i in range(first, first + rows):
+            if usable[i]:
+                place = int(at[bins[i], tile])
+                at[bins[i], tile] += 1
+                codes_out[place] = codes[i]
+                rows_out[place] = i if rows_in is None else rows_in[i]
+    return codes_out, rows_out
+
+
+@pytest.mark.parametrize("rows, bits, code_bytes", [(0, 2, 4), (300, 3, 4), (9000, 5, 4),
+                                                    (20_000, 9, 8), (30_000, 4, 4)])
+def test_the_cuda_engines_glue_between_its_launches_places_every_row(monkeypatch, rows,
+                                                                     bits, code_bytes):
+    """radix_cuda.partition's torch glue (the second pass's tiles, every run's offsets, the
+    bounds) around emulations of its two kernels, against the CPU engine's partitions: the
+    layout the GPU's launches get is checked without a GPU."""
+    from gpuhash.engines import radix_cuda
+    monkeypatch.setattr(radix_cuda, "_histogram", emulated_histogram)
+    monkeypatch.setattr(radix_cuda, "_scatter", emulated_scatter)
+    generator = torch.Generator().manual_seed(rows)
+    dtype = torch.int32 if code_bytes == 4 else torch.int64
+    keys = torch.randint(0, max(rows // 3, 1), (rows,), generator=generator).to(dtype)
+    keys[: rows // 4] = 5  # one run spanning many of the second pass's tiles
+    valid = torch.rand(rows, generator=generator) > 0.2
+    want = radix_cpu.partition(keys, valid, 1, 0, 2**31 - 1 if code_bytes == 4 else 2**40,
+                               code_bytes=code_bytes, bits=bits)
+    got = radix_cuda.partition(keys, valid, 1, 0, 2**31 - 1 if code_bytes == 4 else 2**40,
+                               code_bytes=code_bytes, bits=bits)
+    assert torch.equal(got[2], want[2])
+    assert partitions_by_number(got) == partitions_by_number(want)
+
+
 # --- on the GPU ------------------------------------------------------------------------------
 gpu = pytest.mark.gpu
 

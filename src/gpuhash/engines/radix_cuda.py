@@ -55,30 +55,52 @@ def _exclusive(counts: torch.Tensor) -> torch.Tensor:
     return counts.cumsum(0) - counts
 
 
+def _histogram(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: int,
+               high: int, tiles: torch.Tensor | None, *, code_bytes: int, bits: int,
+               shift: int, bin_bits: int, blocks: int) -> torch.Tensor:
+    """The histogram launch: each tile's usable rows a bin, int32, bin-major (bin * blocks +
+    tile). (This and ``_scatter`` are the pass's only launches: a CPU test emulates them to
+    run the glue between them.)"""
+    device = keys.device.index
+    raw = torch.empty((1 << bin_bits) * blocks, dtype=torch.int32, device=keys.device)
+    launch(_kernel(f"hist_{keys.element_size()}_{code_bytes}", device), blocks * THREADS,
+           keys.data_ptr(), _ptr(valid), shape, low, high, _ptr(tiles), keys.shape[0], bits,
+           shift, bin_bits, raw.data_ptr(), blocks, device=device)
+    return raw
+
+
+def _scatter(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: int, high: int,
+             rows_in: torch.Tensor | None, tiles: torch.Tensor | None, raw: torch.Tensor,
+             offsets: torch.Tensor, *, code_bytes: int, bits: int, shift: int, bin_bits: int,
+             blocks: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scatter launch: every usable row's (code, row) at its tile's run of its bin
+    (``offsets``, bin-major, int64); ``raw``: the histogram's counts."""
+    device = keys.device.index
+    n = keys.shape[0]
+    codes = torch.empty(n, dtype=torch.int32 if code_bytes == 4 else torch.int64,
+                        device=keys.device)
+    rows = torch.empty(n, dtype=torch.int32, device=keys.device)
+    launch(_kernel(f"scatter_{keys.element_size()}_{code_bytes}", device), blocks * THREADS,
+           keys.data_ptr(), _ptr(valid), shape, low, high, _ptr(rows_in), _ptr(tiles), n,
+           bits, shift, bin_bits, raw.data_ptr(), offsets.data_ptr(), blocks,
+           codes.data_ptr(), rows.data_ptr(), device=device)
+    return codes, rows
+
+
 def _pass(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: int, high: int,
           rows_in: torch.Tensor | None, tiles: torch.Tensor | None, *, code_bytes: int,
           bits: int, shift: int, bin_bits: int, offsets_of) -> tuple:
     """One partition pass: the histogram, then ``offsets_of(counts)`` (counts as a (bins,
     tiles) int64 tensor -> where each tile's run of each bin starts, the same shape), then the
     scatter. Returns (codes, rows, counts)."""
-    device = keys.device.index
-    n = keys.shape[0]
-    in_bytes = keys.element_size()
-    blocks = -(-n // fmt.TILE[code_bytes]) if tiles is None else tiles.shape[0]
-    bins = 1 << bin_bits
-    raw = torch.empty(bins * blocks, dtype=torch.int32, device=keys.device)  # bin-major
-    common = (keys.data_ptr(), _ptr(valid), shape, low, high)
-    launch(_kernel(f"hist_{in_bytes}_{code_bytes}", device), blocks * THREADS, *common,
-           _ptr(tiles), n, bits, shift, bin_bits, raw.data_ptr(), blocks, device=device)
-    counts = raw.view(bins, blocks).to(torch.int64)
+    blocks = -(-keys.shape[0] // fmt.TILE[code_bytes]) if tiles is None else tiles.shape[0]
+    options = dict(code_bytes=code_bytes, bits=bits, shift=shift, bin_bits=bin_bits,
+                   blocks=blocks)
+    raw = _histogram(keys, valid, shape, low, high, tiles, **options)
+    counts = raw.view(1 << bin_bits, blocks).to(torch.int64)
     offsets = offsets_of(counts).contiguous()
-    codes = torch.empty(n, dtype=torch.int32 if code_bytes == 4 else torch.int64,
-                        device=keys.device)
-    rows = torch.empty(n, dtype=torch.int32, device=keys.device)
-    launch(_kernel(f"scatter_{in_bytes}_{code_bytes}", device), blocks * THREADS, *common,
-           _ptr(rows_in), _ptr(tiles), n, bits, shift, bin_bits,
-           raw.data_ptr(), offsets.data_ptr(), blocks, codes.data_ptr(),
-           rows.data_ptr(), device=device)
+    codes, rows = _scatter(keys, valid, shape, low, high, rows_in, tiles, raw, offsets,
+                           **options)
     return codes, rows, counts
 
 
