@@ -341,11 +341,19 @@ def _partition(plan: JoinPlan, build: int, probe: int, key_bytes: int, per_row: 
     return parts
 
 
-def radix_bytes(build: int, probe: int, key_bytes: int, fanout: float = 1.0) -> int:
+def radix_bytes(build: int, probe: int, key_bytes: int, fanout: float = 1.0, *,
+                how: str = "inner") -> int:
     """Bytes a radix join of these sides may need at once: a code and a row number a row of
-    each side partitioned, the probe side twice (its two passes), and the pairs."""
+    each side partitioned, the probe side twice (its two passes), and the output: pairs, or
+    for semi / anti a mask and the rows.
+
+    Example:
+        >>> radix_bytes(10, 100, 4, how="semi") < radix_bytes(10, 100, 4)
+        True
+    """
     row = key_bytes + 4
-    return row * (build + 2 * probe) + int(16 * probe * max(1.0, fanout)) + build
+    output = 9 * probe if how in ("semi", "anti") else int(16 * probe * max(1.0, fanout))
+    return row * (build + 2 * probe) + output + build
 
 
 def _radix_fits(plan: JoinPlan, build: int, probe: int, key_bytes: int, fanout: float, *,
@@ -358,7 +366,7 @@ def _radix_fits(plan: JoinPlan, build: int, probe: int, key_bytes: int, fanout: 
             or not RADIX_MIN_BUILD_ROWS <= build <= _radix_format.max_build_rows(key_bytes)
             or not RADIX_MIN_BUILD_ROWS <= probe <= _radix_format.MAX_ROWS):
         return False  # (a small probe side is unmeasured: partitioning the build may not pay)
-    need = radix_bytes(build, probe, key_bytes, fanout)
+    need = radix_bytes(build, probe, key_bytes, fanout, how=plan.how)
     plan.estimates["radix_bytes"] = need
     if need > plan.memory_budget:
         return False
