@@ -515,8 +515,10 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
 
     ``memory_budget`` (bytes; default a share of the device's free memory) bounds the
     working set: past it the probe side is streamed in chunks, or both sides are partitioned
-    by key hash and joined part by part, with identical results. ``device``: where the join
-    runs (default: the keys' device). Keys in host memory joined on a GPU
+    by key hash and joined part by part, with identical results. On a GPU, sides of at least
+    16M rows each are split into many small partitions joined in shared memory
+    (``gpu-radix``, seed 001's join), where one table would be far past L2. ``device``:
+    where the join runs (default: the keys' device). Keys in host memory joined on a GPU
     (``device="cuda"``) may be larger than its memory: they come over in chunks while the
     previous chunk is joined (the chunks waiting on the GPU count against the budget), and
     the results come back to host memory (pinned keys skip a staging copy). ``explain=True``
