@@ -3,16 +3,15 @@ their key codes into partitions whose build rows fit a table in shared memory, e
 then joined by one block (kernels/radix_join.cu; the CPU engine's twin runs the same steps,
 so the strategy is tested without a GPU). It pays where one global table would be far past
 L2, so that each probe row's random read goes to HBM: the planner chooses it from
-RADIX_MIN_BUILD_ROWS build rows (_join_plan.py).
+RADIX_MIN_BUILD_ROWS rows a side (_join_plan.py).
 
 Partitions of more than LIMIT build rows (one key in many rows, or a build side larger than
 the partitions are sized for) are joined by the global table instead, over their rows only;
 null rows and rows whose key the build side cannot hold never enter a partition. One 32-bit
 key column is coded by its offset from the build's smallest key (:class:`Range32`), other keys
-by a KeyEncoder, either fitted on the build side (one synchronisation). The join
-synchronises once more (the pairs' count),
-again with repeated build keys whose pairs pass the probe side's rows, and where partitions
-overflowed.
+by a KeyEncoder; either is fitted on the build side (one synchronisation). The join
+synchronises once more (the pairs' count), again where repeated build keys make more pairs
+than the probe side has rows, and where partitions overflowed.
 
 Example:
     >>> import sys, torch
