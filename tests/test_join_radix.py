@@ -1,7 +1,7 @@
 """The radix-partitioned join (``gpu-radix``): the strategy run on the CPU engine's twin and on
 the GPU against the hash-table join (itself checked against DuckDB in test_join.py), the
-engines' partitions and pairs compared byte for byte, the planner's choice, and the kernel
-constants against _radix_format."""
+engines' partitions (as sets of rows), bounds and pairs compared, the planner's choice, and
+the kernel constants against _radix_format."""
 
 from __future__ import annotations
 
