@@ -7,13 +7,13 @@ PYTHONPATH=src python bench/experiments/radix_crossover.py [shape ...]"""
 
 import functools
 import os
-import statistics
 import sys
 
 import torch
 
 import gpuhash as gh
 from gpuhash import _join_plan
+from gpuhash.bench.harness import time_gpu
 
 DEV = torch.device("cuda")
 SHAPES = {"J4": (10_000_000, 100_000_000, 1), "20Mx100M": (20_000_000, 100_000_000, 1),
@@ -47,17 +47,9 @@ def joined(probe, build, radix: bool):
 
 
 def timed(call, runs: int = 5) -> float:
-    call()
-    ms = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        call()
-        end.record()
-        end.synchronize()
-        ms.append(start.elapsed_time(end))
-    return statistics.median(ms)
+    """Median ms of ``runs`` CUDA-event timings (the harness's; the 2026-11-26 figures came from
+    a plain loop of warm-up + 5 timed calls, whose median this is within its outlier rule)."""
+    return time_gpu(call, runs=runs).median_ms
 
 
 def encoded(pairs) -> torch.Tensor:

@@ -19,7 +19,7 @@ import torch
 from .. import _radix_format as fmt
 from .._cuda.compile import load_module
 from .._cuda.launch import THREADS, launch
-from .cuda import ARCH_ENV, read_counters
+from .cuda import ARCH_ENV, _ptr, read_counters
 
 JOIN_FLAGS = {"mark_build": 1, "hits_only": 2}  # kernels/radix_join.cu: GH_RADIX_*
 WIDTHS = ((4, 4), (8, 4), (8, 8))  # (input column bytes, code bytes) a join can ask for
@@ -45,10 +45,6 @@ def _kernels(device_index: int, arch: str | None) -> dict:
 
 def _kernel(op: str, device: int):
     return _kernels(device, os.environ.get(ARCH_ENV))[op]
-
-
-def _ptr(tensor: torch.Tensor | None) -> int:
-    return 0 if tensor is None else tensor.data_ptr()
 
 
 def _exclusive(counts: torch.Tensor) -> torch.Tensor:

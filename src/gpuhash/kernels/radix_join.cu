@@ -11,10 +11,10 @@
 // (join_code.cuh: gh_join_code), 4 or 8 bytes, where a 32-bit key column is its own code over
 // the whole 32-bit range. The layout constants are _radix_format.py's; the CPU engine's twin
 // is engines/radix_cpu.py.
+#include "block_sum.cuh"
 #include "join_code.cuh"
 
 constexpr int GH_RADIX_THREADS = 256;       // every radix launch (_cuda/launch.py: THREADS)
-constexpr int GH_RADIX_WARPS = GH_RADIX_THREADS / 32;
 constexpr gh_u64 GH_RADIX_PROBE_CHUNK = 8192;  // probe rows a join block takes at most
 // probe rows a join thread takes a round: 4 ran J5 (100M x 100M) the same as 1 and a join of
 // 10 build rows a key 1.44x slower on the H100 (bench/RESULTS.md, twenty-fourth session)
@@ -37,34 +37,6 @@ constexpr int GH_RADIX_EMPTY = -1;  // the row of an empty slot
 // The partition number of a code: the top `bits` bits of its partition hash (common.cuh);
 // the shared-memory slot comes from the hash's low 32 bits, so the two never correlate.
 __device__ __forceinline__ gh_u64 gh_radix_hash(gh_u64 code) { return gh_partition_hash(code, 0); }
-
-// Exclusive prefix sum of one value a thread over the block; every thread calls it. `sums`:
-// GH_RADIX_WARPS + 1 words of shared memory; the block's total is returned in *total.
-__device__ __forceinline__ gh_u32 gh_radix_block_scan(gh_u32 value, gh_u32* sums, gh_u32* total) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    gh_u32 inclusive = value;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-        const gh_u32 up = __shfl_up_sync(0xffffffffu, inclusive, d);
-        if (lane >= d) inclusive += up;
-    }
-    if (lane == 31) sums[warp] = inclusive;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        gh_u32 running = 0;
-        for (int w = 0; w < GH_RADIX_WARPS; ++w) {
-            const gh_u32 c = sums[w];
-            sums[w] = running;
-            running += c;
-        }
-        sums[GH_RADIX_WARPS] = running;
-    }
-    __syncthreads();
-    const gh_u32 before = sums[warp] + inclusive - value;
-    *total = sums[GH_RADIX_WARPS];
-    __syncthreads();  // sums are written again by the next call
-    return before;
-}
 
 // A block's tile: rows [first, first + rows) of the pass's input. The first pass tiles the
 // side evenly (tiles == nullptr); the second takes (first, rows) pairs the host laid out so
@@ -131,12 +103,11 @@ gh_radix_scatter(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low,
     __shared__ int start[256];   // the tile's rows before each bin, in staged order
     __shared__ int cursor[256];
     __shared__ gh_i64 out_at[256];
-    __shared__ gh_u32 sums[GH_RADIX_WARPS + 1];
     const int bins = 1 << bin_bits;
     const int bin = threadIdx.x;  // one bin a thread: bins <= 256 == GH_RADIX_THREADS
-    const gh_u32 mine = bin < bins ? counts[bin * blocks + blockIdx.x] : 0;
-    gh_u32 staged;
-    const gh_u32 before = gh_radix_block_scan(mine, sums, &staged);
+    const gh_u64 mine = bin < bins ? counts[bin * blocks + blockIdx.x] : 0;
+    gh_u64 staged;
+    const gh_u64 before = gh_block_exclusive_sum(mine, &staged);
     if (bin < bins) {
         start[bin] = cursor[bin] = static_cast<int>(before);
         out_at[bin] = offsets[bin * blocks + blockIdx.x];
@@ -251,7 +222,6 @@ gh_radix_join(const typename GhRadix<CODE_BYTES>::Code* build_codes, const int* 
     typedef GhRadix<CODE_BYTES> R;
     typedef typename R::Code Code;
     __shared__ GhRadixTable<CODE_BYTES> table;
-    __shared__ gh_u32 sums[GH_RADIX_WARPS + 1];
     __shared__ unsigned long long round_base;
     const gh_i64 item = blockIdx.x;
     if (item >= item_first[partitions]) return;  // the launch covers the most items there may be
@@ -298,8 +268,8 @@ gh_radix_join(const typename GhRadix<CODE_BYTES>::Code* build_codes, const int* 
             mine += found[k];
         }
         if (hits_only) continue;
-        gh_u32 total;
-        const gh_u32 before = gh_radix_block_scan(mine, sums, &total);
+        gh_u64 total;
+        const gh_u64 before = gh_block_exclusive_sum(mine, &total);
         if (threadIdx.x == 0) round_base = total ? atomicAdd(counters, static_cast<unsigned long long>(total)) : 0;
         __syncthreads();
         gh_u64 at = round_base + before;
