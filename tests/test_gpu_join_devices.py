@@ -76,6 +76,40 @@ def test_a_build_prepared_on_a_busy_stream_is_whole_before_a_probe_on_another(ho
                            torch.nonzero(~hit).flatten())
 
 
+# (build rows, probe rows, key dtype): a table in L2 with a direct array; int64 keys through
+# the hash table past L2; both sides at the radix join's threshold (gpu-radix)
+SIDE_STREAM_SHAPES = [(100_000, 1_000_000, torch.int32), (3_000_000, 3_000_000, torch.int64),
+                      (16_777_216, 16_777_216, torch.int32)]
+
+
+@pytest.mark.parametrize("shape", SIDE_STREAM_SHAPES, ids=["direct", "table", "radix"])
+def test_a_join_on_a_side_stream_runs_beside_work_on_the_default_stream(shape):
+    """gh.join and a prepared build's probe on a stream of their own finish while about a
+    second of work still runs on the default stream: nothing in them (a launch, a temporary,
+    a copy, a cooperative build that needs the whole GPU) waits for another stream's work.
+    The check fails when they do: the default stream is idle by the time they return."""
+    build_rows, probe_rows, dtype = shape
+    generator = torch.Generator(device="cuda").manual_seed(build_rows)
+    right = torch.randperm(build_rows, device="cuda", generator=generator).to(dtype)
+    left = torch.randint(0, 2 * build_rows, (probe_rows,), device="cuda", dtype=dtype,
+                         generator=generator)
+    side = torch.cuda.Stream()
+    expected = pairs(gh.join(left, right, stream=side), "inner")  # kernels compiled, pools made
+    prepared = gh.JoinBuild(right, stream=side)
+    prepared.probe(left, stream=side)
+    torch.cuda.synchronize()
+    for run in (lambda: gh.join(left, right, stream=side),
+                lambda: prepared.probe(left, stream=side)):
+        torch.cuda._sleep(2_000_000_000)  # the default stream, about a second
+        got = run()
+        side.synchronize()
+        assert not torch.cuda.default_stream().query(), "the join waited for the default stream"
+        torch.cuda.synchronize()
+        assert pairs(got, "inner") == expected
+    if build_rows >= 2**24:
+        assert gh.explain_join(left, right).strategy == "gpu-radix"
+
+
 def two_gpus():
     return pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 
