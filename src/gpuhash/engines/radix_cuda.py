@@ -54,14 +54,14 @@ def _exclusive(counts: torch.Tensor) -> torch.Tensor:
 def _histogram(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: int,
                high: int, tiles: torch.Tensor | None, *, code_bytes: int, bits: int,
                shift: int, bin_bits: int, blocks: int) -> torch.Tensor:
-    """The histogram launch: each tile's usable rows a bin, int32, bin-major (bin * blocks +
-    tile). (This and ``_scatter`` are the pass's only launches: a CPU test emulates them to
+    """The histogram launch: each tile's usable rows a bin, int32, tile-major (tile * bins +
+    bin). (This and ``_scatter`` are the pass's only launches: a CPU test emulates them to
     run the glue between them.)"""
     device = keys.device.index
     raw = torch.empty((1 << bin_bits) * blocks, dtype=torch.int32, device=keys.device)
     launch(_kernel(f"hist_{keys.element_size()}_{code_bytes}", device), blocks * THREADS,
            keys.data_ptr(), _ptr(valid), shape, low, high, _ptr(tiles), keys.shape[0], bits,
-           shift, bin_bits, raw.data_ptr(), blocks, device=device)
+           shift, bin_bits, raw.data_ptr(), device=device)
     return raw
 
 
@@ -70,7 +70,7 @@ def _scatter(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: in
              offsets: torch.Tensor, *, code_bytes: int, bits: int, shift: int, bin_bits: int,
              blocks: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The scatter launch: every usable row's (code, row) at its tile's run of its bin
-    (``offsets``, bin-major, int64); ``raw``: the histogram's counts."""
+    (``offsets``, tile-major as ``raw``, int64); ``raw``: the histogram's counts."""
     device = keys.device.index
     n = keys.shape[0]
     codes = torch.empty(n, dtype=torch.int32 if code_bytes == 4 else torch.int64,
@@ -78,7 +78,7 @@ def _scatter(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: in
     rows = torch.empty(n, dtype=torch.int32, device=keys.device)
     launch(_kernel(f"scatter_{keys.element_size()}_{code_bytes}", device), blocks * THREADS,
            keys.data_ptr(), _ptr(valid), shape, low, high, _ptr(rows_in), _ptr(tiles), n,
-           bits, shift, bin_bits, raw.data_ptr(), offsets.data_ptr(), blocks,
+           bits, shift, bin_bits, raw.data_ptr(), offsets.data_ptr(),
            codes.data_ptr(), rows.data_ptr(), device=device)
     return codes, rows
 
@@ -93,8 +93,8 @@ def _pass(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: int, 
     options = dict(code_bytes=code_bytes, bits=bits, shift=shift, bin_bits=bin_bits,
                    blocks=blocks)
     raw = _histogram(keys, valid, shape, low, high, tiles, **options)
-    counts = raw.view(1 << bin_bits, blocks).to(torch.int64)
-    offsets = offsets_of(counts).contiguous()
+    counts = raw.view(blocks, 1 << bin_bits).t().to(torch.int64)  # (bins, tiles): a view
+    offsets = offsets_of(counts).t().contiguous()  # tile-major, as the launches take them
     codes, rows = _scatter(keys, valid, shape, low, high, rows_in, tiles, raw, offsets,
                            **options)
     return codes, rows, counts
