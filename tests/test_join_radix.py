@@ -164,9 +164,12 @@ def test_the_planner_takes_the_radix_join_for_large_gpu_builds_within_the_budget
 
 def test_the_kernels_use_the_layout_of_radix_format():
     text = KERNELS.read_text()
-    for name, table in (("TILE", fmt.TILE), ("SLOTS", fmt.SLOTS)):
-        found = re.search(rf"int {name} = CODE_BYTES == 4 \? (\d+) : (\d+);", text)
-        assert found and (int(found[1]), int(found[2])) == (table[4], table[8]), name
+    found = re.search(r"int SLOTS = CODE_BYTES == 4 \? (\d+) : (\d+);", text)
+    assert found and (int(found[1]), int(found[2])) == (fmt.SLOTS[4], fmt.SLOTS[8])
+    found = re.search(r"int TILE = (\d+);", text)
+    assert found and int(found[1]) == fmt.TILE[4] == fmt.TILE[8]
+    assert "int STAGED_BYTES = TILE * (CODE_BYTES + 4);" in text
+    assert {4: fmt.TILE[4] * 8, 8: fmt.TILE[8] * 12} == fmt.STAGED_BYTES
     assert re.search(r"int LIMIT = SLOTS / 4 \* 3;", text)
     assert f"GH_RADIX_PROBE_CHUNK = {fmt.PROBE_CHUNK};" in text
     flags = dict(re.findall(r"GH_RADIX_(MARK_BUILD|HITS_ONLY) = (\d+);", text))

@@ -62,6 +62,41 @@ def _launch_on(device: int, config, kernel, args: tuple[int, ...]) -> None:
         _launcher()(stream, config, kernel, *args)
 
 
+@functools.lru_cache(maxsize=512)
+def _shared_config(blocks: int, shared_bytes: int):
+    from cuda.core import LaunchConfig
+
+    return LaunchConfig(grid=blocks, block=THREADS, shmem_size=shared_bytes)
+
+
+@functools.lru_cache(maxsize=64)
+def _allow_shared(kernel, device: int, shared_bytes: int) -> None:
+    """Let ``kernel`` take ``shared_bytes`` of dynamic shared memory a block on GPU ``device``:
+    past 48 KB a launch fails unless the kernel's limit was raised first (once a kernel)."""
+    from cuda.bindings import driver
+
+    attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    handle = kernel.handle
+    if isinstance(handle, driver.CUkernel):  # cuda.core loads kernels from a library
+        (status,) = driver.cuKernelSetAttribute(attribute, shared_bytes, handle,
+                                                driver.CUdevice(device))
+    else:
+        (status,) = driver.cuFuncSetAttribute(handle, attribute, shared_bytes)
+    if status != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{shared_bytes} bytes of shared memory a block were refused on "
+                           f"cuda:{device}: {status}")
+
+
+def launch_with_shared(kernel, rows: int, shared_bytes: int, *args: int, device: int) -> None:
+    """:func:`launch` with ``shared_bytes`` of dynamic shared memory a block."""
+    if rows <= 0:
+        return
+    if shared_bytes > 48 * 1024:
+        _allow_shared(kernel, device, shared_bytes)
+    _launch_on(device, _shared_config((rows + THREADS - 1) // THREADS, shared_bytes), kernel,
+               args)
+
+
 @functools.lru_cache(maxsize=64)
 def _resident_blocks(kernel, device: int) -> int:
     """Blocks of ``kernel`` that fit on GPU ``device`` at once (its occupancy, every SM)."""

@@ -23,9 +23,11 @@ constexpr int GH_RADIX_ITEMS = 1;
 template <int CODE_BYTES>
 struct GhRadix {
     typedef typename GhIf<CODE_BYTES == 4, gh_u32, gh_u64>::type Code;
-    // rows a partition block stages: its codes, rows and bins within the 48 KB of static
-    // shared memory every GPU gives a block
-    static constexpr int TILE = CODE_BYTES == 4 ? 4096 : 2048;
+    // rows a partition block stages, its codes and rows in dynamic shared memory (64 KB, 96 KB
+    // for 8-byte codes): each tile's run of a bin averages TILE / 256 rows a pass, a 128-byte
+    // line of 4-byte codes at 8192 (half a line at 4096 ran the scatters at about 1 TB/s)
+    static constexpr int TILE = 8192;
+    static constexpr int STAGED_BYTES = TILE * (CODE_BYTES + 4);
     // a partition's table: 32 KB (36 KB for 8-byte codes), so several blocks share an SM
     static constexpr int SLOTS = CODE_BYTES == 4 ? 4096 : 3072;
     // a partition with more build rows (skew, or many rows of one key) is left to the global
@@ -99,9 +101,9 @@ gh_radix_scatter(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low,
                  gh_u64 bin_bits, const int* counts, const gh_i64* offsets,
                  typename GhRadix<CODE_BYTES>::Code* codes_out, int* rows_out) {
     typedef GhRadix<CODE_BYTES> R;
-    __shared__ typename R::Code staged_code[R::TILE];
-    __shared__ int staged_row[R::TILE];
-    __shared__ gh_u16 staged_bin[R::TILE];
+    extern __shared__ __align__(16) unsigned char gh_radix_staged[];  // R::STAGED_BYTES
+    typename R::Code* staged_code = reinterpret_cast<typename R::Code*>(gh_radix_staged);
+    int* staged_row = reinterpret_cast<int*>(staged_code + R::TILE);
     __shared__ int start[256];   // the tile's rows before each bin, in staged order
     __shared__ int cursor[256];
     __shared__ gh_i64 out_at[256];
@@ -125,11 +127,10 @@ gh_radix_scatter(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low,
         const int at = atomicAdd(&cursor[b], 1);
         staged_code[at] = static_cast<typename R::Code>(code);
         staged_row[at] = rows_in == nullptr ? static_cast<int>(first + i) : rows_in[first + i];
-        staged_bin[at] = static_cast<gh_u16>(b);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < static_cast<int>(staged); i += blockDim.x) {
-        const int b = staged_bin[i];
+        const gh_u32 b = gh_radix_bin(staged_code[i], bits, shift, bin_bits);  // not staged: room
         const gh_i64 at = out_at[b] + (i - start[b]);
         codes_out[at] = staged_code[i];
         rows_out[at] = staged_row[i];
