@@ -205,10 +205,10 @@ def emulated_histogram(keys, valid, shape, low, high, tiles, *, code_bytes, bits
     """kernels/radix_join.cu: gh_radix_hist, in torch on the CPU."""
     _, usable, bins = _bins(keys, valid, shape, low, high, code_bytes=code_bytes, bits=bits,
                             shift=shift, bin_bits=bin_bits)
-    counts = torch.zeros(blocks, 1 << bin_bits, dtype=torch.int32)  # tile-major
+    counts = torch.zeros(1 << bin_bits, blocks, dtype=torch.int32)
     for tile, (first, rows) in enumerate(_tiles(keys, tiles, code_bytes)):
         mine = bins[first:first + rows][usable[first:first + rows]]
-        counts[tile] = torch.bincount(mine, minlength=1 << bin_bits).to(torch.int32)
+        counts[:, tile] = torch.bincount(mine, minlength=1 << bin_bits).to(torch.int32)
     return counts.reshape(-1)
 
 
@@ -220,12 +220,12 @@ def emulated_scatter(keys, valid, shape, low, high, rows_in, tiles, raw, offsets
                                 bits=bits, shift=shift, bin_bits=bin_bits)
     codes_out = torch.full((keys.shape[0],), -7, dtype=codes.dtype)
     rows_out = torch.full((keys.shape[0],), -7, dtype=torch.int32)
-    at = offsets.view(blocks, 1 << bin_bits).clone()
+    at = offsets.view(1 << bin_bits, blocks).clone()
     for tile, (first, rows) in enumerate(_tiles(keys, tiles, code_bytes)):
         for i in range(first, first + rows):
             if usable[i]:
-                place = int(at[tile, bins[i]])
-                at[tile, bins[i]] += 1
+                place = int(at[bins[i], tile])
+                at[bins[i], tile] += 1
                 codes_out[place] = codes[i]
                 rows_out[place] = i if rows_in is None else rows_in[i]
     return codes_out, rows_out

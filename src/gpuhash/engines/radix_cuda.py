@@ -54,14 +54,14 @@ def _exclusive(counts: torch.Tensor) -> torch.Tensor:
 def _histogram(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: int,
                high: int, tiles: torch.Tensor | None, *, code_bytes: int, bits: int,
                shift: int, bin_bits: int, blocks: int) -> torch.Tensor:
-    """The histogram launch: each tile's usable rows a bin, int32, tile-major (tile * bins +
-    bin). (This and ``_scatter`` are the pass's only launches: a CPU test emulates them to
+    """The histogram launch: each tile's usable rows a bin, int32, bin-major (bin * blocks +
+    tile). (This and ``_scatter`` are the pass's only launches: a CPU test emulates them to
     run the glue between them.)"""
     device = keys.device.index
     raw = torch.empty((1 << bin_bits) * blocks, dtype=torch.int32, device=keys.device)
     launch(_kernel(f"hist_{keys.element_size()}_{code_bytes}", device), blocks * THREADS,
            keys.data_ptr(), _ptr(valid), shape, low, high, _ptr(tiles), keys.shape[0], bits,
-           shift, bin_bits, raw.data_ptr(), device=device)
+           shift, bin_bits, raw.data_ptr(), blocks, device=device)
     return raw
 
 
@@ -70,7 +70,7 @@ def _scatter(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: in
              offsets: torch.Tensor, *, code_bytes: int, bits: int, shift: int, bin_bits: int,
              blocks: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The scatter launch: every usable row's (code, row) at its tile's run of its bin
-    (``offsets``, tile-major as ``raw``, int64); ``raw``: the histogram's counts."""
+    (``offsets``, bin-major as ``raw``, int64); ``raw``: the histogram's counts."""
     device = keys.device.index
     n = keys.shape[0]
     codes = torch.empty(n, dtype=torch.int32 if code_bytes == 4 else torch.int64,
@@ -79,28 +79,22 @@ def _scatter(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: in
     launch_with_shared(_kernel(f"scatter_{keys.element_size()}_{code_bytes}", device),
                        blocks * THREADS, fmt.STAGED_BYTES[code_bytes], keys.data_ptr(),
                        _ptr(valid), shape, low, high, _ptr(rows_in), _ptr(tiles), n, bits,
-                       shift, bin_bits, raw.data_ptr(), offsets.data_ptr(), codes.data_ptr(),
-                       rows.data_ptr(), device=device)
+                       shift, bin_bits, raw.data_ptr(), offsets.data_ptr(), blocks,
+                       codes.data_ptr(), rows.data_ptr(), device=device)
     return codes, rows
-
-
-def _first_offsets(counts: torch.Tensor) -> torch.Tensor:
-    """The first pass's runs: every tile's rows of bin 0, then of bin 1, ... (a bin's tiles in
-    order), from the (tiles, bins) counts."""
-    return counts.cumsum(0) - counts + _exclusive(counts.sum(0))
 
 
 def _pass(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: int, high: int,
           rows_in: torch.Tensor | None, tiles: torch.Tensor | None, *, code_bytes: int,
           bits: int, shift: int, bin_bits: int, offsets_of) -> tuple:
-    """One partition pass: the histogram, then ``offsets_of(counts)`` (counts as a (tiles,
-    bins) int64 tensor -> where each tile's run of each bin starts, the same shape), then the
+    """One partition pass: the histogram, then ``offsets_of(counts)`` (counts as a (bins,
+    tiles) int64 tensor -> where each tile's run of each bin starts, the same shape), then the
     scatter. Returns (codes, rows, counts)."""
     blocks = -(-keys.shape[0] // fmt.TILE[code_bytes]) if tiles is None else tiles.shape[0]
     options = dict(code_bytes=code_bytes, bits=bits, shift=shift, bin_bits=bin_bits,
                    blocks=blocks)
     raw = _histogram(keys, valid, shape, low, high, tiles, **options)
-    counts = raw.view(blocks, 1 << bin_bits).to(torch.int64)
+    counts = raw.view(1 << bin_bits, blocks).to(torch.int64)
     offsets = offsets_of(counts).contiguous()
     codes, rows = _scatter(keys, valid, shape, low, high, rows_in, tiles, raw, offsets,
                            **options)
@@ -121,11 +115,11 @@ def partition(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: i
     codes1, rows1, counts1 = _pass(
         keys, valid, shape, low, high, None, None, code_bytes=code_bytes, bits=bits,
         shift=low_bits, bin_bits=high_bits,
-        offsets_of=_first_offsets)
+        offsets_of=lambda c: _exclusive(c.reshape(-1)).view(c.shape))  # bin-major order
     # the second pass's tiles: each run of the first pass cut into tiles, at most one partial
     # tile a run, so at most first_tiles + 2**high_bits of them; those past the last hold no
     # rows, and the host never learns how many there are
-    run_rows = counts1.sum(0)
+    run_rows = counts1.sum(1)
     run_start = _exclusive(run_rows)
     run_tiles = (run_rows + tile - 1) // tile
     first_tile = _exclusive(run_tiles)
@@ -141,11 +135,11 @@ def partition(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: i
         nonlocal sub_start
         totals = torch.zeros((1 << high_bits, 1 << low_bits), dtype=torch.int64,
                              device=keys.device)
-        totals.index_add_(0, run, counts)  # each run's rows a bin
+        totals.index_add_(0, run, counts.t())  # each run's rows a bin
         sub_start = run_start[:, None] + totals.cumsum(1) - totals  # partition starts
-        before = counts.cumsum(0) - counts  # a bin's rows in earlier tiles, every run
-        run_first = first_tile[run].clamp(max=counts.shape[0] - 1)
-        return sub_start[run] + before - before[run_first]
+        before = counts.cumsum(1) - counts  # a bin's rows in earlier tiles, every run
+        run_first = first_tile[run].clamp(max=counts.shape[1] - 1)
+        return sub_start[run].t() + before - before[:, run_first]
 
     codes, rows, _ = _pass(codes1, None, 0, 0, 0, rows1, tiles, code_bytes=code_bytes,
                            bits=bits, shift=0, bin_bits=low_bits, offsets_of=second_offsets)

@@ -63,14 +63,15 @@ __device__ __forceinline__ gh_u32 gh_radix_bin(gh_u64 code, gh_u64 bits, gh_u64 
     return static_cast<gh_u32>((part >> shift) & ((1ull << bin_bits) - 1));
 }
 
-// Counts a tile's usable rows a bin: counts[block * bins + bin] (tile-major: a block writes
-// and the scatter reads its bins' counts and offsets as one run; strided by the tile count,
-// each would be a sector of its own).
+// Counts a tile's usable rows a bin: counts[bin * blocks + block] (bin-major, so the host's
+// scan of the counts in that order places every tile's run of every bin; tile-major counts,
+// read in one run a block, made the host's scans slower than they made these launches
+// faster: bench/RESULTS.md).
 template <int IN_BYTES, int CODE_BYTES>
 __global__ void __launch_bounds__(GH_RADIX_THREADS)
 gh_radix_hist(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low, gh_i64 high,
               const gh_i64* tiles, gh_u64 n, gh_u64 bits, gh_u64 shift, gh_u64 bin_bits,
-              int* counts) {
+              int* counts, gh_u64 blocks) {
     __shared__ int bin_rows[256];
     const int bins = 1 << bin_bits;
     for (int i = threadIdx.x; i < bins; i += blockDim.x) bin_rows[i] = 0;
@@ -84,21 +85,20 @@ gh_radix_hist(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low, gh
         }
     }
     __syncthreads();
-    int* mine = counts + static_cast<gh_u64>(blockIdx.x) * bins;
-    for (int i = threadIdx.x; i < bins; i += blockDim.x) mine[i] = bin_rows[i];
+    for (int i = threadIdx.x; i < bins; i += blockDim.x) counts[i * blocks + blockIdx.x] = bin_rows[i];
 }
 
 // Writes a tile's usable rows (code, row number) to their bins' runs: staged in shared memory
 // in bin order first, then written so that consecutive threads write consecutive places of a
 // run (a scatter writing each row straight to its bin, 32 bins a warp store, ran 5x slower:
-// bench/RESULTS.md). `offsets[block * bins + bin]`: where the tile's run of the bin starts;
-// `counts`: the histogram's (the same order). `rows_in`: the row numbers of the input (null: the input is the
+// bench/RESULTS.md). `offsets[bin * blocks + block]`: where the tile's run of the bin starts;
+// `counts`: the histogram's. `rows_in`: the row numbers of the input (null: the input is the
 // side itself, row i being row i).
 template <int IN_BYTES, int CODE_BYTES>
 __global__ void __launch_bounds__(GH_RADIX_THREADS)
 gh_radix_scatter(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low, gh_i64 high,
                  const int* rows_in, const gh_i64* tiles, gh_u64 n, gh_u64 bits, gh_u64 shift,
-                 gh_u64 bin_bits, const int* counts, const gh_i64* offsets,
+                 gh_u64 bin_bits, const int* counts, const gh_i64* offsets, gh_u64 blocks,
                  typename GhRadix<CODE_BYTES>::Code* codes_out, int* rows_out) {
     typedef GhRadix<CODE_BYTES> R;
     extern __shared__ __align__(16) unsigned char gh_radix_staged[];  // R::STAGED_BYTES
@@ -109,13 +109,12 @@ gh_radix_scatter(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low,
     __shared__ gh_i64 out_at[256];
     const int bins = 1 << bin_bits;
     const int bin = threadIdx.x;  // one bin a thread: bins <= 256 == GH_RADIX_THREADS
-    const gh_u64 tile_bins = static_cast<gh_u64>(blockIdx.x) * bins;
-    const gh_u64 mine = bin < bins ? counts[tile_bins + bin] : 0;
+    const gh_u64 mine = bin < bins ? counts[bin * blocks + blockIdx.x] : 0;
     gh_u64 staged;
     const gh_u64 before = gh_block_exclusive_sum(mine, &staged);
     if (bin < bins) {
         start[bin] = cursor[bin] = static_cast<int>(before);
-        out_at[bin] = offsets[tile_bins + bin];
+        out_at[bin] = offsets[bin * blocks + blockIdx.x];
     }
     __syncthreads();
     gh_i64 first, rows;
