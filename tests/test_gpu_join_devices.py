@@ -94,6 +94,7 @@ def test_a_join_on_a_side_stream_runs_beside_work_on_the_default_stream(shape):
     left = torch.randint(0, 2 * build_rows, (probe_rows,), device="cuda", dtype=dtype,
                          generator=generator)
     side = torch.cuda.Stream()
+    torch.cuda.synchronize()  # the keys, made on the default stream, before `side` reads them
     expected = pairs(gh.join(left, right, stream=side), "inner")  # kernels compiled, pools made
     prepared = gh.JoinBuild(right, stream=side)
     prepared.probe(left, stream=side)
