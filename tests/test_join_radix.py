@@ -162,14 +162,24 @@ def test_the_planner_takes_the_radix_join_for_large_gpu_builds_within_the_budget
     assert few_probes.strategy != "gpu-radix", few_probes
 
 
+def test_the_planner_leaves_the_radix_join_to_gpus_with_the_shared_memory_of_its_tiles(
+        monkeypatch):
+    cuda = torch.device("cuda")
+    for shared, radix in ((48 * 1024, False), (fmt.BLOCK_SHARED_BYTES, True)):
+        monkeypatch.setattr(_join_plan, "block_shared_bytes", lambda device, n=shared: n)
+        plan = _join_plan.plan_join(100_000_000, 100_000_000, how="inner", key_bytes=4,
+                                    device=cuda, memory_budget=40 * 2**30)
+        assert (plan.strategy == "gpu-radix") is radix, (shared, plan)
+
+
 def test_the_kernels_use_the_layout_of_radix_format():
     text = KERNELS.read_text()
-    found = re.search(r"int SLOTS = CODE_BYTES == 4 \? (\d+) : (\d+);", text)
-    assert found and (int(found[1]), int(found[2])) == (fmt.SLOTS[4], fmt.SLOTS[8])
-    found = re.search(r"int TILE = (\d+);", text)
-    assert found and int(found[1]) == fmt.TILE[4] == fmt.TILE[8]
+    for name, table in (("TILE", fmt.TILE), ("SLOTS", fmt.SLOTS)):
+        found = re.search(rf"int {name} = CODE_BYTES == 4 \? (\d+) : (\d+);", text)
+        assert found and (int(found[1]), int(found[2])) == (table[4], table[8]), name
     assert "int STAGED_BYTES = TILE * (CODE_BYTES + 4);" in text
     assert {4: fmt.TILE[4] * 8, 8: fmt.TILE[8] * 12} == fmt.STAGED_BYTES
+    assert fmt.BLOCK_SHARED_BYTES <= 64 * 1024 + 8192  # sm_75 gives 64 KB, later GPUs more
     assert re.search(r"int LIMIT = SLOTS / 4 \* 3;", text)
     assert f"GH_RADIX_PROBE_CHUNK = {fmt.PROBE_CHUNK};" in text
     flags = dict(re.findall(r"GH_RADIX_(MARK_BUILD|HITS_ONLY) = (\d+);", text))
@@ -237,10 +247,12 @@ def test_the_cuda_engines_glue_between_its_launches_places_every_row(monkeypatch
                                                                      bits, code_bytes):
     """radix_cuda.partition's torch glue (the second pass's tiles, every run's offsets, the
     bounds) around emulations of its two kernels, against the CPU engine's partitions: the
-    layout the GPU's launches get is checked without a GPU."""
+    layout the GPU's launches get is checked without a GPU. Small tiles, so that a run of
+    the first pass spans many tiles of the second."""
     from gpuhash.engines import radix_cuda
     monkeypatch.setattr(radix_cuda, "_histogram", emulated_histogram)
     monkeypatch.setattr(radix_cuda, "_scatter", emulated_scatter)
+    monkeypatch.setattr(fmt, "TILE", {4: 256, 8: 128})
     generator = torch.Generator().manual_seed(rows)
     dtype = torch.int32 if code_bytes == 4 else torch.int64
     keys = torch.randint(0, max(rows // 3, 1), (rows,), generator=generator).to(dtype)

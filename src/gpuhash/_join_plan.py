@@ -356,15 +356,27 @@ def radix_bytes(build: int, probe: int, key_bytes: int, fanout: float = 1.0, *,
     return row * (build + 2 * probe) + output + build
 
 
+@functools.cache
+def block_shared_bytes(device: str) -> int:
+    """The most shared memory one block may take on GPU ``device`` (an unbounded stand-in
+    where CUDA is absent: a plan made without a GPU, as the CPU tests make them)."""
+    if not torch.cuda.is_available():
+        return 1 << 62
+    return int(torch.cuda.get_device_properties(torch.device(device))
+               .shared_memory_per_block_optin)
+
+
 def _radix_fits(plan: JoinPlan, build: int, probe: int, key_bytes: int, fanout: float, *,
                 build_fixed: bool) -> bool:
     """Whether ``plan`` becomes a radix join (GPU, a build side of its own, at least
     RADIX_MIN_BUILD_ROWS rows a side, build rows within what the partitions are sized for,
-    rows that fit 4-byte row numbers, and the partitions within the budget); sets its
-    strategy and parts."""
+    rows that fit 4-byte row numbers, a GPU that gives a block the shared memory of the
+    partition passes' tiles, and the partitions within the budget); sets its strategy and
+    parts."""
     if (plan.device.split(":")[0] != "cuda" or build_fixed or not _usable("gpu-radix")
             or not RADIX_MIN_BUILD_ROWS <= build <= _radix_format.max_build_rows(key_bytes)
-            or not RADIX_MIN_BUILD_ROWS <= probe <= _radix_format.MAX_ROWS):
+            or not RADIX_MIN_BUILD_ROWS <= probe <= _radix_format.MAX_ROWS
+            or block_shared_bytes(plan.device) < _radix_format.BLOCK_SHARED_BYTES):
         return False  # (a small probe side is unmeasured: partitioning the build may not pay)
     need = radix_bytes(build, probe, key_bytes, fanout, how=plan.how)
     plan.estimates["radix_bytes"] = need

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import math
 
-TILE = {4: 8192, 8: 8192}       # rows a partition block stages, by code bytes
+TILE = {4: 8192, 8: 4096}       # rows a partition block stages, by code bytes
 STAGED_BYTES = {b: t * (b + 4) for b, t in TILE.items()}  # its dynamic shared memory
+# the shared memory a GPU must let one block take: the larger tile, and a bound on the
+# scatter's own arrays (4,160 bytes for sm_80 and sm_90)
+BLOCK_SHARED_BYTES = max(STAGED_BYTES.values()) + 8192
 SLOTS = {4: 4096, 8: 3072}      # a partition's shared-memory table
 LIMIT = {b: s // 4 * 3 for b, s in SLOTS.items()}  # more build rows: left to the global table
 TARGET = {b: s * 3 // 8 for b, s in SLOTS.items()}  # build rows a partition, on average

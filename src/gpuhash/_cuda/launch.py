@@ -71,13 +71,15 @@ def _shared_config(blocks: int, shared_bytes: int):
 
 @functools.lru_cache(maxsize=64)
 def _allow_shared(kernel, device: int, shared_bytes: int) -> None:
-    """Let ``kernel`` take ``shared_bytes`` of dynamic shared memory a block on GPU ``device``:
-    past 48 KB a launch fails unless the kernel's limit was raised first (once a kernel)."""
+    """Let ``kernel`` take ``shared_bytes`` of dynamic shared memory a block on GPU ``device``
+    (once a kernel and device): past 48 KB less the kernel's static shared memory a launch
+    fails unless the kernel's limit was raised first."""
     from cuda.bindings import driver
 
     attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     handle = kernel.handle
     if isinstance(handle, driver.CUkernel):  # cuda.core loads kernels from a library
+        # (a cuda.core older than 1.x may hand back a context's CUfunction instead)
         (status,) = driver.cuKernelSetAttribute(attribute, shared_bytes, handle,
                                                 driver.CUdevice(device))
     else:
@@ -91,8 +93,7 @@ def launch_with_shared(kernel, rows: int, shared_bytes: int, *args: int, device:
     """:func:`launch` with ``shared_bytes`` of dynamic shared memory a block."""
     if rows <= 0:
         return
-    if shared_bytes > 48 * 1024:
-        _allow_shared(kernel, device, shared_bytes)
+    _allow_shared(kernel, device, shared_bytes)
     _launch_on(device, _shared_config((rows + THREADS - 1) // THREADS, shared_bytes), kernel,
                args)
 

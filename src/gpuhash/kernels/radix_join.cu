@@ -23,10 +23,11 @@ constexpr int GH_RADIX_ITEMS = 1;
 template <int CODE_BYTES>
 struct GhRadix {
     typedef typename GhIf<CODE_BYTES == 4, gh_u32, gh_u64>::type Code;
-    // rows a partition block stages, its codes and rows in dynamic shared memory (64 KB, 96 KB
-    // for 8-byte codes): each tile's run of a bin averages TILE / 256 rows a pass, a 128-byte
-    // line of 4-byte codes at 8192 (half a line at 4096 ran the scatters at about 1 TB/s)
-    static constexpr int TILE = 8192;
+    // rows a partition block stages, its codes and rows in dynamic shared memory (48 KB and
+    // 64 KB, within what every GPU since sm_75 lets a block take): a tile's run of a bin
+    // averages TILE / 256 rows a pass, a 128-byte line of codes (half a line, 4096 rows of
+    // 4-byte codes, ran the scatters 15-25% slower on the H100: bench/RESULTS.md)
+    static constexpr int TILE = CODE_BYTES == 4 ? 8192 : 4096;
     static constexpr int STAGED_BYTES = TILE * (CODE_BYTES + 4);
     // a partition's table: 32 KB (36 KB for 8-byte codes), so several blocks share an SM
     static constexpr int SLOTS = CODE_BYTES == 4 ? 4096 : 3072;
@@ -81,7 +82,9 @@ gh_radix_hist(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low, gh
     for (gh_i64 i = threadIdx.x; i < rows; i += blockDim.x) {
         gh_u64 code;
         if (gh_join_code<IN_BYTES>(keys, valid, first + i, shape, low, high, &code)) {
-            atomicAdd(&bin_rows[gh_radix_bin(code, bits, shift, bin_bits)], 1);
+            // binned as the scatter stages it (CODE_BYTES wide), so the two always agree
+            const gh_u64 staged = static_cast<typename GhRadix<CODE_BYTES>::Code>(code);
+            atomicAdd(&bin_rows[gh_radix_bin(staged, bits, shift, bin_bits)], 1);
         }
     }
     __syncthreads();
@@ -122,14 +125,15 @@ gh_radix_scatter(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low,
     for (gh_i64 i = threadIdx.x; i < rows; i += blockDim.x) {
         gh_u64 code;
         if (!gh_join_code<IN_BYTES>(keys, valid, first + i, shape, low, high, &code)) continue;
-        const gh_u32 b = gh_radix_bin(code, bits, shift, bin_bits);
-        const int at = atomicAdd(&cursor[b], 1);
-        staged_code[at] = static_cast<typename R::Code>(code);
+        const typename R::Code staged_as = static_cast<typename R::Code>(code);
+        const int at = atomicAdd(&cursor[gh_radix_bin(staged_as, bits, shift, bin_bits)], 1);
+        staged_code[at] = staged_as;
         staged_row[at] = rows_in == nullptr ? static_cast<int>(first + i) : rows_in[first + i];
     }
     __syncthreads();
     for (int i = threadIdx.x; i < static_cast<int>(staged); i += blockDim.x) {
-        const gh_u32 b = gh_radix_bin(staged_code[i], bits, shift, bin_bits);  // not staged: room
+        // the bin again from the code (a staged bin would take 2 bytes a row of the tile)
+        const gh_u32 b = gh_radix_bin(staged_code[i], bits, shift, bin_bits);
         const gh_i64 at = out_at[b] + (i - start[b]);
         codes_out[at] = staged_code[i];
         rows_out[at] = staged_row[i];
