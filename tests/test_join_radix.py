@@ -170,6 +170,10 @@ def test_the_planner_leaves_the_radix_join_to_gpus_with_the_shared_memory_of_its
         plan = _join_plan.plan_join(100_000_000, 100_000_000, how="inner", key_bytes=4,
                                     device=cuda, memory_budget=40 * 2**30)
         assert (plan.strategy == "gpu-radix") is radix, (shared, plan)
+        assert ("(gpu-radix) is not taken" in plan.why) is not radix, plan.why
+    tight = _join_plan.plan_join(100_000_000, 100_000_000, how="inner", key_bytes=4,
+                                 device=cuda, memory_budget=2 * 2**30)
+    assert "(gpu-radix) is not taken: both sides' partitions" in tight.why, tight.why
 
 
 def test_the_kernels_use_the_layout_of_radix_format():

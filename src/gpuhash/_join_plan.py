@@ -367,24 +367,29 @@ def block_shared_bytes(device: str) -> int:
 
 
 def _radix_fits(plan: JoinPlan, build: int, probe: int, key_bytes: int, fanout: float, *,
-                build_fixed: bool) -> bool:
+                build_fixed: bool) -> tuple[bool, str]:
     """Whether ``plan`` becomes a radix join (GPU, a build side of its own, at least
     RADIX_MIN_BUILD_ROWS rows a side, build rows within what the partitions are sized for,
     rows that fit 4-byte row numbers, a GPU that gives a block the shared memory of the
-    partition passes' tiles, and the partitions within the budget); sets its strategy and
-    parts."""
+    partition passes' tiles, and the partitions within the budget), and why not where the
+    sides' sizes alone would have taken it (else ""); sets its strategy and parts."""
     if (plan.device.split(":")[0] != "cuda" or build_fixed or not _usable("gpu-radix")
             or not RADIX_MIN_BUILD_ROWS <= build <= _radix_format.max_build_rows(key_bytes)
-            or not RADIX_MIN_BUILD_ROWS <= probe <= _radix_format.MAX_ROWS
-            or block_shared_bytes(plan.device) < _radix_format.BLOCK_SHARED_BYTES):
-        return False  # (a small probe side is unmeasured: partitioning the build may not pay)
+            or not RADIX_MIN_BUILD_ROWS <= probe <= _radix_format.MAX_ROWS):
+        return False, ""  # (a small probe side is unmeasured: partitioning may not pay)
+    declined = "the radix join (gpu-radix) is not taken: "
+    shared = block_shared_bytes(plan.device)
+    if shared < _radix_format.BLOCK_SHARED_BYTES:
+        return False, (f"{declined}this GPU lets a block take {shared} bytes of shared "
+                       f"memory, its partition passes {_radix_format.BLOCK_SHARED_BYTES}")
     need = radix_bytes(build, probe, key_bytes, fanout, how=plan.how)
     plan.estimates["radix_bytes"] = need
     if need > plan.memory_budget:
-        return False
+        return False, (f"{declined}both sides' partitions (~{need} bytes) pass the budget of "
+                       f"{plan.memory_budget} bytes")
     plan.strategy = "gpu-radix"
     plan.parts = 1 << _radix_format.partition_bits(build, key_bytes)
-    return True
+    return True, ""
 
 
 def shared_plan(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
@@ -519,7 +524,9 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                            f"key hash on the host into {parts} parts, each streamed")
         plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
         return plan
-    if _radix_fits(plan, build, probe, key_bytes, fanout, build_fixed=build_fixed):
+    radix, radix_declined = _radix_fits(plan, build, probe, key_bytes, fanout,
+                                        build_fixed=build_fixed)
+    if radix:
         reasons.append(f"both sides' rows ({build} to build) are at least RADIX_MIN_BUILD_ROWS "
                        f"({RADIX_MIN_BUILD_ROWS}), where one table is far past L2, and both "
                        f"sides' partitions (~{plan.estimates['radix_bytes']} bytes) fit the "
@@ -539,6 +546,8 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                            direct=device.type == "cuda")
         reasons.append(f"the table (~{built} bytes) passes half the budget of {budget} "
                        f"bytes, so both sides are split by key hash into {parts} parts")
+    if radix_declined:
+        reasons.append(radix_declined)
     entries = direct_entries(build) if device.type == "cuda" and plan.parts == 1 else 0
     words = ranked_words(build) if device.type == "cuda" and plan.parts == 1 else 0
     if entries:
