@@ -31,6 +31,7 @@ from ._join_matches import _Matches
 from ._join_parts import run_partitioned
 from ._join_plan import HOWS, JoinPlan, plan_join, shared_plan, wants_fanout
 from ._join_radix import run_radix
+from ._join_small import small_join
 from ._table import _resolve_device, stream_context
 from .multimap import MultiMap
 
@@ -533,6 +534,11 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
         >>> gh.join(keys, torch.tensor([3, 4]), how="anti").tolist()
         [0, 1]
     """
+    if (left_valid is None and right_valid is None and memory_budget is None and device is None
+            and stream is None and not explain):
+        result = small_join(left_keys, right_keys, how, table=_RowTable)
+        if result is not None:
+            return result
     how = _check_how(how)
     left, right = _sides(left_keys, right_keys, left_valid, right_valid)
     target = _target(device, left)
