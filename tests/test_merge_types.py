@@ -125,3 +125,45 @@ def test_polars_enum_columns_stay_enums():
         assert got.columns == want.columns
         assert all(got.schema[c] == kinds for c in got.columns if c != "v"), how
         assert sorted(got.rows(), key=repr) == sorted(want.select(got.columns).rows(), key=repr)
+
+
+@pytest.mark.parametrize("how", ["right", "full"])
+@pytest.mark.parametrize("case", ["all-null object", "empty object", "empty category",
+                                  "arrow nulls"])
+def test_a_left_key_column_of_no_values_takes_the_right_keys(how, case):
+    """A left key column Arrow types as null (all None, or pandas' empty object column) or a
+    dictionary of null (an empty category column): right and full joins fill the key column
+    from the right side, as pandas does (a review found these raised ArrowNotImplementedError)."""
+    right = pd.DataFrame({"k": ["x", "y"], "b": [1, 2]})
+    if case == "all-null object":
+        left = pd.DataFrame({"k": [None, None], "a": [1, 2]})
+    elif case == "empty object":
+        left = pd.DataFrame({"k": pd.Series([], dtype=object), "a": pd.Series([], dtype="int64")})
+    elif case == "empty category":
+        left = pd.DataFrame({"k": pd.Series([], dtype="category"),
+                             "a": pd.Series([], dtype="int64")})
+        right["k"] = right["k"].astype("category")
+    else:
+        left = pa.table({"k": pa.nulls(2), "a": [1, 2]})
+        ours = gh.merge(left, pa.Table.from_pandas(right), on="k", how=how).to_pandas()
+        theirs = pd.merge(left.to_pandas(), right, on="k", how="outer" if how == "full" else how)
+        assert _rows(ours, ["k", "a", "b"]) == _rows(theirs, ["k", "a", "b"])
+        return
+    ours = gh.merge(left, right, on="k", how=how)
+    theirs = pd.merge(left, right, on="k", how="outer" if how == "full" else how)
+    assert _rows(ours, ["k", "a", "b"]) == _rows(theirs, ["k", "a", "b"])
+    # and the other way round: the right side of no values
+    ours = gh.merge(right, left, on="k", how="left" if how == "right" else how)
+    theirs = pd.merge(right, left, on="k", how="left" if how == "right" else "outer")
+    assert _rows(ours, ["k", "a", "b"]) == _rows(theirs, ["k", "a", "b"])
+
+
+def test_dict_merges_name_the_column_whose_length_or_type_is_wrong():
+    torch = pytest.importorskip("torch")
+    lengths = r"left dict's columns differ in length: \{'k': 2, 'v': 3\}"
+    with pytest.raises(ValueError, match=lengths):
+        gh.merge({"k": torch.tensor([1, 2]), "v": torch.tensor([1, 2, 3])},
+                 {"k": torch.tensor([1])}, on="k")
+    for left, right, side in (([1.0, 2.0], [1], "left"), ([1, 2], [1.0], "right")):
+        with pytest.raises(TypeError, match=f"key column 'k' of the {side} dict is torch.float32"):
+            gh.merge({"k": torch.tensor(left)}, {"k": torch.tensor(right)}, on="k")

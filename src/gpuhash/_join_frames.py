@@ -330,10 +330,29 @@ def take_arrow(array, rows: GatherMap):
     return array.take(indices)
 
 
+def _valueless(arrow_type) -> bool:
+    """Whether a column of this type can hold nothing but nulls (Arrow's null type, or a
+    dictionary of it)."""
+    import pyarrow.types as pt
+
+    return pt.is_null(arrow_type) or (pt.is_dictionary(arrow_type)
+                                      and pt.is_null(arrow_type.value_type))
+
+
 def coalesce_arrow(left, right):
     """One key column from both sides' gathered keys: the left's value, else the right's."""
     import pyarrow.compute as pc
 
+    if _valueless(left.type) or _valueless(right.type):
+        # a side of no values (all null, or pandas' empty object or category column): its
+        # rows are nulls of the other side's type
+        import pyarrow as pa
+
+        if _valueless(left.type):
+            left = pa.nulls(len(left), right.type)
+        else:
+            right = pa.nulls(len(right), left.type)
+        return pc.coalesce(left, right)
     if left.type != right.type:
         common = coalesced_type(left.type, right.type)
         if common is None:  # a dictionary column and its value type: the left's

@@ -3,11 +3,12 @@
 A strategy is a function registered under a name; the planner considers only the registered
 ones that have a function (join.py registers most; the streamed out-of-core path registers
 its function from _join_stream.py). The model is
-deliberately small: estimated bytes decide what fits the memory budget, estimated costs in
-nanoseconds per row decide among what fits, and every decision is written into the plan's
-``why``. The per-row constants are guesses to be replaced by
-measurements; ``CPU_SMALL_MAX_ROWS``, the crossover below which CUDA inputs are joined on the
-CPU, is measured (none on the H100 host).
+deliberately small: estimated bytes decide what fits the memory budget (one table, its probe
+side in chunks, both sides partitioned, or streamed from host memory), row thresholds measured
+on the H100 decide among what fits (``gpu-radix`` from RADIX_MIN_BUILD_ROWS a side, the CPU below
+``CPU_SMALL_MAX_ROWS``, which is None: no crossover was found on the H100 host), and every
+decision is written into the plan's ``why``. ``COST_NS``'s per-row figures only estimate the
+chosen plan's time for ``explain`` (``estimates["hash_table_ms"]``); they choose nothing.
 
 Example:
     >>> plan = plan_join(1000, 100, how="inner", key_bytes=4, device=torch.device("cpu"))

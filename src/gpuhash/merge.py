@@ -46,6 +46,7 @@ from ._join_frames import (
     take_arrow,
     to_arrow,
 )
+from ._join_keys import BITS
 from ._join_plan import HOWS
 from .join import JoinBuild, join
 
@@ -311,13 +312,19 @@ def _merge_tensors(left, right, on, left_on, right_on, how, suffixes, validate, 
     right_cols = {n: _arrays.as_tensor(v, f"right[{n!r}]") for n, v in right.items()}
     left_keys, right_keys = _key_names(list(left_cols), list(right_cols), on, left_on,
                                        right_on, how)
-    sizes = {n: t.shape[0] for cols in (left_cols, right_cols) for n, (t, _) in cols.items()}
+    for side, cols, names in (("left", left_cols, left_keys), ("right", right_cols, right_keys)):
+        for name in names:
+            if cols[name][0].dtype not in BITS:
+                raise TypeError(f"key column {name!r} of the {side} dict is "
+                                f"{cols[name][0].dtype}: dicts of tensors join on integer key "
+                                f"columns; merge pandas, polars or pyarrow tables to join on "
+                                f"other types")
     rows = []
     for cols, side in ((left_cols, "left"), (right_cols, "right")):
         lengths = {t.shape[0] for t, _ in cols.values()}
         if len(lengths) > 1:
             raise ValueError(f"the {side} dict's columns differ in length: "
-                             f"{ {n: sizes[n] for n in cols} }")
+                             f"{ {n: t.shape[0] for n, (t, _) in cols.items()} }")
         rows.append(lengths.pop() if lengths else 0)
     first = next(iter(left_cols.values()), (torch.zeros(0), _arrays.TORCH))
     device = first[0].device if device is None else torch.device(device)
