@@ -111,3 +111,20 @@ def test_options_strided_keys_and_other_devices_decline_or_join_alike(taken, mon
     assert pairs(gh.join(strided, right), "inner") == want and taken == [True]
     taken.clear()
     assert pairs(gh.join(left, right.long()), "inner") == want and taken == [False]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                    reason="needs two GPUs")
+@pytest.mark.parametrize("kind", ["dense", "sparse", "reserved"])
+def test_the_small_path_on_the_second_gpu(kind, taken):
+    torch.cuda.set_device(0)
+    left, right = _sides(kind, 7)
+    for how in ("inner", "left", "semi", "anti"):
+        for _ in range(2):  # the second from the pool of cuda:1's stream
+            taken.clear()
+            got = gh.join(left.to("cuda:1"), right.to("cuda:1"), how=how)
+            assert taken == [True] and torch.cuda.current_device() == 0
+            first = got if isinstance(got, torch.Tensor) else got[0]
+            assert first.device == torch.device("cuda:1")
+            assert pairs(got, how) == pairs(gh.join(left, right, how=how), how)
