@@ -6,6 +6,7 @@ table refit), and decline everything else."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 import pytest
@@ -13,7 +14,7 @@ import torch
 from join_arrays import pairs
 
 import gpuhash as gh
-from gpuhash import _join_small
+from gpuhash import _join_plan, _join_small
 
 join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
 
@@ -37,13 +38,9 @@ def _sides(kind: str, seed: int, *, build_rows: int = 30000, probe_rows: int = 5
     return left, right
 
 
-def test_the_cpu_and_other_calls_take_the_general_path():
+def test_the_cpu_takes_the_general_path():
     left, right = _sides("sparse", 1)
-    assert _join_small.small_join(left, right, "inner", table=join._RowTable) is None  # CPU
-    assert _join_small.small_join(left, right, "right", table=join._RowTable) is None
-    assert _join_small.small_join(left.long(), right.long(), "inner",
-                                  table=join._RowTable) is None
-    assert _join_small.small_join(left.numpy(), right, "inner", table=join._RowTable) is None
+    assert _join_small.small_join(left, right, "inner", table=join._RowTable) is None
 
 
 # --- the GPU ----------------------------------------------------------------------------
@@ -59,6 +56,13 @@ def taken(monkeypatch):
 
     monkeypatch.setattr(join, "small_join", spy)
     return seen
+
+
+def _expected(left: torch.Tensor, right: torch.Tensor, how: str) -> bool:
+    """Whether gh.join(left, right, how=how) should take the small path, from its plan."""
+    plan = gh.explain_join(left, right, how=how)
+    return (how in _join_small.HOWS and plan.strategy == "hash-table"
+            and (how == "inner" or plan.build_side == "right"))
 
 
 def _general(monkeypatch, *args, **options):
@@ -84,15 +88,64 @@ def test_the_small_path_joins_as_the_general_path(kind, how, taken, monkeypatch)
 
 
 @pytest.mark.gpu
+def test_other_calls_decline_and_bad_ones_fail_as_on_the_general_path(monkeypatch):
+    left, right = (t.cuda() for t in _sides("sparse", 1))
+    decline = functools.partial(_join_small.small_join, table=join._RowTable)
+    assert decline(left, right, "inner") is not None  # the control: taken
+    assert decline(left, right, "right") is None
+    assert decline(left, right, "full") is None
+    assert decline(left.long(), right.long(), "inner") is None
+    assert decline(left.to(torch.uint32), right.to(torch.uint32), "inner") is None
+    assert decline(left.cpu().numpy(), right, "inner") is None
+    assert decline(left, right.cpu(), "inner") is None
+    assert decline(left.view(-1, 2), right, "inner") is None
+    for bad in ((left.view(-1, 2), right), (left, right.cpu())):  # the general path's errors
+        with pytest.raises(ValueError) as small:
+            gh.join(*bad)
+        with pytest.raises(ValueError) as general:
+            _general(monkeypatch, *bad)
+        assert str(small.value) == str(general.value)
+    # a plan of another strategy: the CPU for small inputs (its threshold is in the plan's key)
+    monkeypatch.setitem(_join_plan.CPU_SMALL_MAX_ROWS, "gpuhash-cpu", 10**6)
+    assert gh.explain_join(left, right).strategy == "cpu-small"
+    assert decline(left, right, "inner") is None
+    assert pairs(gh.join(left, right), "inner") == pairs(gh.join(left.cpu(), right.cpu()),
+                                                         "inner")
+
+
+@pytest.mark.gpu
+def test_empty_sides_and_a_side_stream_on_the_small_path(taken):
+    left, right = (t.cuda() for t in _sides("dense", 8))
+    for a, b in ((left[:0], right), (left, right[:0]), (left[:0], right[:0])):
+        for how in _join_small.HOWS:
+            taken.clear()
+            got = gh.join(a, b, how=how)
+            assert taken == [_expected(a, b, how)], (a.shape, b.shape, how)
+            assert pairs(got, how) == pairs(gh.join(a.cpu(), b.cpu(), how=how), how)
+    assert _expected(left, right[:0], "anti")  # an empty build side, on the small path
+    want = pairs(gh.join(left.cpu(), right.cpu()), "inner")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())  # the keys, written on the default stream
+    with torch.cuda.stream(side):  # the pool keeps a table a stream
+        for _ in range(2):
+            taken.clear()
+            got = gh.join(left, right)
+            assert taken == [True]
+            copied = [t.to("cpu", non_blocking=False) for t in got]
+    assert pairs(copied, "inner") == want
+
+
+@pytest.mark.gpu
 def test_an_inner_join_built_on_the_left_side_swaps_the_maps_back(taken, monkeypatch):
     right, left = _sides("sparse", 5)  # the left side is the smaller
+    left[11] = 2**31 - 1  # and holds a key Direct32 cannot code: its table refits
+    right[:7] = 2**31 - 1
     assert gh.explain_join(left.cuda(), right.cuda()).build_side == "left"
+    assert _expected(left.cuda(), right.cuda(), "inner")  # the swap is on the small path
     for how in ("inner", "left", "semi", "anti", "right", "full"):
         taken.clear()
         got = pairs(gh.join(left.cuda(), right.cuda(), how=how), how)
-        built_left = gh.explain_join(left.cuda(), right.cuda(), how=how).build_side == "left"
-        small = how in _join_small.HOWS and (how == "inner" or not built_left)
-        assert taken == ([small] if how in _join_small.HOWS else [False]), how
+        assert taken == [_expected(left.cuda(), right.cuda(), how)], how
         assert got == pairs(gh.join(left, right, how=how), how)
 
 
@@ -117,8 +170,16 @@ def test_options_strided_keys_and_other_devices_decline_or_join_alike(taken, mon
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
                     reason="needs two GPUs")
 @pytest.mark.parametrize("kind", ["dense", "sparse", "reserved"])
-def test_the_small_path_on_the_second_gpu(kind, taken):
+def test_the_small_path_on_the_second_gpu(kind, taken, monkeypatch):
+    before = torch.cuda.current_device()
     torch.cuda.set_device(0)
+    try:
+        _second_gpu_joins(kind, taken)
+    finally:
+        torch.cuda.set_device(before)
+
+
+def _second_gpu_joins(kind: str, taken: list) -> None:
     left, right = _sides(kind, 7)
     for how in ("inner", "left", "semi", "anti"):
         for _ in range(2):  # the second from the pool of cuda:1's stream

@@ -129,7 +129,7 @@ def test_polars_enum_columns_stay_enums():
 
 @pytest.mark.parametrize("how", ["right", "full"])
 @pytest.mark.parametrize("case", ["all-null object", "empty object", "empty category",
-                                  "arrow nulls"])
+                                  "all-null category", "arrow nulls"])
 def test_a_left_key_column_of_no_values_takes_the_right_keys(how, case):
     """A left key column Arrow types as null (all None, or pandas' empty object column) or a
     dictionary of null (an empty category column): right and full joins fill the key column
@@ -143,6 +143,8 @@ def test_a_left_key_column_of_no_values_takes_the_right_keys(how, case):
         left = pd.DataFrame({"k": pd.Series([], dtype="category"),
                              "a": pd.Series([], dtype="int64")})
         right["k"] = right["k"].astype("category")
+    elif case == "all-null category":  # no categories: Arrow types it a dictionary of double
+        left = pd.DataFrame({"k": pd.Series([None, None], dtype="category"), "a": [1, 2]})
     else:
         left = pa.table({"k": pa.nulls(2), "a": [1, 2]})
         ours = gh.merge(left, pa.Table.from_pandas(right), on="k", how=how).to_pandas()
@@ -167,3 +169,28 @@ def test_dict_merges_name_the_column_whose_length_or_type_is_wrong():
     for left, right, side in (([1.0, 2.0], [1], "left"), ([1, 2], [1.0], "right")):
         with pytest.raises(TypeError, match=f"key column 'k' of the {side} dict is torch.float32"):
             gh.merge({"k": torch.tensor(left)}, {"k": torch.tensor(right)}, on="k")
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "right", "outer"])
+@pytest.mark.parametrize("other", [["x", "y"], [1, 2], [1.5, 2.0]], ids=["str", "int", "float"])
+def test_an_all_null_category_key_joins_any_other_key_as_pandas_does(how, other):
+    """pandas' category column of nulls only has no categories (typed float64): it compares
+    with keys of any type, matching none (a review found every how raised against text)."""
+    nulls = pd.DataFrame({"k": pd.Series([None, None], dtype="category"), "a": [1, 2]})
+    keys = pd.DataFrame({"k": other, "b": [1, 2]})
+    for left, right in ((nulls, keys), (keys, nulls)):
+        ours = gh.merge(left, right, on="k", how=how)
+        assert _rows(ours, ["k", "a", "b"]) == _rows(pd.merge(left, right, on="k", how=how),
+                                                     ["k", "a", "b"])
+
+
+@pytest.mark.parametrize("how", ["right", "outer"])
+def test_a_category_of_integers_against_integers_keeps_the_right_keys(how):
+    """A right or full join of a category of integers and an int64 key: the key column takes
+    the right side's keys where the left lacks them (it raised: no cast from int64 into the
+    category's dictionary type)."""
+    left = pd.DataFrame({"k": pd.Categorical([1, 2]), "a": [1, 2]})
+    right = pd.DataFrame({"k": [1, 3], "b": [1, 2]})
+    ours = gh.merge(left, right, on="k", how=how)
+    assert _rows(ours, ["k", "a", "b"]) == _rows(pd.merge(left, right, on="k", how=how),
+                                                 ["k", "a", "b"])

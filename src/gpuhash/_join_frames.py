@@ -161,10 +161,10 @@ def arrow_key_pair(left, right, left_name: str, right_name: str):
     import pyarrow as pa
     import pyarrow.types as pt
 
-    if pt.is_dictionary(left.type):
-        left = left.dictionary_decode()
-    if pt.is_dictionary(right.type):
-        right = right.dictionary_decode()
+    # a column of no values (an empty dictionary: pandas' all-null category) as Arrow's nulls
+    left, right = (pa.nulls(len(c)) if _valueless(c) else
+                   c.dictionary_decode() if pt.is_dictionary(c.type) else c
+                   for c in (left, right))
     if pt.is_null(left.type):  # all nulls, no type of its own (pandas' empty object column)
         left = left.cast(right.type)
     elif pt.is_null(right.type):
@@ -330,25 +330,26 @@ def take_arrow(array, rows: GatherMap):
     return array.take(indices)
 
 
-def _valueless(arrow_type) -> bool:
-    """Whether a column of this type can hold nothing but nulls (Arrow's null type, or a
-    dictionary of it)."""
+def _valueless(array) -> bool:
+    """Whether a column holds nothing but nulls by its make: Arrow's null type, or a
+    dictionary with no values (of the null type, or pandas' all-null category column, whose
+    empty dictionary is typed float64)."""
     import pyarrow.types as pt
 
-    return pt.is_null(arrow_type) or (pt.is_dictionary(arrow_type)
-                                      and pt.is_null(arrow_type.value_type))
+    kind = array.type
+    return pt.is_null(kind) or (pt.is_dictionary(kind) and (pt.is_null(kind.value_type)
+                                                            or len(array.dictionary) == 0))
 
 
 def coalesce_arrow(left, right):
     """One key column from both sides' gathered keys: the left's value, else the right's."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    if _valueless(left.type) or _valueless(right.type):
+    if _valueless(left) or _valueless(right):
         # a side of no values (all null, or pandas' empty object or category column): its
         # rows are nulls of the other side's type
-        import pyarrow as pa
-
-        if _valueless(left.type):
+        if _valueless(left):
             left = pa.nulls(len(left), right.type)
         else:
             right = pa.nulls(len(right), left.type)
@@ -356,7 +357,13 @@ def coalesce_arrow(left, right):
     if left.type != right.type:
         common = coalesced_type(left.type, right.type)
         if common is None:  # a dictionary column and its value type: the left's
-            right = right.cast(left.type)
+            try:
+                right = right.cast(left.type)
+            except pa.ArrowNotImplementedError:  # no cast into it (int64 to a dictionary
+                # of int64): both as plain values, as pandas gives them
+                left, right = (c.dictionary_decode() if pa.types.is_dictionary(c.type) else c
+                               for c in (left, right))
+                return coalesce_arrow(left, right)
         else:
             left, right = left.cast(common), right.cast(common)
     return pc.coalesce(left, right)
