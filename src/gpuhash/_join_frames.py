@@ -346,14 +346,12 @@ def coalesce_arrow(left, right):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if _valueless(left) or _valueless(right):
-        # a side of no values (all null, or pandas' empty object or category column): its
-        # rows are nulls of the other side's type
-        if _valueless(left):
-            left = pa.nulls(len(left), right.type)
-        else:
-            right = pa.nulls(len(right), left.type)
-        return pc.coalesce(left, right)
+    # a side of no values (all null, or pandas' empty object or category column): its rows
+    # are nulls of the other side's type
+    if _valueless(left):
+        return pc.coalesce(pa.nulls(len(left), right.type), right)
+    if _valueless(right):
+        return pc.coalesce(left, pa.nulls(len(right), left.type))
     if left.type != right.type:
         common = coalesced_type(left.type, right.type)
         if common is None:  # a dictionary column and its value type: the left's
