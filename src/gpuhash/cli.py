@@ -129,9 +129,10 @@ def _bench_cache(args, on_gpu: bool) -> dict:
 
 
 CACHE_METHOD = ("HierarchicalKV's: a fresh batch per call (60% present keys), host wall clock "
-                "from the call to the end of a device sync, CUDA events around the call "
-                "beside it; the GPU kept busy 15 s before the first timing, then 1 warm-up "
-                "call + N timed, median; B-KV/s = 2^30 keys/s")
+                "from the call to the end of a device sync, and CUDA events around the call "
+                "in calls of their own; below full load a write's new keys erased after its "
+                "timing; the GPU kept busy 15 s before the first timing, then 1 warm-up call "
+                "+ N timed of each kind, median; B-KV/s = 2^30 keys/s")
 
 BENCH_CACHE = """\
 cache: CacheMap on HierarchicalKV's benchmark workload (u64 keys, f32 x dim values, dim 8, 32
