@@ -14,7 +14,10 @@ kernel times, median of 5 calls).
   each of its two buckets, an OR claiming a slot there, the key and score stored together (16
   bytes), the value row, and one index entry stored in the bucket it read.
 Slots and buckets are random (a hash of the key), rows i with i % 10 < 6 present; the
-minimal floor's key-and-score records fall in a 1 GiB region (64M of them). Needs CuPy.
+minimal floor's key-and-score records fall in a 1 GiB region (64M of them). The floors lean
+low: the regions hold random words, so the layout floor's key CAS never succeeds (no
+write-back), the minimal floor stores its index entry plainly, and the 20 timed calls reuse
+the same addresses. Needs CuPy.
 On the GPU machine, with PYTHONPATH=src:bench/experiments:
     python bench/experiments/cache_write_floor.py"""
 
