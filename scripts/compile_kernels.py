@@ -1,7 +1,7 @@
 """Compile every kernel file for sm_80 and sm_90 with nvcc, warnings as errors (no GPU needed).
 
 Each kernel file is compiled once per architecture with every template instance the CUDA
-engine can ask NVRTC for (engines/cuda.py: kernel_names, for every layout, width and value
+engine can ask NVRTC for (each engine's kernel_names, for every layout, width and value
 type), instantiated by taking their addresses, with includes inlined as NVRTC sees them. Exit
 status 1 if any compile fails.
 """
@@ -16,11 +16,13 @@ from pathlib import Path
 
 import torch
 
-from gpuhash._cache_format import BUCKET_SHAPES, CacheSpec
-from gpuhash._cuda.compile import inline_source
-from gpuhash._format import TableSpec
-from gpuhash.engines import cache_cuda, radix_cuda
-from gpuhash.engines.cuda import kernel_names
+from gpuhash._common.cuda.compile import inline_source
+from gpuhash.cache.cuda import engine as cache_cuda
+from gpuhash.cache.format import BUCKET_SHAPES, CacheSpec
+from gpuhash.join.cuda import engine as join_cuda
+from gpuhash.join.cuda import radix as radix_cuda
+from gpuhash.table.cuda.engine import kernel_names
+from gpuhash.table.format import TableSpec
 
 ARCHS = ("sm_80", "sm_90")
 VALUES = [(None, ()), (torch.int8, ()), (torch.int8, (3,)), (torch.float16, ()),
@@ -31,23 +33,29 @@ VALUES = [(None, ()), (torch.int8, ()), (torch.int8, (3,)), (torch.float16, ()),
 
 def instances() -> dict[str, list[str]]:
     """Kernel file -> every name expression the engine may compile from it."""
-    found: dict[str, list[str]] = {"map.cu": [], "multimap.cu": []}
+    found: dict[str, list[str]] = {"table/kernels/map.cu": [], "table/kernels/multimap.cu": []}
     for key, (value, shape), width in itertools.product((torch.int32, torch.int64), VALUES,
                                                         (4, 8)):
         spec = TableSpec(key_dtype=key, value_dtype=value, value_shape=shape, num_buckets=1,
                          bucket_slots=width)
-        for name, multi in (("map.cu", False), ("multimap.cu", True)):
+        for name, multi in (("table/kernels/map.cu", False), ("table/kernels/multimap.cu", True)):
             for expression in kernel_names(spec, multi=multi).values():
                 if expression not in found[name]:
                     found[name].append(expression)
-    found["cache.cu"] = []
+    found["cache/kernels/cache.cu"] = []
     for (value, shape), width in itertools.product(VALUES[1:], BUCKET_SHAPES):
         spec = CacheSpec(key_dtype=torch.int64, value_dtype=value, value_shape=shape,
                          num_buckets=1, bucket_slots=width)
         for expression in cache_cuda.kernel_names(spec).values():
-            if expression not in found["cache.cu"]:
-                found["cache.cu"].append(expression)
-    found["radix_join.cu"] = list(radix_cuda.kernel_names().values())
+            if expression not in found["cache/kernels/cache.cu"]:
+                found["cache/kernels/cache.cu"].append(expression)
+    found["join/kernels/join.cu"] = []
+    for key, width in itertools.product((torch.int32, torch.int64), (4, 8)):
+        for rows in join_cuda.ROW_DTYPES:
+            spec = TableSpec(key_dtype=key, value_dtype=rows, value_shape=(), num_buckets=1,
+                             bucket_slots=width)
+            found["join/kernels/join.cu"] += join_cuda.kernel_names(spec).values()
+    found["join/kernels/radix_join.cu"] = list(radix_cuda.kernel_names().values())
     return found
 
 
@@ -64,8 +72,9 @@ def compile_one(source: Path, arch: str, label: str) -> bool:
 def main() -> int:
     ok = True
     with tempfile.TemporaryDirectory() as folder:
-        for name, expressions in (*instances().items(), ("bench.cu", []), ("fill.cu", [])):
-            source = Path(folder) / name
+        extra = (("bench/kernels/bench.cu", []), ("_common/kernels/fill.cu", []))
+        for name, expressions in (*instances().items(), *extra):
+            source = Path(folder) / Path(name).name
             # taking each instance's address makes nvcc instantiate (and compile) it
             refs = "".join(f"    (void*)&{e},\n" for e in expressions)
             array = "[[maybe_unused]] static void* gh_instances[]"

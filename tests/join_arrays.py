@@ -8,9 +8,11 @@ import importlib
 
 import torch
 
-from gpuhash import _join_dense, _join_plan
+from gpuhash.join import dense as _join_dense
+from gpuhash.join import plan as _join_plan
+from gpuhash.join.engine import engine_for as join_engine_for
 
-join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
+join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
 
@@ -39,7 +41,7 @@ def engine_build(device, keys: torch.Tensor, valid: torch.Tensor | None, direct_
               else None)
     groups = torch.zeros(join._group_words(multi._state.spec), dtype=torch.int64,
                          device=device)
-    multi._engine.multi_join_build(multi._state, *encoder.kernel_input(*table._build),
+    join_engine_for(multi.device).build(multi._state, *encoder.kernel_input(*table._build),
                                    groups=groups, direct=direct, ranked=ranked)
     table._built = (encoder, multi, None, direct, ranked)
     return table, direct, ranked

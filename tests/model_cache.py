@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import gpuhash as gh
-from gpuhash._cache_format import relocation_limit
-from gpuhash._format import DEFAULT_SEED
+from gpuhash.cache.format import relocation_limit
+from gpuhash.table.format import DEFAULT_SEED
 
 M64, M32 = 2**64 - 1, 2**32 - 1
 RESERVED = (M64, M64 - 1)
@@ -417,7 +417,7 @@ def check_index(cache, *, entries: int | None = None) -> None:
     number of keys stored past it (walking from their home bucket). Nothing to check on the
     CPU. ``entries``: an index bucket's entries (the engine's, by default)."""
     if entries is None:
-        from gpuhash.engines.cache_cuda import INDEX_ENTRIES as entries
+        from gpuhash.cache.cuda.engine import INDEX_ENTRIES as entries
     state = cache._state
     index = state.__dict__.get("_cuda_index")
     if index is None:

@@ -8,9 +8,9 @@ import sys
 import torch
 
 import gpuhash as gh
-from gpuhash import _join_plan
-from gpuhash._join_radix import run_radix
 from gpuhash.bench import ceilings, peers
+from gpuhash.join import plan as _join_plan
+from gpuhash.join.strategies.radix import run_radix
 
 torch.manual_seed(1)
 LAYOUTS = [  # (key dtype, value dtype, value shape): packed, pair, rows, sets
@@ -164,7 +164,7 @@ for width, shape, hbm in ((16, (3,), None), (128, (8,), None), (16, (4,), 4 * 16
     torch.cuda.synchronize()
 # the radix join (gpu-radix): 4- and 8-byte codes, a skewed partition left to the global
 # table, repeated keys whose pairs pass the probe rows (a second launch), semi and full
-joins = sys.modules["gpuhash.join"]
+joins = sys.modules["gpuhash.join.api"]
 for right in (torch.randint(0, 3000, (8000,)), torch.randint(0, 2**40, (8000,))):
     right[:4000] = 7
     left = torch.cat([right[:5000:50], torch.randint(0, 3000, (5000,))])

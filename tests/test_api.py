@@ -229,7 +229,7 @@ def test_load_factor_and_len():
 
 def test_bucket_reads_follow_each_keys_bucket_sequence():
     """The benchmark's probe statistics walk the same sequence as the engines' probe loop."""
-    from gpuhash.engines import cpu as cpu_engine
+    from gpuhash.table.cpu import engine as cpu_engine
 
     table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=5000,
                        max_load_factor=0.99, growable=False, duplicates="any")
@@ -241,7 +241,7 @@ def test_bucket_reads_follow_each_keys_bucket_sequence():
     buckets = index // state.spec.bucket_slots
     reads = cpu_engine.bucket_reads(state, keys, buckets)
     assert int(reads.max()) > 2  # some keys went past their second bucket
-    from gpuhash.engines import _cpu_loops as loops  # the engine's own walk
+    from gpuhash._common.cpu import probe as loops  # the engine's own walk
 
     spec = state.spec
     walked = torch.zeros_like(reads)
@@ -260,7 +260,7 @@ def test_bucket_width_follows_table_size_and_load(monkeypatch):
     """64-byte buckets except small (L2-resident) tables at low load; growth picks again."""
     import dataclasses
 
-    from gpuhash import _format
+    from gpuhash.table import format as _format
 
     spec = _format.TableSpec(key_dtype=torch.int32, value_dtype=torch.int32, value_shape=(),
                              num_buckets=1, max_load_factor=0.5)

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, settings
 from model_cache import CacheModel, check_placement, make_cache_machine
 
 import gpuhash as gh
-from gpuhash._cache_format import POLICIES
-from gpuhash._format import _checksum as gpuhash_checksum
+from gpuhash.cache.format import POLICIES
+from gpuhash.table.format import _checksum as gpuhash_checksum
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -337,7 +337,8 @@ def test_both_cache_engines_offer_the_same_operations_with_the_same_signatures()
     are its kernels' helpers."""
     import inspect
 
-    from gpuhash.engines import cache_cpu, cache_cuda
+    from gpuhash.cache.cpu import engine as cache_cpu
+    from gpuhash.cache.cuda import engine as cache_cuda
 
     def operations(module):
         return {name: list(inspect.signature(f).parameters) for name, f in vars(module).items()
@@ -357,10 +358,10 @@ def test_the_index_sizes_agree_with_its_kernels():
     the largest cache's index buckets stay within the kernels' 32-bit hash range."""
     from model_cache import INDEX_SLOT_BITS
 
-    from gpuhash._cache_format import MAX_SLOTS
-    from gpuhash.engines import cache_cuda
+    from gpuhash.cache.cuda import engine as cache_cuda
+    from gpuhash.cache.format import MAX_SLOTS
 
-    source = (Path(gh.__file__).parent / "kernels" / "cache_index.cuh").read_text()
+    source = (Path(gh.__file__).parent / "cache" / "kernels" / "cache_index.cuh").read_text()
     entries = int(re.search(r"constexpr int GH_INDEX_ENTRIES = (\d+);", source).group(1))
     bits = int(re.search(r"GH_INDEX_SLOT_BITS = (\d+);", source).group(1))
     assert (entries, bits) == (cache_cuda.INDEX_ENTRIES, INDEX_SLOT_BITS)

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, settings
 from model_ops import make_apply_machine, make_multimap_machine
 
 import gpuhash as gh
-from gpuhash.engines import cpu as cpu_engine
+from gpuhash.table.cpu import engine as cpu_engine
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -145,12 +145,12 @@ def test_multimap_queries_of_the_reserved_keys_match_nothing_and_change_nothing(
 def test_both_engines_offer_the_engine_protocol_with_the_same_signatures():
     import inspect
 
-    from gpuhash.engines import Engine
-    from gpuhash.engines import cpu as cpu_module
+    from gpuhash.table.cpu import engine as cpu_module
+    from gpuhash.table.engine import Engine
 
     engines = [cpu_module]
     try:
-        from gpuhash.engines import cuda as cuda_module
+        from gpuhash.table.cuda import engine as cuda_module
     except ImportError:  # cuda.core missing: nothing to compare
         cuda_module = None
     else:
@@ -189,7 +189,7 @@ def test_cpu_claims_do_not_depend_on_the_thread_count():
     by row."""
     import numba
 
-    from gpuhash.engines._cpu_claims import ROWS_PER_THREAD, SERIAL_ROWS
+    from gpuhash.table.cpu.claims import ROWS_PER_THREAD, SERIAL_ROWS
 
     keys = torch.randperm(10**6)[: 4 * max(SERIAL_ROWS, ROWS_PER_THREAD)]
     tables = []

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import types
 
-from gpuhash.engines import _cpu_runtime
+from gpuhash._common.cpu import runtime as _cpu_runtime
 
 THREADED_FINDS = """
 import threading, torch, gpuhash as gh, numba

@@ -16,14 +16,14 @@ import torch
 import gpuhash
 
 # the modules users read: each must show at least one example
-PUBLIC = {"gpuhash", "gpuhash.map", "gpuhash.multimap", "gpuhash._format", "gpuhash.cache",
-          "gpuhash._cache_format", "gpuhash.join", "gpuhash.merge"}
+PUBLIC = {"gpuhash", "gpuhash.table.hash_map", "gpuhash.table.multimap", "gpuhash.table.format",
+          "gpuhash.cache.api", "gpuhash.cache.format", "gpuhash.join.api", "gpuhash.join.merge"}
 # examples in internal modules show the public names, as a user would write them
 NAMES = {"torch": torch, "HashMap": gpuhash.HashMap, "HashSet": gpuhash.HashSet,
          "MultiMap": gpuhash.MultiMap, "CacheMap": gpuhash.CacheMap}
 # code that drives the GPU: its examples (if any) need a device
-NEEDS_CUDA = ("gpuhash._cuda", "gpuhash.engines.cuda", "gpuhash.engines.cache_cuda",
-              "gpuhash._cache_values")
+NEEDS_CUDA = ("gpuhash._common.cuda", "gpuhash.table.cuda", "gpuhash.cache.cuda",
+              "gpuhash.join.cuda", "gpuhash.cache.values")
 
 
 def _module_names() -> list[str]:
@@ -38,7 +38,7 @@ def _needs_cuda(name: str) -> bool:
 def test_the_walk_finds_the_package():
     names = _module_names()
     assert set(names) >= PUBLIC
-    assert set(names) >= {"gpuhash.cli", "gpuhash.bench.harness", "gpuhash.engines.cpu"}
+    assert set(names) >= {"gpuhash.cli", "gpuhash.bench.harness", "gpuhash.table.cpu.engine"}
 
 
 @pytest.mark.parametrize("name", _module_names())

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpuhash import _format
-from gpuhash._format import (
+from gpuhash.table import format as _format
+from gpuhash.table.format import (
     COUNTS_LEN,
     DEFAULT_SEED,
     MAX_BUCKETS,

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from model import make_machine
 
 import gpuhash as gh
-from gpuhash._format import empty_state
+from gpuhash.table.format import empty_state
 
 pytestmark = pytest.mark.gpu
 HERE = Path(__file__).resolve().parent

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 from model_cache import check_placement, make_cache_machine
 
 import gpuhash as gh
-from gpuhash._cache_format import POLICIES
+from gpuhash.cache.format import POLICIES
 
 pytestmark = pytest.mark.gpu
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))

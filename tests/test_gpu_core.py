@@ -202,8 +202,8 @@ def test_a_new_cuda_table_holds_the_bytes_of_a_new_cpu_table(key_dtype, value_dt
     """The CUDA engine makes a table in one allocation set by one kernel (fill.cu); every
     tensor must hold what the format's torch fills make, byte for byte, and the tensors must
     not overlap (a view too long would let one overwrite another)."""
-    from gpuhash._format import TableSpec, empty_state
-    from gpuhash.engines import cuda as cuda_engine
+    from gpuhash.table.cuda import engine as cuda_engine
+    from gpuhash.table.format import TableSpec, empty_state
 
     for load in (0.5, 0.9):
         spec = TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
@@ -335,8 +335,8 @@ def test_last_rows_kernel_matches_cpu_engine(key_dtype, rows, wide, monkeypatch)
     whether keys repeat rarely or often, the sentinel key values included; `wide`: as a batch
     past LAST_ROWS_LIMIT rows would (the limit lowered: 64-bit keys take the instance with
     8-byte rows; 32-bit keys keep their packed one)."""
-    from gpuhash.engines import cpu as cpu_engine
-    from gpuhash.engines import cuda as cuda_engine
+    from gpuhash.table.cpu import engine as cpu_engine
+    from gpuhash.table.cuda import engine as cuda_engine
 
     if wide:
         monkeypatch.setattr(cuda_engine, "LAST_ROWS_LIMIT", 0)
@@ -359,8 +359,9 @@ def test_first_rows_of_a_cache_batch_match_cpu_engine(rows, wide, monkeypatch):
     without mark the rows the CPU engine does, keys repeating rarely or often; `wide`: the
     instance with 8-byte rows that batches past LAST_ROWS_LIMIT rows take (the limit lowered
     here, since such a batch needs about 80 GB)."""
-    from gpuhash.engines import cache_cpu, cache_cuda
-    from gpuhash.engines import cuda as cuda_engine
+    from gpuhash.cache.cpu import engine as cache_cpu
+    from gpuhash.cache.cuda import engine as cache_cuda
+    from gpuhash.table.cuda import engine as cuda_engine
 
     if wide:
         monkeypatch.setattr(cuda_engine, "LAST_ROWS_LIMIT", 0)

@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpuhash as gh
-from gpuhash import _join_plan
-from gpuhash._join_keys import BITS, SIGNED, UNSIGNED
+from gpuhash.join import plan as _join_plan
+from gpuhash.join.engine import engine_for as join_engine_for
+from gpuhash.join.keys import BITS, SIGNED, UNSIGNED
 
-join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
+join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 duckdb = pytest.importorskip("duckdb")
 pd = pytest.importorskip("pandas")
@@ -365,7 +366,7 @@ def test_cuda_edge_cases_match_cpu_engine():
 
 
 def _probe_both(table, probe, valid, code=(0, 0, 0), **options):
-    """multi_join_probe of one table's bytes on the CPU and the CUDA engine: each engine's
+    """the join engine's probe of one table's bytes on the CPU and the CUDA engine: each engine's
     pairs as a sorted list, and its build_hit / probe_hit masks when asked for. ``code``:
     how a probe value becomes a key code (shape, low, high; 0: the column holds codes)."""
     answers = []
@@ -376,7 +377,7 @@ def _probe_both(table, probe, valid, code=(0, 0, 0), **options):
         flags = {name: v for name, v in options.items() if name == "keep_unmatched"}
         marks = {name: torch.zeros(options[name][0], dtype=options[name][1], device=device)
                  for name in options if name not in flags}
-        probe_rows, build_rows, unplaced, _ = t._engine.multi_join_probe(
+        probe_rows, build_rows, unplaced, _ = join_engine_for(t.device).probe(
             t._state, probe.to(device), None if valid is None else valid.to(device), *code,
             **flags, **marks)
         pairs = sorted(zip(probe_rows.tolist(), build_rows.tolist()))
@@ -392,7 +393,7 @@ def _probe_both(table, probe, valid, code=(0, 0, 0), **options):
 def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_dtype, load,
                                                              together, monkeypatch):
     """The probe kernel's paths, against the CPU engine over the same table bytes (built by
-    the CPU engine's multi_join_build): first buckets read by the warp together (the code or
+    the CPU engine's the join engine's build): first buckets read by the warp together (the code or
     none, the bucket with room or full with the key's filter bit clear; forced here, the
     engine does it for tables past L2), the lane's own walk (codes past the first bucket),
     groups of rows (codes held by several rows), keys and values that need all 64 bits, keys
@@ -400,7 +401,7 @@ def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_d
     table's keys, and a last warp of fewer than 32 rows. Loads 0.5 / 0.9 / 0.97 give every
     slot layout and bucket width a join table can have (packed and pair slots, 4- and 8-slot
     buckets)."""
-    from gpuhash.engines import cuda
+    from gpuhash.table.cuda import engine as cuda
 
     monkeypatch.setattr(cuda, "_past_l2", lambda spec: together)
     generator = torch.Generator().manual_seed(int(load * 100) + BITS[key_dtype] + BITS[value_dtype])
@@ -416,7 +417,7 @@ def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_d
                       torch.randint(0, 2**30, (rows - rows // 4 - len(edge),),
                                     generator=generator)])
     groups = torch.zeros(join._group_words(table._state.spec), dtype=torch.int64)
-    table._engine.multi_join_build(table._state, keys.to(key_dtype), None, 0, 0, 0,
+    join_engine_for(table.device).build(table._state, keys.to(key_dtype), None, 0, 0, 0,
                                    groups=groups)
     assert int(groups[0]) > 0  # some codes are groups
     # 64-bit build rows past 2**32 (a value cut to 32 bits would show) for the codes of one
@@ -466,7 +467,7 @@ def test_cpu_small_strategy_joins_on_the_cpu_and_returns_cuda_tensors(monkeypatc
 def test_the_build_tables_spec_is_the_constructors(rows, key_dtype, device):
     """A join's build table skips MultiMap's constructor (host time): it must be the table
     MultiMap(capacity=rows, max_load_factor=LOAD, growable=False) would make."""
-    from gpuhash.join import _build_spec, _RowTable
+    from gpuhash.join.api import _build_spec, _RowTable
 
     made = gh.MultiMap(key_dtype=key_dtype, value_dtype=torch.int32, capacity=max(rows, 1),
                        max_load_factor=_RowTable.LOAD, growable=False, device=device)

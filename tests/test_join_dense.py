@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import gpuhash as gh
-from gpuhash import _join_dense
+from gpuhash.join import dense as _join_dense
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
 
@@ -32,7 +32,7 @@ def both_ways(monkeypatch, *args, **options):
 def chosen(right, valid=None) -> bool:
     import importlib
 
-    join = importlib.import_module("gpuhash.join")
+    join = importlib.import_module("gpuhash.join.api")
     built = gh.JoinBuild(right, right_valid=valid)
     return isinstance(built._table, join.DenseTable)
 

@@ -16,9 +16,9 @@ import torch
 from join_arrays import HOWS, arrays_anywhere, engine_build, pairs
 
 import gpuhash as gh
-from gpuhash import _join_plan
+from gpuhash.join import plan as _join_plan
 
-join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
+join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ def test_gpu_joins_through_the_array_match_the_cpu(how):
 
 def test_the_cpu_twin_reads_rows_past_two_to_the_31():
     """An entry's row is the high half, unsigned: a build row past 2**31 reads back whole."""
-    from gpuhash.engines import cpu
+    from gpuhash.join.cpu import engine as cpu
 
     direct = torch.zeros(2**12 + 1, dtype=torch.int64)
     row, code = 2**31 + 5, 77

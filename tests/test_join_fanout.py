@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpuhash as gh
-from gpuhash import _join_fanout
-from gpuhash._join_fanout import estimate_fanout
-from gpuhash._join_plan import plan_join, wants_fanout
+from gpuhash.join import fanout as _join_fanout
+from gpuhash.join import plan as plan_module
+from gpuhash.join.fanout import estimate_fanout
+from gpuhash.join.plan import plan_join, wants_fanout
 
 CPU = torch.device("cpu")
 
@@ -145,7 +146,7 @@ def test_join_follows_the_plan_with_the_estimate(capsys, monkeypatch):
     gh.join(left, right, memory_budget=64_000, explain=True)
     assert "about 10 build rows match a probe row" in capsys.readouterr().out.lower()
     # the default budget (a share of the free memory), made small
-    monkeypatch.setattr(gh._join_plan, "free_bytes", lambda device: 200_000)
+    monkeypatch.setattr(plan_module, "free_bytes", lambda device: 200_000)
     got = gh.join(left, right, explain=True)
     shown = capsys.readouterr().out
     assert "about 10 build rows match a probe row" in shown.lower() and "chunks of" in shown

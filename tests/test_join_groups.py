@@ -1,6 +1,6 @@
 """A join build stores each key code once; the rows of a code held by several build rows form
-a group (engines: multi_join_build; kernels/join_build.cuh: gh_join_group_rows), so a key held
-many times costs neither the build nor the probe a walk past its copies. Every how, nulls,
+a group (the join engine's build; join/kernels/join_build.cuh: gh_join_group_rows), so a key
+held many times costs neither the build nor the probe a walk past its copies. Every how, nulls,
 both key widths and heavy skew against a pandas reference, on either engine, and the GPU
 engine against the CPU engine."""
 
@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import gpuhash as gh
-from gpuhash import _join_dense
+from gpuhash.join import dense as _join_dense
 
-join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
+join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import gpuhash as gh
-from gpuhash import _join_pool
+from gpuhash.join import pool as _join_pool
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
 ROWS = 6_000  # every build side below: one spec, so each join takes the table of the last

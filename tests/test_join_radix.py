@@ -13,14 +13,14 @@ import pytest
 import torch
 
 import gpuhash as gh
-from gpuhash import _join_plan
-from gpuhash import _radix_format as fmt
-from gpuhash._join_radix import Range32, run_radix
-from gpuhash.engines import radix_cpu
+from gpuhash.join import plan as _join_plan
+from gpuhash.join import radix_format as fmt
+from gpuhash.join.cpu import radix as radix_cpu
+from gpuhash.join.strategies.radix import Range32, run_radix
 
-JOINS = sys.modules["gpuhash.join"]  # the module; gpuhash.join is the function
+JOINS = sys.modules["gpuhash.join.api"]  # the module; gpuhash.join is the function
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
-KERNELS = Path(gh.__file__).parent / "kernels" / "radix_join.cu"
+KERNELS = Path(gh.__file__).parent / "join" / "kernels" / "radix_join.cu"
 
 
 def radix(left, right, how, *, left_valid=None, right_valid=None, nulls_equal=False):
@@ -187,7 +187,7 @@ def test_the_kernels_use_the_layout_of_radix_format():
     assert re.search(r"int LIMIT = SLOTS / 4 \* 3;", text)
     assert f"GH_RADIX_PROBE_CHUNK = {fmt.PROBE_CHUNK};" in text
     flags = dict(re.findall(r"GH_RADIX_(MARK_BUILD|HITS_ONLY) = (\d+);", text))
-    from gpuhash.engines.radix_cuda import JOIN_FLAGS
+    from gpuhash.join.cuda.radix import JOIN_FLAGS
     assert {k.lower(): int(v) for k, v in flags.items()} == JOIN_FLAGS
 
 
@@ -253,7 +253,7 @@ def test_the_cuda_engines_glue_between_its_launches_places_every_row(monkeypatch
     bounds) around emulations of its two kernels, against the CPU engine's partitions: the
     layout the GPU's launches get is checked without a GPU. Small tiles, so that a run of
     the first pass spans many tiles of the second."""
-    from gpuhash.engines import radix_cuda
+    from gpuhash.join.cuda import radix as radix_cuda
     monkeypatch.setattr(radix_cuda, "_histogram", emulated_histogram)
     monkeypatch.setattr(radix_cuda, "_scatter", emulated_scatter)
     monkeypatch.setattr(fmt, "TILE", {4: 256, 8: 128})
@@ -287,7 +287,7 @@ def partitions_by_number(side) -> list:
 @gpu
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_engines_partition_and_pair_the_same_rows(kind):
-    from gpuhash.engines import radix_cuda
+    from gpuhash.join.cuda import radix as radix_cuda
     left, right, left_valid, right_valid = sides(kind, 200_000, torch.Generator().manual_seed(9))
     right_columns = list(right) if isinstance(right, tuple) else [right]
     left_columns = list(left) if isinstance(left, tuple) else [left]

@@ -17,10 +17,10 @@ import torch
 from join_arrays import HOWS, arrays_anywhere, engine_build, pairs
 
 import gpuhash as gh
-from gpuhash import _join_plan
-from gpuhash.engines import cpu
+from gpuhash.join import plan as _join_plan
+from gpuhash.join.cpu import engine as cpu
 
-join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
+join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 
 @pytest.fixture

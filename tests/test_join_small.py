@@ -14,9 +14,10 @@ import torch
 from join_arrays import pairs
 
 import gpuhash as gh
-from gpuhash import _join_plan, _join_small
+from gpuhash.join import plan as _join_plan
+from gpuhash.join.strategies import small as _join_small
 
-join = importlib.import_module("gpuhash.join")  # the module: gh.join is the function
+join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 
 def _sides(kind: str, seed: int, *, build_rows: int = 30000, probe_rows: int = 50000):

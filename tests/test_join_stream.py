@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from test_join import as_pairs, duckdb_join, join_inputs, tensors
 
 import gpuhash as gh
-from gpuhash import _join_plan, _join_stream
-from gpuhash._join_plan import JoinPlan, plan_join
-from gpuhash.join import _Matches, _sides
+from gpuhash.join import plan as _join_plan
+from gpuhash.join.api import _Matches, _sides
+from gpuhash.join.plan import JoinPlan, plan_join
+from gpuhash.join.strategies import stream as _join_stream
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
 

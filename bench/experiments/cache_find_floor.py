@@ -18,7 +18,7 @@ from _timing import back_to_back
 from _workload import filled_cache
 from random_access_ceiling import rate
 
-from gpuhash.engines import cpu
+from gpuhash.table.cpu import engine as cpu
 
 BATCH, DIM, CAP, SLOTS = 1 << 20, 8, 1 << 27, 128
 DEV = torch.device("cuda")

@@ -18,9 +18,9 @@ import torch
 from _timing import back_to_back
 
 import gpuhash as gh
-from gpuhash._cuda.launch import launch
+from gpuhash._common.cuda.launch import launch
 from gpuhash.bench.cache_suite import _random_keys
-from gpuhash.engines import cache_cuda
+from gpuhash.cache.cuda import engine as cache_cuda
 
 DEV = torch.device("cuda")
 BATCH, CALLS = 1 << 20, 200

@@ -11,8 +11,8 @@ import time
 import torch
 
 import gpuhash as gh
-from gpuhash._cuda.launch import launch
-from gpuhash.engines import cache_cuda
+from gpuhash._common.cuda.launch import launch
+from gpuhash.cache.cuda import engine as cache_cuda
 
 DEV = torch.device("cuda")
 N = 1 << 20

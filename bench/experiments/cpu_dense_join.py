@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 import gpuhash as gh
-from gpuhash import _join_dense
+from gpuhash.join import dense as _join_dense
 
 ROWS = 1_000_000
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import torch
 
 import gpuhash as gh
-from gpuhash import _join_plan
+from gpuhash.join import plan as _join_plan
 
 
 def wall_ms(call, runs=31):

@@ -7,11 +7,11 @@ import numpy as np
 import torch
 
 import gpuhash as gh
-from gpuhash._batch import last_occurrence
-from gpuhash._cuda import launch as L
-from gpuhash._cuda.compile import load_module
+from gpuhash._common.batch import last_occurrence
+from gpuhash._common.cuda import launch as L
+from gpuhash._common.cuda.compile import load_module
 from gpuhash.bench.harness import time_host_calls
-from gpuhash.engines import cuda as E
+from gpuhash.table.cuda import engine as E
 
 dev = torch.device("cuda")
 keys = torch.randint(0, 1 << 30, (1000,), device=dev)

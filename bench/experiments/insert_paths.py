@@ -14,7 +14,7 @@ import gpuhash as gh
 from gpuhash.bench.harness import time_host_calls as host_us
 from gpuhash.bench.harness import time_wall_ms as wall_ms
 from gpuhash.bench.map_suite import unique_keys
-from gpuhash.engines import cuda as engine
+from gpuhash.table.cuda import engine
 
 DEVICE = torch.device("cuda")
 

@@ -10,14 +10,15 @@ import importlib
 import torch
 
 import gpuhash as gh
-from gpuhash import _join_pool
-from gpuhash._cuda.launch import launch, launch_cooperative
-from gpuhash._join_keys import build_encoder
-from gpuhash._table import stream_context
+from gpuhash.join import pool as _join_pool
+from gpuhash._common.cuda.launch import launch, launch_cooperative
+from gpuhash.join.keys import build_encoder
+from gpuhash.table.base import stream_context
 from gpuhash.bench.harness import time_gpu, time_host_calls
 from gpuhash.bench.join_suite import FULL, Shape, make_inputs
-from gpuhash.engines import cpu, cuda
-from gpuhash.multimap import MultiMap
+from gpuhash.table.cpu import engine as cpu
+from gpuhash.table.cuda import engine as cuda
+from gpuhash.table.multimap import MultiMap
 
 J = importlib.import_module("gpuhash.join")
 # the CPU engine only to try the script where there is no GPU (its figures mean nothing)

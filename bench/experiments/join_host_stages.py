@@ -10,7 +10,7 @@ import importlib
 import torch
 
 import gpuhash as gh
-from gpuhash._join_keys import build_encoder
+from gpuhash.join.keys import build_encoder
 from gpuhash.bench.harness import time_host_calls
 
 J = importlib.import_module("gpuhash.join")

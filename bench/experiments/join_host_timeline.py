@@ -15,7 +15,7 @@ import torch
 
 import gpuhash as gh
 from gpuhash.bench.join_suite import FULL, Shape, make_inputs
-from gpuhash.engines import cuda
+from gpuhash.table.cuda import engine as cuda
 
 J = importlib.import_module("gpuhash.join")
 DEVICE = torch.device("cuda", 0)

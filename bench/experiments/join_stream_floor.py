@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from gpuhash._join_stream import _ToHost, host_empty
+from gpuhash.join.strategies.stream import _ToHost, host_empty
 from gpuhash.bench.join_stream import link_rates
 
 PAIRS = int(1.5 * (4 << 30)) // 4 // 2  # the suite's inner join: half of 1.61G probe rows

@@ -36,7 +36,7 @@ def main():
               f"out, {r['gb_per_s']:.1f} GB/s, ceiling {r['link_ceiling_s']:.3f} s: "
               f"{r['of_link_ceiling']:.2f} of it", flush=True)
     # the floor: the same join with both sides already in GPU memory, results left there
-    from gpuhash import join
+    from gpuhash.join import api as join
     from gpuhash.bench.harness import time_gpu
     from gpuhash.bench.join_stream import BUILD_ROWS
     build = (torch.randperm(BUILD_ROWS, device=device) * 2).to(torch.int32)

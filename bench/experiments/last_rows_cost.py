@@ -12,7 +12,7 @@ from _timing import back_to_back
 
 import gpuhash as gh
 from gpuhash.bench.cache_suite import _random_keys
-from gpuhash.engines import cache_cuda
+from gpuhash.cache.cuda import engine as cache_cuda
 
 DEV = torch.device("cuda")
 BATCH = 1 << 20

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from cuda.core import Device, Program, ProgramOptions
 
-from gpuhash._cuda.launch import launch
+from gpuhash._common.cuda.launch import launch
 from gpuhash.bench.harness import time_host_calls
 
 SOURCE = r"""

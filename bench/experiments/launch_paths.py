@@ -16,7 +16,7 @@ import torch
 from cuda.bindings import driver
 from cuda.core import Device, Program, ProgramOptions
 
-from gpuhash._cuda.launch import launch
+from gpuhash._common.cuda.launch import launch
 
 SOURCE = r"""
 #define P(i) long long a##i

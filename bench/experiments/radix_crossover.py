@@ -12,7 +12,7 @@ import sys
 import torch
 
 import gpuhash as gh
-from gpuhash import _join_plan
+from gpuhash.join import plan as _join_plan
 from gpuhash.bench.harness import time_gpu
 
 DEV = torch.device("cuda")

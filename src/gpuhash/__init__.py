@@ -8,11 +8,7 @@ Example:
     [1.5]
 """
 
-from . import _join_stream  # noqa: F401  (registers the out-of-core strategy)
-from ._join_plan import JoinPlan
-from ._join_pool import clear as clear_join_cache
-from ._table import TableFullError
-from .cache import (
+from gpuhash.cache.api import (
     ASSIGNED,
     INSERTED,
     INSERTED_EVICTING,
@@ -21,10 +17,14 @@ from .cache import (
     SUPERSEDED,
     CacheMap,
 )
-from .join import JoinBuild, explain_join, join
-from .map import HashMap, HashSet
-from .merge import merge
-from .multimap import MultiMap
+from gpuhash.join.api import JoinBuild, explain_join, join
+from gpuhash.join.merge import merge
+from gpuhash.join.plan import JoinPlan
+from gpuhash.join.pool import clear as clear_join_cache
+from gpuhash.join.strategies import stream as _join_stream  # noqa: F401  (registers the out-of-core strategy)
+from gpuhash.table.base import TableFullError
+from gpuhash.table.hash_map import HashMap, HashSet
+from gpuhash.table.multimap import MultiMap
 
 __all__ = ["ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED", "SUPERSEDED",
            "CacheMap", "HashMap", "HashSet", "JoinBuild", "JoinPlan", "MultiMap", "TableFullError",

@@ -51,8 +51,8 @@ def _header(device_name: str, quick: bool, runs: int, method: str, suite: str = 
 def _bench_map_gpu(args) -> dict:
     from rich.progress import track
 
-    from .bench import ceilings, core_suite, map_suite, peers
-    from .bench.harness import time_host_calls, warm_up_gpu
+    from gpuhash.bench import ceilings, core_suite, map_suite, peers
+    from gpuhash.bench.harness import time_host_calls, warm_up_gpu
 
     device = torch.device("cuda", torch.cuda.current_device())
     runs = args.runs or (5 if args.quick else 9)
@@ -81,7 +81,7 @@ def _bench_map_gpu(args) -> dict:
 
 
 def _host_overhead(device, time_host_calls) -> dict:
-    from . import HashMap
+    from gpuhash import HashMap
 
     # capacity well above the 1K keys, so repeated inserts of them never near the load limit
     # (which would make every insert synchronise to learn the exact count)
@@ -98,7 +98,7 @@ def _host_overhead(device, time_host_calls) -> dict:
 
 
 def _bench_map_cpu(args) -> dict:
-    from .bench import cpu_peers, cpu_suite, peers
+    from gpuhash.bench import cpu_peers, cpu_suite, peers
 
     name = platform.processor() or platform.machine()
     where = "--cpu" if torch.cuda.is_available() else "no CUDA"
@@ -115,7 +115,7 @@ def _bench_map_cpu(args) -> dict:
 
 
 def _bench_cache(args, on_gpu: bool) -> dict:
-    from .bench import cache_suite
+    from gpuhash.bench import cache_suite
 
     if on_gpu:
         device = torch.device("cuda", torch.cuda.current_device())
@@ -193,7 +193,7 @@ def _positive(text: str) -> int:
 
 
 def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    from . import __version__
+    from gpuhash import __version__
 
     parser = argparse.ArgumentParser(prog="gpuhash", description="GPU hash tables for Python")
     parser.add_argument("--version", action="version", version=f"gpuhash {__version__}")
@@ -236,7 +236,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 def _join_files(args, on_gpu: bool) -> int:
     from rich.console import Console
 
-    from ._join_cli import run_join
+    from gpuhash.join.cli import run_join
 
     on = [name.strip() for given in args.on for name in given.split(",") if name.strip()]
     try:
@@ -275,16 +275,16 @@ def main(argv: list[str] | None = None) -> int:
         if path and not Path(path).resolve().parent.is_dir():  # before a long run, too
             bench.error(f"{option} {path}: its directory does not exist")
 
-    from .bench import report as show
+    from gpuhash.bench import report as show
 
     if args.suite == "join":
-        from .bench import join_report, join_suite
+        from gpuhash.bench import join_report, join_suite
 
         report = join_suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu,
                                 header=_header)
         printed, plotted = join_report.print_report, join_report.plot_join
     elif args.suite == "cache":
-        from .bench import cache_report
+        from gpuhash.bench import cache_report
 
         report = _bench_cache(args, on_gpu)
         printed, plotted = cache_report.print_cache, cache_report.plot_cache

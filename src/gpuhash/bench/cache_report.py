@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from .cache_suite import APIS, LOADS
-from .report import console
+from gpuhash.bench.cache_suite import APIS, LOADS
+from gpuhash.bench.report import console
 
 
 def print_cache(report: dict) -> None:

@@ -18,10 +18,9 @@ import time
 
 import torch
 
-from .._cuda.compile import load_module
-from .._cuda.launch import launch
-from ..cache import CacheMap
-from .harness import time_gpu, warm_up_gpu
+from gpuhash._common.cuda.launch import launch
+from gpuhash.bench.harness import bench_kernel, time_gpu, warm_up_gpu
+from gpuhash.cache.api import CacheMap
 
 BATCH = 1 << 20
 HIT_RATE = 0.6
@@ -177,7 +176,7 @@ def _host_gather(cache: CacheMap, present: torch.Tensor, batch: int, runs: int) 
     words = row_bytes // 16
     table_index = (host_slots - values.hbm_slots).contiguous()
     out = torch.empty(host_rows * words * 16, dtype=torch.uint8, device=device)
-    kernel = load_module("bench.cu", (), device.index or 0).get_kernel("gh_gather_rows")
+    kernel = bench_kernel("gh_gather_rows", device)
     ceiling = time_gpu(lambda: launch(kernel, host_rows * words, values.host.data_ptr(),
                                       table_index.data_ptr(), out.data_ptr(), host_rows, words,
                                       device=device), runs=runs)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from .._cuda.compile import load_module
-from .._cuda.launch import launch
-from .harness import Timing, time_gpu
+from gpuhash._common.cuda.launch import launch
+from gpuhash.bench.harness import Timing, bench_kernel, time_gpu
 
 
 def _gather_rate(table_bytes: int, accesses: int, device: torch.device) -> Timing:
@@ -19,7 +18,7 @@ def _gather_rate(table_bytes: int, accesses: int, device: torch.device) -> Timin
     index = torch.randint(0, words, (accesses,), dtype=torch.int64, device=device)
     index = index.to(torch.int32)
     out = torch.empty(accesses, dtype=torch.int64, device=device)
-    kernel = load_module("bench.cu", (), device.index or 0).get_kernel("gh_gather")
+    kernel = bench_kernel("gh_gather", device)
 
     def region():
         launch(kernel, accesses, table.data_ptr(), index.data_ptr(), out.data_ptr(), accesses,

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import HashMap, MultiMap
-from .._cuda.compile import load_module
-from .._cuda.launch import launch
-from .harness import time_gpu
-from .map_suite import unique_keys
+from gpuhash import HashMap, MultiMap
+from gpuhash._common.cuda.launch import launch
+from gpuhash.bench.harness import bench_kernel, time_gpu
+from gpuhash.bench.map_suite import unique_keys
 
 
 def apply_versus_atomics(rows: int, keys: int, device: torch.device, *, runs: int) -> dict:
@@ -40,7 +39,7 @@ def apply_versus_atomics(rows: int, keys: int, device: torch.device, *, runs: in
     words = table.spec.num_slots * table.spec.words_per_slot * 2  # the table's bytes / 4
     buffer = torch.zeros(words, dtype=torch.int32, device=device)
     index = torch.randint(0, words, (rows,), device=device).to(torch.int32)
-    kernel = load_module("bench.cu", (), device.index or 0).get_kernel("gh_atomic_add")
+    kernel = bench_kernel("gh_atomic_add", device)
     atomics = time_gpu(lambda: launch(kernel, rows, buffer.data_ptr(), index.data_ptr(), rows,
                                       device=device), runs=runs)
     ceiling = atomics.rate(rows)
@@ -115,7 +114,7 @@ def embedding_table(capacity: int, batch: int, device: torch.device, *, runs: in
 
 def bare_launch_us(device: torch.device, time_host_calls) -> float:
     """Host time of one launch of an empty kernel through the same launch path."""
-    kernel = load_module("bench.cu", (), device.index or 0).get_kernel("gh_noop")
+    kernel = bench_kernel("gh_noop", device)
     return time_host_calls(lambda: launch(kernel, 1, device=device))
 
 

@@ -22,9 +22,9 @@ import os
 import numpy as np
 import torch
 
-from .. import HashMap
-from .harness import time_cpu
-from .map_suite import unique_keys
+from gpuhash import HashMap
+from gpuhash.bench.harness import time_cpu
+from gpuhash.bench.map_suite import unique_keys
 
 
 def _engine(keys, values, queries, want, runs):

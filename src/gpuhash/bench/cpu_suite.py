@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .. import HashMap
-from .harness import time_cpu
-from .map_suite import TYPES, random_values, same, unique_keys
+from gpuhash import HashMap
+from gpuhash.bench.harness import time_cpu
+from gpuhash.bench.map_suite import TYPES, random_values, same, unique_keys
 
 
 def run(*, quick: bool, runs: int = 5) -> list[dict]:

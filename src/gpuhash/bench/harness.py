@@ -168,3 +168,10 @@ def time_host_calls(call: Callable[[], object], *, calls: int = 2000) -> float:
         call()
     torch.cuda.synchronize()
     return (time.perf_counter() - start) / calls * 1e6
+
+
+def bench_kernel(name: str, device: torch.device):
+    """A kernel of the benchmarks' own file (bench/kernels/bench.cu): ceilings and floors."""
+    from gpuhash._common.cuda.compile import load_module
+
+    return load_module("bench/kernels/bench.cu", (), device.index or 0).get_kernel(name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from .join_suite import FULL, Shape, make_inputs, rows_of, time_host_peers
+from gpuhash.bench.join_suite import FULL, Shape, make_inputs, rows_of, time_host_peers
 
 NAMES = ("J1", "J2", "J3", "J4")
 

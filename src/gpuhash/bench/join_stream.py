@@ -21,8 +21,8 @@ import time
 
 import torch
 
-from ..join import join
-from .harness import time_gpu
+from gpuhash.bench.harness import time_gpu
+from gpuhash.join.api import join
 
 BUILD_ROWS = 10_000_000
 
@@ -84,7 +84,7 @@ def run_streamed(device: torch.device, *, budget_bytes: int, ratio: float = 1.5,
                 "gb_per_s": (in_bytes + out_bytes) / elapsed / 1e9,
                 "link_ceiling_s": ceiling, "of_link_ceiling": ceiling / elapsed}
         if plan is None:
-            from ..join import explain_join
+            from gpuhash.join.api import explain_join
             plan = str(explain_join(keys, build, device=device, memory_budget=budget_bytes))
         del keys
     out["plan"] = plan

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .harness import Timing, time_cpu, time_gpu, time_peer, warm_up_gpu
+from gpuhash.bench.harness import Timing, time_cpu, time_gpu, time_peer, warm_up_gpu
 
 FULL = {"J1": (100_000, 1_000_000), "J2": (1_000_000, 1_000_000),
         "J3": (1_000_000, 10_000_000), "J4": (10_000_000, 100_000_000),
@@ -208,18 +208,18 @@ def run(*, quick: bool, runs: int | None, on_gpu: bool, header) -> dict:
         if on_gpu:
             torch.cuda.empty_cache()
     if not quick:
-        from .join_variants import VARIANTS, run_variant
+        from gpuhash.bench.join_variants import VARIANTS, run_variant
 
         scale = 1 if on_gpu else CPU_SCALE
         report["variants"] = [run_variant(v, device, _timer(device, runs), scale=scale,
                                           runs=runs) for v in VARIANTS]
-        from .join_merge import NAMES, run_merge
+        from gpuhash.bench.join_merge import NAMES, run_merge
 
         names = NAMES if on_gpu else NAMES[:3]
         report["merge"] = [run_merge(n, device, _timer(device, runs), scale=scale, runs=runs)
                            for n in names]
         if on_gpu:  # host keys 1.5x a 4 GiB budget, streamed: beside the host link
-            from .join_stream import run_streamed
+            from gpuhash.bench.join_stream import run_streamed
 
             torch.cuda.empty_cache()
             report["streamed"] = run_streamed(device, budget_bytes=4 << 30)

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .harness import time_peer
-from .join_suite import FULL
+from gpuhash.bench.harness import time_peer
+from gpuhash.bench.join_suite import FULL
 
 SQL = {"inner": "JOIN", "left": "LEFT JOIN", "full": "FULL JOIN", "semi": "SEMI JOIN",
        "anti": "ANTI JOIN"}

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import HashMap
-from ..engines import cpu as cpu_engine
-from .harness import time_gpu, write_back_l2
+from gpuhash import HashMap
+from gpuhash.bench.harness import time_gpu, write_back_l2
+from gpuhash.table.cpu import engine as cpu_engine
 
 TYPES = {
     "u32->u32": (torch.uint32, torch.uint32, ()),

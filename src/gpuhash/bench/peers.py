@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from .. import HashMap
-from .._cuda.compile import load_module
-from .._cuda.launch import launch
-from .harness import time_cpu, time_gpu, write_back_l2
-from .map_suite import random_values, same, unique_keys
+from gpuhash import HashMap
+from gpuhash._common.cuda.compile import load_module
+from gpuhash._common.cuda.launch import launch
+from gpuhash.bench.harness import time_cpu, time_gpu, write_back_l2
+from gpuhash.bench.map_suite import random_values, same, unique_keys
 
 
 def sort_searchsorted(n: int, device: torch.device, *, runs: int) -> dict:
@@ -44,7 +44,7 @@ def sort_searchsorted(n: int, device: torch.device, *, runs: int) -> dict:
 
 def seed_layouts(n: int, device: torch.device, ceiling: float, *, runs: int) -> list[dict]:
     """Seed 000's three versions at load 0.5 (capacity the power of two at or above 2n)."""
-    module = load_module("bench.cu", (), device.index or 0)
+    module = load_module("bench/kernels/bench.cu", (), device.index or 0)
     capacity = 1 << (2 * n - 1).bit_length()
     keys = unique_keys(n, torch.uint32, device).view(torch.int32)
     keys = torch.where(keys == -1, 12345, keys)  # the seed reserves 0xFFFFFFFF

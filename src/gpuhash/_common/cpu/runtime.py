@@ -1,0 +1,88 @@
+"""How the CPU engine runs its numba loops (engines/_cpu_loops.py, _cpu_claims.py): imported on
+first use (numba's import would slow ``import gpuhash``), compiled into a cache directory numba
+can write, and called under a lock where numba's threading layer cannot take two callers at once.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+_LOOPS = None
+_LAYER: str | None = None
+_SERIAL = threading.Lock()
+
+
+def _choose_cache_dir(numba) -> None:
+    """Numba caches compiled loops beside their module, else in the user's cache; where neither
+    is writable (a read-only install run by a user without a home) it refuses to compile a
+    cached function at all. Then use a directory of our own."""
+    if numba.config.CACHE_DIR or os.access(Path(__file__).parent, os.W_OK):
+        return
+    for candidate in (Path.home() / ".cache" / "gpuhash" / "numba",
+                      Path(tempfile.gettempdir()) / f"gpuhash-numba-{os.getuid()}"):
+        try:
+            candidate.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(candidate, os.W_OK):
+            numba.config.CACHE_DIR = str(candidate)
+            return
+
+
+def loops():
+    """The compiled loops module of the tables."""
+    global _LOOPS
+    if _LOOPS is None:
+        import numba
+
+        _choose_cache_dir(numba)
+        from gpuhash._common.cpu import probe as _cpu_loops
+
+        _LOOPS = _cpu_loops
+    return _LOOPS
+
+
+def cache_loops():
+    """The compiled loops module of CacheMap (it calls the tables' hash)."""
+    loops()
+    from gpuhash.cache.cpu import loops as _cpu_cache_loops
+
+    return _cpu_cache_loops
+
+
+def _serialise() -> bool:
+    """numba's fallback threading layer, workqueue (where neither TBB nor OpenMP is present),
+    aborts the process when two threads run parallel loops at once. The layer is chosen by
+    the first parallel loop: until then, serialise too."""
+    global _LAYER
+    if _LAYER is None:
+        try:
+            _LAYER = loops().numba.threading_layer()
+        except ValueError:
+            return True
+    return _LAYER == "workqueue"
+
+
+def claim_loops():
+    """The compiled claims of the tables (they call the tables' probe)."""
+    loops()
+    from gpuhash.table.cpu import claims as _cpu_claims
+
+    return _cpu_claims
+
+
+_CLAIMS = ("claim", "write_rows")
+
+
+def run(name: str, *args):
+    """Call the compiled loop ``name`` (CacheMap's: named cache_*; the claims: _CLAIMS)."""
+    module = (cache_loops() if name.startswith("cache_") else
+              claim_loops() if name in _CLAIMS else loops())
+    function = getattr(module, name)
+    if _serialise():
+        with _SERIAL:
+            return function(*args)
+    return function(*args)

@@ -1,0 +1,559 @@
+"""CacheMap: an evicting key-value store with HierarchicalKV's operations, on either engine.
+
+A fixed number of slots; a full pair of candidate buckets first moves one of its entries to
+that entry's other bucket, and near full load evicts its lowest score instead of refusing the
+insert (_cache_format.py states the rules). What happens to each row comes back
+as a status. Operations on CUDA tensors are ordered on the device: a write waits for every
+earlier operation on any stream, a read for the last write; reads may overlap one another
+(_cache_base.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gpuhash._common import arrays as _arrays
+from gpuhash.cache.base import (  # noqa: F401  (the status constants are re-exported by the package)
+    _SIGN,
+    ACCUMULATE,
+    ASSIGN,
+    ASSIGNED,
+    FIND_OR_INSERT,
+    INSERTED,
+    INSERTED_EVICTING,
+    REFUSED,
+    SKIPPED,
+    SUPERSEDED,
+    UPSERT,
+    CacheCore,
+    _as_u64_int,
+    _Written,
+)
+from gpuhash.cache.format import (
+    BUCKET_SHAPES,
+    CACHE_KEY_DTYPES,
+    DEFAULT_BUCKET_SLOTS,
+    EMPTY_KEY,
+    LOCKED_KEY,
+    MAX_SLOTS,
+    POLICIES,
+    CacheSpec,
+    copy_cache,
+    empty_cache,
+)
+from gpuhash.cache.io import load_cache, save_cache
+from gpuhash.table.base import _resolve_device, stream_context
+
+# value dtypes torch has no addition for, whose accum_or_assign is refused up front
+_NO_ADDITION = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+class CacheMap(CacheCore):
+    """A fixed-capacity key-value cache that evicts the lowest-scored entry when a key's two
+    candidate buckets are full (and none of their entries can move to its other bucket), with
+    HierarchicalKV's operations.
+
+    Keys are int64 or uint64; the two largest uint64 values (int64 -1 and -2) are reserved and
+    refused. Values are rows of ``value_shape``. Scores are uint64, larger is more important:
+
+    - ``lru``: the table's step counter, advanced by every call that sets scores;
+    - ``lfu``: how many calls touched the key (repeats within a batch count once);
+    - ``epoch_lru`` / ``epoch_lfu``: the global epoch (``set_global_epoch``) in the high 32
+      bits; in the low 32 the step counter's low bits (``epoch_lru``, not restarted by a new
+      epoch) or the count within that epoch (``epoch_lfu``);
+    - ``custom``: the caller's ``scores``, required on writes: uint64 tensors, or int64
+      tensors read as the same 64 bits (torch's usual stand-in for uint64), so a negative
+      int64 is a score of at least 2**63, above every non-negative one. (Not checked: a check
+      would read the scores back to the host on every write.)
+
+    A batch that repeats a key applies one row of it: the last (the first for
+    ``find_or_insert``); the others report ``SUPERSEDED`` (``find_or_insert`` gives them the
+    applied row's slot). Slot numbers (``find_index``) stay valid until the next write to the
+    cache: a write may evict an entry and reuse its row, even one another row of the same
+    batch found.
+
+    Args:
+        key_dtype: ``torch.int64`` or ``torch.uint64``.
+        value_dtype: dtype of the values.
+        value_shape: trailing shape of one value.
+        capacity: slots; rounded up to whole buckets. The most the cache holds: past it,
+            inserts evict.
+        initial_capacity: slots to start with (None: ``capacity``); the cache doubles before
+            a write could take its load past 0.75, up to ``capacity`` (a growing cache reads
+            its entry count on each write, a host sync; ``reserve`` grows it ahead).
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+        policy: ``"lru"``, ``"lfu"``, ``"epoch_lru"``, ``"epoch_lfu"`` or ``"custom"``.
+        bucket_slots: slots per bucket, 16 to 128; a key's candidates are two buckets.
+        max_hbm_bytes: GPU memory the value rows may take (CUDA only; None: no limit). The
+            rows of the slots past it, whole buckets, live in pinned host memory that the
+            kernels read and write in place; ``values`` is then a :class:`SplitValues`.
+        seed: hash seed.
+
+    Example:
+        >>> import gpuhash as gh
+        >>> c = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(2,),
+        ...                 capacity=256)
+        >>> c.insert_or_assign(torch.tensor([7, 8]), torch.ones(2, 2)).tolist()
+        [0, 0]
+        >>> values, found = c.find(torch.tensor([8, 9]))
+        >>> values.tolist(), found.tolist()
+        ([[1.0, 1.0], [0.0, 0.0]], [True, False])
+    """
+
+    def __init__(self, *, key_dtype: torch.dtype, value_dtype: torch.dtype,
+                 value_shape: tuple[int, ...] | int = (), capacity: int,
+                 device: str | torch.device = "cpu", policy: str = "lru",
+                 bucket_slots: int = DEFAULT_BUCKET_SLOTS, max_hbm_bytes: int | None = None,
+                 initial_capacity: int | None = None, seed: int | None = None):
+        if key_dtype not in CACHE_KEY_DTYPES:
+            raise TypeError(f"key_dtype must be torch.int64 or torch.uint64, got {key_dtype}")
+        if not isinstance(value_dtype, torch.dtype):
+            raise TypeError(f"value_dtype must be a torch dtype, got {value_dtype!r}")
+        shape = (value_shape,) if isinstance(value_shape, int) else tuple(value_shape)
+        if any(not isinstance(d, int) or isinstance(d, bool) or d < 1 for d in shape):
+            raise ValueError(f"value_shape must hold positive ints, got {value_shape!r}")
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        if capacity > MAX_SLOTS:  # checked here too: a cache may start smaller and grow
+            raise ValueError(f"capacity {capacity} is over the limit of {MAX_SLOTS} slots")
+        if bucket_slots not in BUCKET_SHAPES:
+            raise ValueError(f"bucket_slots must be one of {BUCKET_SHAPES}, got {bucket_slots!r}")
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+        if max_hbm_bytes is not None and (isinstance(max_hbm_bytes, bool) or not isinstance(
+                max_hbm_bytes, int) or max_hbm_bytes < 0):
+            raise ValueError(f"max_hbm_bytes must be a non-negative int or None, got "
+                             f"{max_hbm_bytes!r}")
+        if initial_capacity is None:
+            initial_capacity = capacity
+        if isinstance(initial_capacity, bool) or not isinstance(initial_capacity, int) or not (
+                1 <= initial_capacity <= capacity):
+            raise ValueError(f"initial_capacity must be an int in [1, capacity={capacity}], "
+                             f"got {initial_capacity!r}")
+        buckets = CacheSpec.buckets_for(capacity, bucket_slots)
+        spec = CacheSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
+                         num_buckets=CacheSpec.buckets_for(initial_capacity, bucket_slots),
+                         bucket_slots=bucket_slots, policy=policy,
+                         **({} if seed is None else {"seed": seed}))
+        state = empty_cache(spec, _resolve_device(device), max_hbm_bytes=max_hbm_bytes)
+        self._adopt(state, step=0, epoch=0, max_slots=buckets * bucket_slots,
+                    max_hbm_bytes=max_hbm_bytes)
+
+    # --- writes ---------------------------------------------------------------------------
+    def _write(self, mode: int, keys: Any, values: Any, *, scores: Any, stream: Any,
+               accumulate: Any = None, evict: bool = False, first: bool = False,
+               value_stride: int = 1, out: torch.Tensor | None = None,
+               among: bool | None = None, tick: bool = True) -> _Written:
+        def work():
+            bits, kind = self._keys(keys)
+            rows = bits.shape[0]
+            checked = None
+            if values is not None:
+                checked = (values if value_stride == 0 else self._values(values, rows))
+            given = self._scores(scores, rows)
+            mask = None
+            if accumulate is not None:
+                mask, _ = _arrays.as_tensor(accumulate, "accumulate")
+                if mask.dtype != torch.bool or tuple(mask.shape) != (rows,):
+                    raise ValueError(f"accumulate must be a bool tensor of shape ({rows},), got "
+                                     f"{mask.dtype} {tuple(mask.shape)}")
+                if mask.device != self._device:
+                    raise ValueError(f"accumulate is on {mask.device} but the cache is on "
+                                     f"{self._device}")
+                mask = mask.contiguous()
+            if mode != ASSIGN:
+                self._grow_for(rows)
+            engine, state = self._engine, self._state
+            acting = engine.last_rows(state, bits, first=first)
+            if among is not None:  # only the rows whose accumulate flag is `among` act
+                acting = acting & (mask if among else ~mask)
+            status, index, found, evicted = engine.write(
+                state, mode, bits, acting, values=checked, value_stride=value_stride,
+                scores=given, accumulate=mask, step=self._tick() if tick else self._step,
+                epoch=self._epoch,
+                evict_capacity=max(rows, 1) if evict else 0, out=out)
+            return _Written(bits, kind, acting, checked, mask, status, index, found, evicted)
+        return self._run(work, writes=True, stream=stream)
+
+    def insert_or_assign(self, keys: Any, values: Any, *, scores: Any = None,
+                         stream: Any = None) -> Any:
+        """Insert each key with its value, or assign the value of a present key; a full pair
+        of buckets makes room by moving an entry, or evicts its lowest score. Returns each
+        row's status (int8: ``INSERTED``, ``ASSIGNED``, ``INSERTED_EVICTING``, ``REFUSED``,
+        ``SUPERSEDED``).
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.int32, capacity=64)
+            >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([5], dtype=torch.int32))
+            >>> c.insert_or_assign(torch.tensor([1, 2]), torch.tensor([6, 7], dtype=torch.int32)
+            ...                    ).tolist() == [ASSIGNED, INSERTED]
+            True
+        """
+        done = self._write(UPSERT, keys, values, scores=scores, stream=stream)
+        return _arrays.to_kind(done.status, done.kind)
+
+    def insert_and_evict(self, keys: Any, values: Any, *, scores: Any = None,
+                         stream: Any = None) -> tuple[Any, tuple[Any, Any, Any]]:
+        """As ``insert_or_assign``, and return every entry the call evicted: ``(status,
+        (keys, values, scores))``, compact (synchronises to learn how many).
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=16,
+            ...              bucket_slots=16, policy="custom")
+            >>> _ = c.insert_or_assign(torch.arange(16), torch.zeros(16), scores=torch.arange(16))
+            >>> status, (keys, _, scores) = c.insert_and_evict(
+            ...     torch.tensor([99]), torch.ones(1), scores=torch.tensor([50]))
+            >>> status.tolist() == [INSERTED_EVICTING], keys.tolist(), scores.tolist()
+            (True, [0], [0])
+        """
+        with stream_context(stream, self._device):  # the count is read on the call's stream
+            done = self._write(UPSERT, keys, values, scores=scores, stream=None, evict=True)
+            kind, status = done.kind, done.status
+            ev_keys, ev_values, ev_scores, count = done.evicted
+            n = int(count)
+        out = (self._out_keys(ev_keys[:n]), ev_values[:n], ev_scores[:n].view(torch.uint64))
+        return (_arrays.to_kind(status, kind),
+                tuple(_arrays.to_kind(t, kind) for t in out))
+
+    def assign(self, keys: Any, values: Any = None, *, scores: Any = None,
+               stream: Any = None) -> Any:
+        """Assign values (and, for ``custom``, scores) of present keys only; ``values=None``
+        updates scores alone. Returns found per row: True on the row that assigned (of a key
+        the batch repeats, its last row, which wins; the earlier ones say False).
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
+            >>> _ = c.insert_or_assign(torch.tensor([3]), torch.tensor([1.0]))
+            >>> c.assign(torch.tensor([3, 4]), torch.tensor([2.0, 2.0])).tolist()
+            [True, False]
+        """
+        done = self._write(ASSIGN, keys, values, scores=scores, stream=stream)
+        return _arrays.to_kind(done.found, done.kind)
+
+    def accum_or_assign(self, keys: Any, values: Any, accumulate: Any, *, scores: Any = None,
+                        stream: Any = None) -> Any:
+        """Rows with ``accumulate`` set add their value to a present key's (``SKIPPED`` if
+        the key is absent); then the other rows insert or assign. Returns each row's status.
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
+            >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([1.0]))
+            >>> s = c.accum_or_assign(torch.tensor([1, 2]), torch.tensor([0.5, 9.0]),
+            ...                       torch.tensor([True, True]))
+            >>> s.tolist() == [ASSIGNED, SKIPPED], c.find(torch.tensor([1]))[0].tolist()
+            (True, [1.5])
+        """
+        dtype = self._state.spec.value_dtype
+        if dtype == torch.bool or dtype in _NO_ADDITION:
+            raise TypeError(f"accum_or_assign adds values: a cache of {dtype} values cannot")
+        # the adding rows first, their deltas added before any row of the batch can evict
+        # the entry they found; then the other rows, as an insert_or_assign
+        adding = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
+                             accumulate=accumulate, among=True)
+
+        def add():
+            adds = adding.accumulate & adding.acting & adding.found
+            # unsigned values add as the signed integers of their width (the same bits, as
+            # addition wraps alike), since torch has no addition kernels for them
+            signed = _arrays.SIGNED_VIEW.get(dtype, dtype)
+            given = adding.values.view(signed)
+            shape = (-1,) + (1,) * (given.dim() - 1)
+            delta = torch.where(adds.view(shape), given,
+                                torch.zeros((), dtype=signed, device=given.device))
+            slots = torch.where(adds, adding.index, 0)
+            state = self._state
+            if state.host_values is None:
+                state.values.view(signed).index_add_(0, slots, delta)
+            else:  # the rows of distinct keys: distinct slots, so gather-add-scatter is one add
+                slots = torch.where(adds, adding.index, -1)
+                summed = self._engine.gather(state, slots).view(signed) + delta
+                self._engine.scatter(state, slots, summed.view(dtype))
+        self._run(add, writes=True, stream=stream)
+        rest = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
+                           accumulate=accumulate, among=False, tick=False)  # one call, one step
+        status = torch.where(adding.accumulate, adding.status, rest.status)
+        return _arrays.to_kind(status, adding.kind)
+
+    def _init_rows(self, init: Any, rows: int) -> tuple[torch.Tensor, int]:
+        spec = self._state.spec
+        tensor = init if isinstance(init, torch.Tensor) else None
+        if tensor is None and getattr(init, "ndim", 0) == len(spec.value_shape) + 1:
+            tensor, _ = _arrays.as_tensor(init, "init")  # NumPy / CuPy / DLPack rows per key
+        if tensor is not None and tensor.dim() == len(spec.value_shape) + 1:
+            return self._values(tensor, rows, name="init"), 1
+        row = _arrays.cached_default_row(self._defaults, init, spec, self._device,
+                                         self._device_index, name="init")
+        return row.reshape(1, *spec.value_shape), 0
+
+    def _find_or_insert(self, keys: Any, init: Any, scores: Any, stream: Any, *,
+                        copy: bool) -> tuple[str, torch.Tensor | None, torch.Tensor,
+                                             torch.Tensor]:
+        # the init row and the output are made on the call's stream, as its kernels run there
+        with stream_context(stream, self._device):
+            return self._find_or_insert_here(keys, init, scores, copy=copy)
+
+    def _find_or_insert_here(self, keys: Any, init: Any, scores: Any, *,
+                             copy: bool) -> tuple[str, torch.Tensor | None, torch.Tensor,
+                                                  torch.Tensor]:
+        stream = None
+        bits, kind = self._keys(keys)
+        rows, stride = self._init_rows(init, bits.shape[0])
+        spec = self._state.spec
+        out = bits.new_empty((bits.shape[0], *spec.value_shape), dtype=spec.value_dtype)
+        done = self._write(FIND_OR_INSERT, self._out_keys(bits), rows, scores=scores,
+                           stream=stream, first=True, value_stride=stride,
+                           out=out if copy else None)
+
+        def repeats():  # rows after a key's first get its slot (and value) as it stands now
+            state = self._state
+            if copy:  # (the acting rows' values were copied by the write itself)
+                self._engine.lookup(state, done.bits, only=~done.acting, index=done.index,
+                                    found=done.found, default=rows, default_stride=stride,
+                                    out=out)
+                return
+            # and another row of the call may have moved the entry an acting row found or
+            # placed to its other bucket, or evicted it: that row's slot as the call leaves it
+            self._engine.lookup(state, done.bits, verify=done.acting, index=done.index,
+                                found=done.found)
+        self._run(repeats, writes=False, stream=stream)
+        return kind, out if copy else None, done.index, done.found
+
+    def find_or_insert(self, keys: Any, *, init: Any = 0, scores: Any = None,
+                       stream: Any = None) -> tuple[Any, Any]:
+        """Each key's value, inserting absent keys with ``init`` (a scalar, one row, or a row
+        per key) first. Returns (values, found): found says the row found its key rather
+        than inserting it (a refused insert gives ``init`` and found False); a repeated key's
+        later rows look after its first row, so they find what it inserted, unless another
+        row of the call evicted it (at full load rows of one call may evict each other's
+        entries: README, "CacheMap"). A repeated key's first row acts and
+        gets the value it found or inserted, even if another row of the same call evicts that
+        entry (``find_or_insert_index`` then gives -1 for it); its later rows get the value
+        as the call leaves it.
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
+            >>> values, found = c.find_or_insert(torch.tensor([4, 4]), init=2.0)
+            >>> values.tolist(), found.tolist()
+            ([2.0, 2.0], [False, True])
+        """
+        kind, values, _, found = self._find_or_insert(keys, init, scores, stream, copy=True)
+        return _arrays.to_kind(values, kind), _arrays.to_kind(found, kind)
+
+    def find_or_insert_index(self, keys: Any, *, init: Any = 0, scores: Any = None,
+                             stream: Any = None) -> tuple[Any, Any]:
+        """As ``find_or_insert``, returning each key's slot (row of ``values``) as the call
+        leaves it instead of a copy of its value: -1 where the key was refused, or evicted by
+        another row of the same call.
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
+            >>> index, found = c.find_or_insert_index(torch.tensor([5]), init=1.5)
+            >>> c.values[index].tolist(), found.tolist()
+            ([1.5], [False])
+        """
+        kind, _, index, found = self._find_or_insert(keys, init, scores, stream, copy=False)
+        return _arrays.to_kind(index, kind), _arrays.to_kind(found, kind)
+
+    # --- reads ----------------------------------------------------------------------------
+    def _lookup(self, keys: Any, *, copy: bool, default: Any, update_scores: bool,
+                stream: Any):
+        # a 'custom' score comes from the caller's scores= alone: a touch without one leaves
+        # it (the policy's rule would write 0, making the entry the first to go)
+        update_scores = update_scores and self.policy != "custom"
+
+        def work():
+            bits, kind = self._keys(keys)
+            engine, state = self._engine, self._state
+            row = self._default(default) if copy else None
+            update, step = None, 0
+            if update_scores:
+                update, step = engine.last_rows(state, bits), self._tick()
+            out, index, found = engine.lookup(state, bits, update=update, step=step,
+                                              epoch=self._epoch, default=row)
+            return kind, out, index, found
+        return self._run(work, writes=update_scores, stream=stream)
+
+    def find(self, keys: Any, *, default: Any = 0, update_scores: bool = False,
+             stream: Any = None) -> tuple[Any, Any]:
+        """Each key's value (``default`` where absent) and a found mask; with
+        ``update_scores`` a found key's score is touched as a write would (not under policy
+        ``custom``, whose scores come from the caller's ``scores=`` alone).
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
+            >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
+            >>> c.find(torch.tensor([1, 2]), default=-1.0)[0].tolist()
+            [3.0, -1.0]
+        """
+        kind, out, _, found = self._lookup(keys, copy=True, default=default,
+                                           update_scores=update_scores, stream=stream)
+        return _arrays.to_kind(out, kind), _arrays.to_kind(found, kind)
+
+    def find_index(self, keys: Any, *, update_scores: bool = False,
+                   stream: Any = None) -> tuple[Any, Any]:
+        """Each key's slot (its row of ``values``; -1 where absent) and a found mask.
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
+            >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
+            >>> index, found = c.find_index(torch.tensor([1]))
+            >>> c.values[index].tolist()
+            [3.0]
+        """
+        kind, _, index, found = self._lookup(keys, copy=False, default=None,
+                                             update_scores=update_scores, stream=stream)
+        return _arrays.to_kind(index, kind), _arrays.to_kind(found, kind)
+
+    def contains(self, keys: Any, *, stream: Any = None) -> Any:
+        """True where the key is in the cache.
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
+            >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
+            >>> c.contains(torch.tensor([1, 2])).tolist()
+            [True, False]
+        """
+        kind, _, _, found = self._lookup(keys, copy=False, default=None, update_scores=False,
+                                         stream=stream)
+        return _arrays.to_kind(found, kind)
+
+    # --- removal and bulk -----------------------------------------------------------------
+    def erase(self, keys: Any, *, stream: Any = None) -> Any:
+        """Remove each key; True on the row that removed it.
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
+            >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
+            >>> c.erase(torch.tensor([1, 1, 2])).tolist()
+            [True, False, False]
+        """
+        def work():
+            bits, kind = self._keys(keys)
+            return kind, self._engine.erase(self._state, bits)
+        kind, erased = self._run(work, writes=True, stream=stream)
+        return _arrays.to_kind(erased, kind)
+
+    def _live(self) -> torch.Tensor:
+        keys = self._state.keys
+        return (keys != EMPTY_KEY) & (keys != LOCKED_KEY)
+
+    def erase_if(self, *, max_score: int, stream: Any = None) -> int:
+        """Remove every entry whose score is at most ``max_score``; returns how many
+        (synchronises).
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
+            ...              policy="custom")
+            >>> _ = c.insert_or_assign(torch.tensor([1, 2]), torch.zeros(2),
+            ...                        scores=torch.tensor([10, 20]))
+            >>> c.erase_if(max_score=15), len(c)
+            (1, 1)
+        """
+        limit = _as_u64_int(max_score, "max_score")
+
+        def work():
+            state = self._state
+            doomed = self._live() & ((state.scores ^ _SIGN) <= (limit - 2**63))
+            state.keys.masked_fill_(doomed, EMPTY_KEY)
+            state.digests.masked_fill_(doomed, 0)
+            state.scores.masked_fill_(doomed, 0)
+            self._engine.refresh(state)
+            gone = doomed.sum()
+            state.counts[0] -= gone
+            return int(gone)
+        return self._run(work, writes=True, stream=stream)
+
+    def export(self, *, offset: int = 0, count: int | None = None, min_score: int | None = None,
+               stream: Any = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The live entries among slots ``[offset, offset + count)`` (all by default) whose
+        score is at least ``min_score``: (keys, values, scores), in slot order.
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
+            >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
+            >>> keys, values, scores = c.export()
+            >>> keys.tolist(), values.tolist()
+            ([1], [3.0])
+        """
+        slots = self.capacity
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= slots:
+            raise ValueError(f"offset must be an int in [0, {slots}], got {offset!r}")
+        if count is None:
+            count = slots - offset
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"count must be a non-negative int, got {count!r}")
+        floor = None if min_score is None else _as_u64_int(min_score, "min_score")
+
+        def work():
+            state = self._state
+            part = slice(offset, min(slots, offset + count))
+            keep = self._live()[part]
+            if floor is not None:
+                keep &= (state.scores[part] ^ _SIGN) >= floor - 2**63
+            at = keep.nonzero().flatten() + part.start
+            return (self._out_keys(state.keys[at]), self._engine.gather(state, at),
+                    state.scores[at].view(torch.uint64))
+        return self._run(work, writes=False, stream=stream)
+
+    def set_global_epoch(self, epoch: int) -> None:
+        """The epoch the ``epoch_*`` policies write into the high 32 bits of scores.
+
+        Example:
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
+            ...              policy="epoch_lru")
+            >>> c.set_global_epoch(3)
+            >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([0.0]))
+            >>> int(c.scores.view(torch.int64).max()) >> 32
+            3
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 2**32:
+            raise ValueError(f"epoch must be an int in [0, 2**32), got {epoch!r}")
+        self._epoch = epoch
+
+    def clear(self, *, stream: Any = None) -> None:
+        """Remove every entry (the capacity stays)."""
+        def work():
+            state = self._state
+            state.keys.fill_(EMPTY_KEY)
+            state.digests.zero_()
+            state.scores.zero_()
+            state.counts.zero_()
+            self._engine.refresh(state)
+        self._run(work, writes=True, stream=stream)
+
+    # --- moving and files -----------------------------------------------------------------
+    def to(self, device: str | torch.device) -> CacheMap:
+        """A new cache with the same bytes on ``device`` (this one is unchanged), keeping
+        ``max_hbm_bytes``."""
+        target = _resolve_device(device)
+        if self._device.type == "cuda":  # every stream: the last write may be on another
+            torch.cuda.synchronize(self._device)
+        other = CacheMap.__new__(CacheMap)
+        other._adopt(copy_cache(self._state, target, max_hbm_bytes=self._max_hbm_bytes),
+                     step=self._step, epoch=self._epoch, max_slots=self._max_slots,
+                     max_hbm_bytes=self._max_hbm_bytes)
+        return other
+
+    def save(self, path: Any) -> None:
+        """Write the cache to ``path`` (its bytes, the step counter, the epoch and
+        ``max_capacity``)."""
+        if self._device.type == "cuda":  # every stream: the last write may be on another
+            torch.cuda.synchronize(self._device)
+        save_cache(self._state, path, step=self._step, epoch=self._epoch,
+                   max_slots=self._max_slots)
+
+    @classmethod
+    def load(cls, path: Any, *, device: str | torch.device = "cpu",
+             max_hbm_bytes: int | None = None) -> CacheMap:
+        """Read a cache written by ``save``, onto ``device``, its value rows past
+        ``max_hbm_bytes`` in host memory. It may grow up to the ``max_capacity`` it was saved
+        with (a file of format version 1, which did not record it, cannot grow)."""
+        state, step, epoch, max_slots = load_cache(path, _resolve_device(device),
+                                                   max_hbm_bytes=max_hbm_bytes)
+        cache = cls.__new__(cls)
+        cache._adopt(state, step=step, epoch=epoch, max_slots=max_slots,
+                     max_hbm_bytes=max_hbm_bytes)
+        return cache
+

@@ -1,0 +1,1 @@
+"""The cache's CPU engine (numba loops over the cache format)."""

@@ -1,0 +1,267 @@
+"""The CPU engine's loops for CacheMap, compiled by numba: the scalar twin of kernels/cache.cuh,
+one row at a time as one CUDA thread runs it, over the bytes _cache_format.py describes.
+
+Arrays arrive as NumPy views: keys and scores as uint64, digests as uint8, value rows as uint8
+``(slots, value_bytes)``. A write runs in the CUDA engine's two passes (its two launches):
+every row that finds its key or a free slot, then the rows whose two buckets were full, each
+pass in row order on one thread; so the outcome is the sequential one the CUDA engine's racing
+rows approximate (which slot a new key takes, which of two equal lowest scores goes, may
+differ there; what each row reports may not). Near the relocation limit the two may also
+differ in whether a row moves an entry or evicts: here the count is read before each row,
+there once per warp of the evict launch, by every resident warp about together.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from gpuhash._common.cpu.probe import _mix64, _range
+
+# score policies (kernels/cache.cuh: GH_LRU ...)
+LRU, LFU, EPOCH_LRU, EPOCH_LFU, CUSTOM = 0, 1, 2, 3, 4
+# write modes (kernels/cache.cuh: GH_UPSERT ...)
+UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE = 0, 1, 2, 3
+# row status (cache.py: INSERTED ...)
+INSERTED, ASSIGNED, INSERTED_EVICTING, REFUSED, SKIPPED, SUPERSEDED = 0, 1, 2, 3, 4, 5
+_TO_EVICT = 6  # within cache_write only: a row whose two buckets were full in its first pass
+
+_EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
+_RESERVED = np.uint64(0xFFFFFFFFFFFFFFFE)  # this and _EMPTY: no entry may hold them
+_M32 = np.uint64(0xFFFFFFFF)
+_JIT = {"cache": True, "nogil": True}
+
+
+@numba.njit(inline="always", **_JIT)
+def cache_home(key, seed, num_buckets):
+    """(b1, b2, digest) of a key: the core's two buckets, and 8 bits of a second mix of its
+    hash (bits no bucket choice uses), never 0 (the digest of a free slot)."""
+    h = _mix64(key ^ seed)
+    digest = np.uint8(_mix64(h) >> np.uint64(56))
+    if digest == 0:
+        digest = np.uint8(1)
+    return _range(h, num_buckets), _range(h >> np.uint64(32), num_buckets), digest
+
+
+@numba.njit(inline="always", **_JIT)
+def _in_bucket(keys, digests, width, bucket, key, digest):
+    base = bucket * width
+    for lane in range(width):
+        if digests[base + lane] == digest and keys[base + lane] == key:
+            return base + lane
+    return -1
+
+
+@numba.njit(inline="always", **_JIT)
+def locate(keys, digests, width, b1, b2, key, digest):
+    """The slot holding key among its two buckets, -1 if none."""
+    slot = _in_bucket(keys, digests, width, b1, key, digest)
+    if slot < 0 and b2 != b1:
+        slot = _in_bucket(keys, digests, width, b2, key, digest)
+    return slot
+
+
+@numba.njit(inline="always", **_JIT)
+def _slot_of(keys, digests, width, num_buckets, seed, key):
+    """The slot holding key, -1 if none (always -1 for the two reserved keys)."""
+    if key >= _RESERVED:
+        return -1
+    b1, b2, digest = cache_home(key, seed, num_buckets)
+    return locate(keys, digests, width, b1, b2, key, digest)
+
+
+@numba.njit(inline="always", **_JIT)
+def _first_free(digests, width, bucket):
+    """(first free slot, free slots) of a bucket."""
+    base = bucket * width
+    first, free = -1, 0
+    for lane in range(width - 1, -1, -1):
+        if digests[base + lane] == 0:
+            first = base + lane
+            free += 1
+    return first, free
+
+
+@numba.njit(inline="always", **_JIT)
+def _lowest(scores, width, bucket, best, best_score):
+    base = bucket * width
+    for lane in range(width):
+        if best < 0 or scores[base + lane] < best_score:
+            best, best_score = base + lane, scores[base + lane]
+    return best, best_score
+
+
+@numba.njit(inline="always", **_JIT)
+def new_score(policy, old, present, given, step, epoch):
+    """A key's score after this call touched it (present: it was in the table)."""
+    if policy == LRU:
+        return step
+    if policy == LFU:
+        if not present:
+            return np.uint64(1)
+        return old + np.uint64(1) if old != _EMPTY else old
+    if policy == EPOCH_LRU:
+        return (epoch << np.uint64(32)) | (step & _M32)
+    if policy == EPOCH_LFU:
+        count = np.uint64(1)
+        if present and (old >> np.uint64(32)) == epoch:
+            count = min((old & _M32) + np.uint64(1), _M32)
+        return (epoch << np.uint64(32)) | count
+    return given
+
+
+@numba.njit(inline="always", **_JIT)
+def _movable(keys, digests, width, num_buckets, seed, b1, b2, digest):
+    """(slot of an entry of b1 or b2 that can move to its other bucket, the free slot it would
+    take there), or (-1, -1): of 16 candidates a bucket, the one whose other bucket has the
+    most free slots, the earliest on a tie (_cache_format.py)."""
+    step = width // 16
+    offset = np.int64(digest) % step
+    best, target, most = -1, -1, 0
+    for which in range(2 if b2 != b1 else 1):
+        bucket = b2 if which else b1
+        for i in range(16):
+            slot = bucket * width + i * step + offset
+            c1, c2, _ = cache_home(keys[slot], seed, num_buckets)
+            if c1 == c2:
+                continue
+            first, free = _first_free(digests, width, c2 if bucket == c1 else c1)
+            if free > most:
+                best, target, most = slot, first, free
+    return best, target
+
+
+@numba.njit(inline="always", **_JIT)
+def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limit, b1, b2,
+           key, digest, score, row, ev_keys, ev_values, ev_scores, evicted, may_evict):
+    """Put an absent key in a free slot of b1 or b2, or (``may_evict``) in a slot an entry
+    left for its other bucket (below ``limit`` entries), or in place of their lowest score.
+    Returns (slot or -1, status: _TO_EVICT where both buckets are full and not
+    ``may_evict``); the evicted entry goes to ev_* when they have room."""
+    free1, count1 = _first_free(digests, width, b1)
+    free2, count2 = _first_free(digests, width, b2)
+    slot, status = free1, INSERTED
+    if count2 > count1:
+        slot = free2
+    if slot < 0 and not may_evict:
+        return -1, _TO_EVICT
+    if slot < 0 and counts[0] < limit:
+        slot, target = _movable(keys, digests, width, num_buckets, seed, b1, b2, digest)
+        if slot >= 0:
+            keys[target] = keys[slot]
+            digests[target] = digests[slot]
+            scores[target] = scores[slot]
+            values[target, :] = values[slot, :]
+    if slot < 0:
+        slot, lowest = _lowest(scores, width, b1, -1, np.uint64(0))
+        if b2 != b1:
+            slot, lowest = _lowest(scores, width, b2, slot, lowest)
+        if score < lowest:
+            return -1, REFUSED
+        status = INSERTED_EVICTING
+        at = evicted[0]
+        if at < ev_keys.shape[0]:
+            ev_keys[at] = keys[slot]
+            ev_scores[at] = scores[slot]
+            ev_values[at, :] = values[slot, :]
+        evicted[0] = at + 1
+    else:
+        counts[0] += 1
+    keys[slot] = key
+    digests[slot] = digest
+    scores[slot] = score
+    values[slot, :] = row
+    return slot, status
+
+
+@numba.njit(**_JIT)
+def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed, limit, policy,
+                step, epoch, mode, rows, acting, accumulate, given, in_values, value_stride,
+                has_values, status, index, found, out, copy_out, ev_keys, ev_values, ev_scores,
+                evicted):
+    """Apply each acting row of a write (mode UPSERT, FIND_OR_INSERT, ASSIGN or ACCUMULATE) in
+    two passes, as the CUDA engine's two launches (kernels/cache.cu): first every row in row
+    order finds its key or takes a free slot, then the rows whose two buckets were full move
+    an entry or evict, in row order; so every row sees its key as it was before the call's
+    evictions. status / index / found per acting row, and with ``copy_out`` its value as it
+    found it, else its own. in_values row r is read at r * value_stride (0: one row for all).
+    ACCUMULATE rows with accumulate[r] set only locate their key (the caller adds to the
+    value) and are SKIPPED when it is absent; the other rows are UPSERTs."""
+    for r in range(rows.shape[0]):
+        if not acting[r]:
+            status[r] = SUPERSEDED
+            index[r] = -1
+            found[r] = False
+            continue
+        key = rows[r]
+        mine = in_values[r * value_stride, :]
+        if copy_out:
+            out[r, :] = mine
+        if key >= _RESERVED:
+            status[r] = REFUSED
+            index[r] = -1
+            found[r] = False
+            continue
+        b1, b2, digest = cache_home(key, seed, num_buckets)
+        slot = locate(keys, digests, width, b1, b2, key, digest)
+        present = slot >= 0
+        found[r] = present
+        if present:
+            if copy_out:
+                out[r, :] = values[slot, :]
+            scores[slot] = new_score(policy, scores[slot], True, given[r], step, epoch)
+            if has_values and mode != FIND_OR_INSERT and not (mode == ACCUMULATE
+                                                             and accumulate[r]):
+                values[slot, :] = mine
+            status[r] = ASSIGNED
+            index[r] = slot
+            continue
+        if mode == ASSIGN or (mode == ACCUMULATE and accumulate[r]):
+            status[r] = SKIPPED
+            index[r] = -1
+            continue
+        score = new_score(policy, np.uint64(0), False, given[r], step, epoch)
+        slot, status[r] = _place(keys, digests, scores, values, counts, width, num_buckets,
+                                 seed, limit, b1, b2, key, digest, score, mine, ev_keys,
+                                 ev_values, ev_scores, evicted, False)
+        index[r] = slot
+    for r in range(rows.shape[0]):
+        if status[r] != _TO_EVICT:
+            continue
+        key = rows[r]
+        b1, b2, digest = cache_home(key, seed, num_buckets)
+        score = new_score(policy, np.uint64(0), False, given[r], step, epoch)
+        slot, status[r] = _place(keys, digests, scores, values, counts, width, num_buckets,
+                                 seed, limit, b1, b2, key, digest, score,
+                                 in_values[r * value_stride, :], ev_keys, ev_values,
+                                 ev_scores, evicted, True)
+        index[r] = slot
+
+
+@numba.njit(**_JIT)
+def cache_lookup(keys, digests, scores, values, width, num_buckets, seed, policy, step, epoch,
+                 rows, update, default, default_stride, out, copy, index, found):
+    """Slot of each row's key (-1 where absent), its value bytes (row r * default_stride of
+    ``default`` where absent) if ``copy``, and, on rows with update[r] set, the key's score
+    raised as a touch does."""
+    for r in range(rows.shape[0]):
+        slot = _slot_of(keys, digests, width, num_buckets, seed, rows[r])
+        index[r] = slot
+        found[r] = slot >= 0
+        if copy:
+            out[r, :] = values[slot, :] if slot >= 0 else default[r * default_stride, :]
+        if slot >= 0 and update.shape[0] and update[r]:
+            scores[slot] = new_score(policy, scores[slot], True, np.uint64(0), step, epoch)
+
+
+@numba.njit(**_JIT)
+def cache_erase(keys, digests, scores, counts, width, num_buckets, seed, rows, erased):
+    """Free each row's key's slot; True on the row that did."""
+    for r in range(rows.shape[0]):
+        slot = _slot_of(keys, digests, width, num_buckets, seed, rows[r])
+        erased[r] = slot >= 0
+        if slot >= 0:
+            keys[slot] = _EMPTY
+            digests[slot] = 0
+            scores[slot] = 0
+            counts[0] -= 1

@@ -1,0 +1,1 @@
+"""The cache's CUDA engine (kernels in cache/kernels, compiled by NVRTC)."""

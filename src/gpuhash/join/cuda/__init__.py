@@ -1,0 +1,1 @@
+"""The join's CUDA engine (kernels in join/kernels, compiled by NVRTC)."""

@@ -1,0 +1,367 @@
+"""Tables in and out of a join: key columns made join keys, and columns gathered by the maps.
+
+``gh.merge`` works on one of two inner forms: a pyarrow Table (pyarrow, pandas and polars
+frames are converted to one and back) or a dict of tensors. This module owns the conversions,
+the encoding of key columns (integers as they are; strings, dictionaries and every other type
+through one dictionary encoding of both sides together, so equal values get equal codes), and
+the gathers: fixed-width numeric columns with torch on the join's device, the rest with
+Arrow's ``take``; a -1 in a gather map gives a null (a zero plus a found mask for tensors).
+Each side's map is made ready once (``GatherMap``) for all the columns it gathers: on a GPU
+every small operation per column is a launch, and on Arrow's path a host copy.
+
+Example:
+    >>> import torch
+    >>> side = GatherMap(torch.tensor([1, -1]), torch.device("cpu"))
+    >>> side.take(torch.tensor([5., 6.])), side.found
+    (tensor([6., 0.]), tensor([ True, False]))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from gpuhash._common.arrays import SIGNED_VIEW
+
+ARROW, PANDAS, POLARS, TENSORS = "pyarrow", "pandas", "polars", "dict"
+
+
+def frame_kind(frame: Any, name: str) -> str:
+    """Which kind of table ``frame`` is: pyarrow, pandas, polars or a dict of arrays.
+
+    Example:
+        >>> frame_kind({"k": torch.tensor([1])}, "left")
+        'dict'
+    """
+    module = type(frame).__module__.split(".")[0]
+    if isinstance(frame, dict):
+        return TENSORS
+    if module == "pyarrow" and type(frame).__name__ == "Table":
+        return ARROW
+    if module == "pandas" and type(frame).__name__ == "DataFrame":
+        return PANDAS
+    if module == "polars" and type(frame).__name__ == "DataFrame":
+        return POLARS
+    raise TypeError(f"{name} must be a pyarrow Table, a pandas or polars DataFrame or a dict "
+                    f"of tensors, not {type(frame).__name__}")
+
+
+def to_arrow(frame: Any, kind: str):
+    """The frame as a pyarrow Table (pandas: its index dropped, as merge does)."""
+    import pyarrow as pa
+
+    if kind == PANDAS:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    if kind == POLARS:
+        return frame.to_arrow()
+    return frame
+
+
+def pandas_labels(frame: Any, name: str) -> dict:
+    """Arrow column name -> the pandas column label it came from (Arrow names a column by its
+    label as a string); MultiIndex columns are refused before any work.
+
+    Example:
+        >>> import pandas as pd
+        >>> pandas_labels(pd.DataFrame({0: [1], "k": [2]}), "left")
+        {'0': 0, 'k': 'k'}
+    """
+    import pandas as pd
+
+    if isinstance(frame.columns, pd.MultiIndex):
+        raise TypeError(f"{name} has MultiIndex columns, which merge does not take; flatten "
+                        f"them to one level first")
+    return {str(label): label for label in frame.columns}
+
+
+def pandas_key_names(value: Any) -> Any:
+    """``on`` / ``left_on`` / ``right_on`` for a pandas frame as Arrow's column names: a label
+    that is not a string (an int column label) as its string; a list of them each so."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [v if isinstance(v, str) else str(v) for v in value]
+    return str(value)
+
+
+def restore_frame(table: Any, kind: str, left: Any, right: Any, left_out: dict,
+                  right_out: dict) -> Any:
+    """A merge's output Table as the caller's kind of frame (``left_out`` / ``right_out``:
+    each side's column name -> its output name): pandas columns keep the labels and extension
+    dtypes of the columns they came from (pandas_frame), polars columns their Enum types,
+    which a trip through Arrow turns into Categorical."""
+    if kind == PANDAS:
+        labels_l, labels_r = pandas_labels(left, "left"), pandas_labels(right, "right")
+        dtypes = {out: right[labels_r[name]].dtype for name, out in right_out.items()}
+        dtypes.update({out: left[labels_l[name]].dtype for name, out in left_out.items()})
+        frame = pandas_frame(table, dtypes)
+        back = {out: labels_r[name] for name, out in right_out.items() if out == name}
+        back.update({out: labels_l[name] for name, out in left_out.items() if out == name})
+        frame.columns = [back.get(c, c) for c in frame.columns]
+        return frame
+    if kind == POLARS:
+        import polars
+
+        frame = polars.from_arrow(table)
+        enums = {out: source.schema[name]
+                 for source, names in ((right, right_out), (left, left_out))
+                 for name, out in names.items() if isinstance(source.schema[name], polars.Enum)}
+        return frame.with_columns([polars.col(out).cast(dtype) for out, dtype in enums.items()])
+    return table
+
+
+def pandas_frame(table: Any, dtypes: dict) -> Any:
+    """A merge's pyarrow Table as a pandas DataFrame whose columns keep the extension dtypes
+    their source columns had (``dtypes``: output name -> the input column's dtype), as pandas'
+    merge keeps them: a nullable Int64 column with missing rows stays Int64 (Arrow's default
+    makes it float64, which rounds values past 2**53), a nullable boolean stays boolean.
+
+    Example:
+        >>> import pandas as pd, pyarrow as pa
+        >>> t = pa.table({"a": pa.array([2**53 + 1, None], pa.int64())})
+        >>> pandas_frame(t, {"a": pd.Int64Dtype()})["a"].tolist()
+        [9007199254740993, <NA>]
+    """
+    frame = table.to_pandas()
+    for name, dtype in dtypes.items():
+        if not hasattr(dtype, "__from_arrow__") or frame[name].dtype == dtype:
+            continue
+        # (suppressed: the output's type cannot hold it, a key coalesced with another type's)
+        with contextlib.suppress(TypeError, ValueError, NotImplementedError):
+            frame[name] = table.column(name).to_pandas(types_mapper=lambda _, d=dtype: d)
+    return frame
+
+
+def _column(table: Any, name: str):
+    column = table.column(name)
+    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+
+
+def _integer_key(array) -> tuple[torch.Tensor, torch.Tensor | None]:
+    import pyarrow.compute as pc
+
+    valid = None
+    if array.null_count:
+        valid = torch.from_numpy(np.asarray(array.is_valid()))
+        array = pc.fill_null(array, 0)
+    with warnings.catch_warnings():  # Arrow's buffers are read-only; they are only read here
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(array.to_numpy(zero_copy_only=False)), valid
+
+
+def arrow_key_pair(left, right, left_name: str, right_name: str):
+    """Join keys for one key column of each side: (left codes, left valid, right codes, right
+    valid). Integer columns go as they are; anything else is dictionary-encoded over both
+    sides at once. Null rows have valid False (None when a side has none)."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    # a column of no values (an empty dictionary: pandas' all-null category) as Arrow's nulls
+    left, right = (pa.nulls(len(c)) if _valueless(c) else
+                   c.dictionary_decode() if pt.is_dictionary(c.type) else c
+                   for c in (left, right))
+    if pt.is_null(left.type):  # all nulls, no type of its own (pandas' empty object column)
+        left = left.cast(right.type)
+    elif pt.is_null(right.type):
+        right = right.cast(left.type)
+    key_type = compared_type(left.type, right.type,
+                             f"key column {left_name!r} of the left side is {left.type} but "
+                             f"{right_name!r} of the right side is {right.type}")
+    if key_type is None:
+        return (*_integer_key(left), *_integer_key(right))
+    left, right = comparable(left, key_type), comparable(right, key_type)
+    both = pa.concat_arrays([left, right]).dictionary_encode()
+    codes, valid = _integer_key(both.indices)
+    rows = len(left)
+    lv, rv = (None, None) if valid is None else (valid[:rows], valid[rows:])
+    return codes[:rows], lv, codes[rows:], rv
+
+
+def compared_type(left, right, which: str):
+    """The type two key columns' values are compared in (``left`` / ``right``: their types,
+    dictionaries decoded): None for two integer columns, joined by value as they are, else
+    their common type; pairs that do not compare raise a TypeError that starts with
+    ``which`` (the columns named)."""
+    import pyarrow.types as pt
+
+    if pt.is_integer(left) and pt.is_integer(right):
+        if pt.is_signed_integer(left) != pt.is_signed_integer(right):
+            raise TypeError(f"{which}: signed and unsigned keys are not joined; cast one side")
+        return None
+    common = _common_key_type(left, right)
+    if common is None:
+        raise TypeError(f"{which}; they cannot be compared (cast one side)")
+    return common
+
+
+def comparable(values, key_type):
+    """Key values in the type they are compared in (compared_type), -0.0 made 0.0 (equal in
+    pandas and DuckDB: one code)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    if pt.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    values = values.cast(key_type)
+    if pt.is_floating(key_type):
+        values = pc.add(values, pa.scalar(0, key_type))
+    return values
+
+
+def coalesced_type(left, right):
+    """The type of a key column that holds both sides' keys (right and full joins), None
+    where there is none but the left's (a dictionary column and its value type)."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if pt.is_integer(left) and pt.is_integer(right):
+        return pa.int64() if pt.is_signed_integer(left) else pa.uint64()
+    return _common_key_type(left, right)
+
+
+def _common_key_type(left, right):
+    """The type both sides' key values are compared in, the same whichever side is which (None:
+    none, the kinds differ): numbers with a float among them as float64 (by value, as pandas
+    merges an integer and a float key), text as large_string, bytes as large_binary,
+    timestamps of one time zone at the finer unit, dates as date64; any other type only with
+    itself. (Integer pairs are joined by value before this.)"""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if left == right:
+        return left
+    if _numeric(left) or pt.is_float16(left):
+        numeric = _numeric(right) or pt.is_float16(right)
+        return pa.float64() if numeric else None
+    for kind, common in ((lambda t: pt.is_string(t) or pt.is_large_string(t), pa.large_string()),
+                         (lambda t: pt.is_binary(t) or pt.is_large_binary(t), pa.large_binary()),
+                         (pt.is_date, pa.date64())):
+        if kind(left) and kind(right):
+            return common
+    if pt.is_timestamp(left) and pt.is_timestamp(right) and left.tz == right.tz:
+        units = ("s", "ms", "us", "ns")
+        return pa.timestamp(max(left.unit, right.unit, key=units.index), tz=left.tz)
+    return None
+
+
+def _numeric(type_) -> bool:
+    import pyarrow.types as pt
+
+    return ((pt.is_integer(type_) or pt.is_floating(type_)) and not pt.is_float16(type_))
+
+
+class GatherMap:
+    """One side's gather map (int64 rows, -1 where an output row lacks the side), ready for
+    every column it gathers: the rows on ``device``, clamped to 0 where -1, and where they
+    are -1. ``may_miss`` False says no row is -1 (the inner join's sides, the left side of a
+    left join), and the mask and its fill are skipped.
+
+    Example:
+        >>> GatherMap(torch.tensor([1, 0]), torch.device("cpu"), may_miss=False).take(
+        ...     torch.tensor([5, 6])).tolist()
+        [6, 5]
+    """
+
+    def __init__(self, rows: torch.Tensor, device: torch.device, *, may_miss: bool = True):
+        rows = rows.to(device)
+        self.rows = rows
+        self.missing = (rows < 0) if may_miss else None
+        self.index = rows.clamp(min=0) if may_miss else rows
+
+    @functools.cached_property
+    def found(self) -> torch.Tensor:
+        """Whether each output row has this side (bool, on the map's device)."""
+        if self.missing is None:
+            return torch.ones(self.rows.shape[0], dtype=torch.bool, device=self.rows.device)
+        return ~self.missing
+
+    @functools.cached_property
+    def any_missing(self) -> bool:
+        """Whether some row is -1 (one synchronisation, the first time it is asked)."""
+        return self.missing is not None and bool(self.missing.any())
+
+    @functools.cached_property
+    def host_missing(self) -> np.ndarray | None:
+        """The -1 rows as a NumPy mask, or None when there are none."""
+        return self.missing.cpu().numpy() if self.any_missing else None
+
+    @functools.cached_property
+    def host_rows(self) -> np.ndarray:
+        """The rows as a NumPy array (one copy from the device, for Arrow's take)."""
+        return self.rows.cpu().numpy()
+
+    def take(self, column: torch.Tensor) -> torch.Tensor:
+        """``column`` gathered by the map, zeros where a row is -1."""
+        index = self.index if self.index.device == column.device else self.index.to(column.device)
+        if column.shape[0] == 0:  # every row is -1
+            return column.new_zeros((index.shape[0], *column.shape[1:]))
+        alias = SIGNED_VIEW.get(column.dtype)  # gathered and filled as signed bits
+        source = column if alias is None else column.view(alias)
+        taken = source.index_select(0, index)
+        if self.missing is not None:
+            missing = self.missing.to(column.device)
+            taken.masked_fill_(missing.view((-1,) + (1,) * (taken.dim() - 1)), 0)
+        return taken if alias is None else taken.view(column.dtype)
+
+
+def take_arrow(array, rows: GatherMap):
+    """``array`` gathered by ``rows``, null where a row is -1: numeric columns by torch on the
+    map's device, others by Arrow's take."""
+    import pyarrow as pa
+
+    if len(array) == 0:  # every row is -1: a column of nulls
+        return pa.nulls(rows.rows.shape[0], type=array.type)
+    if _numeric(array.type):
+        values, valid = _integer_key(array)
+        taken = rows.take(values.to(rows.index.device)).cpu().numpy()  # nulls masked below
+        null = rows.host_missing
+        if valid is not None:
+            lost = ~valid.to(rows.index.device).index_select(0, rows.index).cpu().numpy()
+            null = lost if null is None else null | lost
+        return pa.array(taken, type=array.type, mask=null)
+    index = rows.host_rows
+    indices = pa.array(index, mask=index < 0) if rows.any_missing else pa.array(index)
+    return array.take(indices)
+
+
+def _valueless(array) -> bool:
+    """Whether a column holds nothing but nulls by its make: Arrow's null type, or a
+    dictionary with no values (of the null type, or pandas' all-null category column, whose
+    empty dictionary is typed float64)."""
+    import pyarrow.types as pt
+
+    kind = array.type
+    return pt.is_null(kind) or (pt.is_dictionary(kind) and (pt.is_null(kind.value_type)
+                                                            or len(array.dictionary) == 0))
+
+
+def coalesce_arrow(left, right):
+    """One key column from both sides' gathered keys: the left's value, else the right's."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    # a side of no values (all null, or pandas' empty object or category column): its rows
+    # are nulls of the other side's type
+    if _valueless(left):
+        return pc.coalesce(pa.nulls(len(left), right.type), right)
+    if _valueless(right):
+        return pc.coalesce(left, pa.nulls(len(right), left.type))
+    if left.type != right.type:
+        common = coalesced_type(left.type, right.type)
+        if common is None:  # a dictionary column and its value type: the left's
+            try:
+                right = right.cast(left.type)
+            except pa.ArrowNotImplementedError:  # no cast into it (int64 to a dictionary
+                # of int64): both as plain values, as pandas gives them
+                left, right = (c.dictionary_decode() if pa.types.is_dictionary(c.type) else c
+                               for c in (left, right))
+                return coalesce_arrow(left, right)
+        else:
+            left, right = left.cast(common), right.cast(common)
+    return pc.coalesce(left, right)

@@ -1,0 +1,1 @@
+"""The table's CPU engine (numba loops over the table format)."""

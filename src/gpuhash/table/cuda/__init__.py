@@ -1,0 +1,1 @@
+"""The table's CUDA engine (kernels in table/kernels, compiled by NVRTC)."""
