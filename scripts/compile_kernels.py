@@ -36,10 +36,10 @@ def instances() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {"table/kernels/map.cu": [], "table/kernels/multimap.cu": []}
     for key, (value, shape), width in itertools.product((torch.int32, torch.int64), VALUES,
                                                         (4, 8)):
-        spec = TableSpec(key_dtype=key, value_dtype=value, value_shape=shape, num_buckets=1,
-                         bucket_slots=width)
         for name, multi in (("table/kernels/map.cu", False), ("table/kernels/multimap.cu", True)):
-            for expression in kernel_names(spec, multi=multi).values():
+            spec = TableSpec(key_dtype=key, value_dtype=value, value_shape=shape, num_buckets=1,
+                             bucket_slots=width, multi=multi)
+            for expression in kernel_names(spec).values():
                 if expression not in found[name]:
                     found[name].append(expression)
     found["cache/kernels/cache.cu"] = []
@@ -53,7 +53,7 @@ def instances() -> dict[str, list[str]]:
     for key, width in itertools.product((torch.int32, torch.int64), (4, 8)):
         for rows in join_cuda.ROW_DTYPES:
             spec = TableSpec(key_dtype=key, value_dtype=rows, value_shape=(), num_buckets=1,
-                             bucket_slots=width)
+                             bucket_slots=width, multi=True)
             found["join/kernels/join.cu"] += join_cuda.kernel_names(spec).values()
     found["join/kernels/radix_join.cu"] = list(radix_cuda.kernel_names().values())
     return found

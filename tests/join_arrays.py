@@ -4,15 +4,12 @@ be asked to fill the same array (tests/test_join_direct.py, tests/test_join_rank
 
 from __future__ import annotations
 
-import importlib
-
 import torch
 
+from gpuhash.join import build as join_build
 from gpuhash.join import dense as _join_dense
 from gpuhash.join import plan as _join_plan
 from gpuhash.join.engine import engine_for as join_engine_for
-
-join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
 
@@ -29,17 +26,17 @@ def engine_build(device, keys: torch.Tensor, valid: torch.Tensor | None, direct_
     """A build table of ``keys`` on ``device`` and its array (``direct_words`` zeroed words;
     with ``ranked_words``, a ranked array's bits, and that many words more for its base, rows
     and chunk sums) filled by that device's engine: (table, array, ranked words or None)."""
-    encoder = join.build_encoder([keys], valid)
-    table = join._RowTable.__new__(join._RowTable)
+    encoder = join_build.build_encoder([keys], valid)
+    table = join_build.RowTable.__new__(join_build.RowTable)
     table.rows, table.device, table._unique = keys.shape[0], torch.device(device), None
     table._pooled = False
     table._build = ([keys.to(device)], None if valid is None else valid.to(device))
-    multi = join.MultiMap._empty(join._build_spec(encoder.key_dtype, table.rows, 0.5),
+    multi = join_build.MultiMap._empty(join_build.build_spec(encoder.key_dtype, table.rows, 0.5),
                                  table.device, growable=False, duplicates="any")
     direct = torch.zeros(direct_words, dtype=torch.int64, device=device)
     ranked = (torch.zeros(ranked_words, dtype=torch.int64, device=device) if ranked_words
               else None)
-    groups = torch.zeros(join._group_words(multi._state.spec), dtype=torch.int64,
+    groups = torch.zeros(join_build.group_words(multi._state.spec), dtype=torch.int64,
                          device=device)
     join_engine_for(multi.device).build(multi._state, *encoder.kernel_input(*table._build),
                                    groups=groups, direct=direct, ranked=ranked)
@@ -59,4 +56,4 @@ def arrays_anywhere(monkeypatch, *, ranked: bool) -> None:
             return 0, 0
         return _join_plan.array_words(rows, encoder.code_span)
 
-    monkeypatch.setattr(join, "_direct_words", any_device)
+    monkeypatch.setattr(join_build, "direct_words", any_device)

@@ -4,7 +4,7 @@ input; and, on a GPU, the CUDA engine against the CPU engine."""
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 
 import numpy as np
 import pytest
@@ -13,11 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpuhash as gh
+from gpuhash.join import build as join_build
 from gpuhash.join import plan as _join_plan
 from gpuhash.join.engine import engine_for as join_engine_for
 from gpuhash.join.keys import BITS, SIGNED, UNSIGNED
-
-join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 duckdb = pytest.importorskip("duckdb")
 pd = pytest.importorskip("pandas")
@@ -153,7 +152,12 @@ def test_plan_explains_itself(capsys):
     assert plan.build_side == "right" and "fit the budget" in plan.why
     gh.join(torch.arange(5), torch.arange(50), how="semi", explain=True)
     assert "hash-table" in capsys.readouterr().out
-    assert all(strategy.run is not None for strategy in _join_plan.STRATEGIES.values())
+    from gpuhash.join.strategies import STRATEGIES
+
+    # every strategy the planner names has a function, in the one registry
+    assert set(STRATEGIES) == {"hash-table", "hash-table-chunked", "hash-partitioned",
+                               "cross-product", "gpu-radix", "out-of-core-streams"}
+    assert all(callable(strategy.run) for strategy in STRATEGIES.values())
 
 
 def test_many_to_many_is_sized_exactly():
@@ -366,7 +370,7 @@ def test_cuda_edge_cases_match_cpu_engine():
 
 
 def _probe_both(table, probe, valid, code=(0, 0, 0), **options):
-    """the join engine's probe of one table's bytes on the CPU and the CUDA engine: each engine's
+    """The join engine's probe of one table's bytes on the CPU and the CUDA engine: each engine's
     pairs as a sorted list, and its build_hit / probe_hit masks when asked for. ``code``:
     how a probe value becomes a key code (shape, low, high; 0: the column holds codes)."""
     answers = []
@@ -393,7 +397,7 @@ def _probe_both(table, probe, valid, code=(0, 0, 0), **options):
 def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_dtype, load,
                                                              together, monkeypatch):
     """The probe kernel's paths, against the CPU engine over the same table bytes (built by
-    the CPU engine's the join engine's build): first buckets read by the warp together (the code or
+    the CPU engine's build): first buckets read by the warp together (the code or
     none, the bucket with room or full with the key's filter bit clear; forced here, the
     engine does it for tables past L2), the lane's own walk (codes past the first bucket),
     groups of rows (codes held by several rows), keys and values that need all 64 bits, keys
@@ -401,7 +405,7 @@ def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_d
     table's keys, and a last warp of fewer than 32 rows. Loads 0.5 / 0.9 / 0.97 give every
     slot layout and bucket width a join table can have (packed and pair slots, 4- and 8-slot
     buckets)."""
-    from gpuhash.table.cuda import engine as cuda
+    from gpuhash.join.cuda import engine as cuda
 
     monkeypatch.setattr(cuda, "_past_l2", lambda spec: together)
     generator = torch.Generator().manual_seed(int(load * 100) + BITS[key_dtype] + BITS[value_dtype])
@@ -416,7 +420,7 @@ def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_d
                       torch.randint(0, 300, (rows // 4,), generator=generator),
                       torch.randint(0, 2**30, (rows - rows // 4 - len(edge),),
                                     generator=generator)])
-    groups = torch.zeros(join._group_words(table._state.spec), dtype=torch.int64)
+    groups = torch.zeros(join_build.group_words(table._state.spec), dtype=torch.int64)
     join_engine_for(table.device).build(table._state, keys.to(key_dtype), None, 0, 0, 0,
                                    groups=groups)
     assert int(groups[0]) > 0  # some codes are groups
@@ -444,30 +448,14 @@ def test_join_probe_kernel_matches_cpu_engine_on_full_buckets(key_dtype, value_d
                                  else 4)
 
 
-@pytest.mark.gpu
-def test_cpu_small_strategy_joins_on_the_cpu_and_returns_cuda_tensors(monkeypatch):
-    """The cpu-small path (no row limit is set by default: measured slower on the H100 host),
-    forced: every how against the CPU engine's own join, results back on the GPU."""
-    monkeypatch.setitem(_join_plan.CPU_SMALL_MAX_ROWS, "gpuhash-cpu", 10_000)
-    generator = torch.Generator().manual_seed(5)
-    left = torch.randint(0, 300, (2000,), generator=generator, dtype=torch.int32)
-    right = torch.randint(0, 300, (700,), generator=generator, dtype=torch.int32)
-    assert gh.explain_join(left.cuda(), right.cuda()).strategy == "cpu-small"
-    for how in HOWS:
-        expected = as_pairs(gh.join(left, right, how=how), how)
-        got = gh.join(left.cuda(), right.cuda(), how=how)
-        pieces = got if isinstance(got, tuple) else (got,)
-        assert all(piece.is_cuda for piece in pieces), how
-        assert as_pairs(_cpu(got), how) == expected, how
-
-
 @pytest.mark.parametrize("rows", [0, 1, 100, 5000, 3_000_000])
 @pytest.mark.parametrize("key_dtype", [torch.int32, torch.int64])
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_the_build_tables_spec_is_the_constructors(rows, key_dtype, device):
     """A join's build table skips MultiMap's constructor (host time): it must be the table
     MultiMap(capacity=rows, max_load_factor=LOAD, growable=False) would make."""
-    from gpuhash.join.api import _build_spec, _RowTable
+    from gpuhash.join.build import RowTable as _RowTable
+    from gpuhash.join.build import build_spec as _build_spec
 
     made = gh.MultiMap(key_dtype=key_dtype, value_dtype=torch.int32, capacity=max(rows, 1),
                        max_load_factor=_RowTable.LOAD, growable=False, device=device)
@@ -476,8 +464,8 @@ def test_the_build_tables_spec_is_the_constructors(rows, key_dtype, device):
     lean = gh.MultiMap._empty(spec, made.device, growable=False, duplicates="any")
     assert all(torch.equal(a, made._state.tensors()[n]) for n, a in lean._state.tensors().items())
     assert (lean._growable, lean._duplicates, lean._used_bound, lean._device_index,
-            lean._state.multi) == (made._growable, made._duplicates, made._used_bound,
-                                   made._device_index, made._state.multi)
+            lean._state.spec.multi) == (made._growable, made._duplicates, made._used_bound,
+                                   made._device_index, made._state.spec.multi)
 
 
 def test_a_shared_plan_off_the_gpu_is_planned_afresh():
@@ -497,14 +485,12 @@ def test_small_gpu_joins_share_one_plan_that_no_caller_gets_to_change(monkeypatc
     assert (_join_plan.shared_plan(rows, rows, how="inner", key_bytes=4, device=device)
             is not _join_plan.shared_plan(rows, rows, how="inner", key_bytes=4, device=device))
     keys = torch.arange(1000, dtype=torch.int32, device=device)
-    mine = gh.explain_join(keys, keys)  # the caller's own object
-    mine.strategy = "changed"
+    mine = gh.explain_join(keys, keys)  # plans are frozen: a shared one cannot be changed
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        mine.strategy = "changed"
     assert gh.explain_join(keys, keys).strategy == "hash-table"
     left, right = gh.join(keys, keys)
     assert torch.equal(left.sort().values, right.sort().values)
-    monkeypatch.setitem(_join_plan.CPU_SMALL_MAX_ROWS, "gpuhash-cpu", 10_000)  # in the key
-    assert _join_plan.shared_plan(1000, 5000, how="left", key_bytes=4,
-                                  device=device).strategy == "cpu-small"
 
 
 def test_explain_join_takes_the_arguments_join_takes():

@@ -30,11 +30,10 @@ def both_ways(monkeypatch, *args, **options):
 
 
 def chosen(right, valid=None) -> bool:
-    import importlib
+    from gpuhash.join.dense import DenseTable
 
-    join = importlib.import_module("gpuhash.join.api")
     built = gh.JoinBuild(right, right_valid=valid)
-    return isinstance(built._table, join.DenseTable)
+    return isinstance(built._table, DenseTable)
 
 
 @pytest.mark.parametrize("how", HOWS)

@@ -1,5 +1,5 @@
 """The direct array a join build tries before its hash table (kernels/join_build.cuh:
-gh_join_direct_rows; join._direct_words): dense distinct keys are held and probed through it,
+gh_join_direct_rows; build.direct_words): dense distinct keys are held and probed through it,
 repeated keys, keys colliding modulo its size and rows without a 32-bit code give it up for the
 table, and every how, null rule, chunked probe and refit gives the pairs of the table alone.
 
@@ -9,16 +9,13 @@ compare the two engines' arrays byte for byte and their joins."""
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 import torch
 from join_arrays import HOWS, arrays_anywhere, engine_build, pairs
 
 import gpuhash as gh
+from gpuhash.join import build as join_build
 from gpuhash.join import plan as _join_plan
-
-join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 
 @pytest.fixture
@@ -29,7 +26,7 @@ def direct_anywhere(monkeypatch):
 
 def without_direct(monkeypatch, *args, **options):
     with monkeypatch.context() as patch:
-        patch.setattr(join, "_direct_words", lambda *_: (0, 0))
+        patch.setattr(join_build, "direct_words", lambda *_: (0, 0))
         return gh.join(*args, **options)
 
 

@@ -6,16 +6,12 @@ engine against the CPU engine."""
 
 from __future__ import annotations
 
-import importlib
-
 import pandas as pd
 import pytest
 import torch
 
 import gpuhash as gh
 from gpuhash.join import dense as _join_dense
-
-join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]

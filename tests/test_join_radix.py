@@ -6,29 +6,29 @@ the kernel constants against _radix_format."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 import gpuhash as gh
+from gpuhash.join import build as join_build
 from gpuhash.join import plan as _join_plan
 from gpuhash.join import radix_format as fmt
+from gpuhash.join import sides as join_sides
 from gpuhash.join.cpu import radix as radix_cpu
 from gpuhash.join.strategies.radix import Range32, run_radix
 
-JOINS = sys.modules["gpuhash.join.api"]  # the module; gpuhash.join is the function
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
 KERNELS = Path(gh.__file__).parent / "join" / "kernels" / "radix_join.cu"
 
 
 def radix(left, right, how, *, left_valid=None, right_valid=None, nulls_equal=False):
     """The radix strategy's result for these keys, on their device (planned with room)."""
-    left_side, right_side = JOINS._sides(left, right, left_valid, right_valid)
+    left_side, right_side = join_sides.sides(left, right, left_valid, right_valid)
     plan = _join_plan.plan_join(left_side.rows, right_side.rows, how=how, key_bytes=8,
                                 device=left_side.device, memory_budget=2**40)
-    return run_radix(left_side, right_side, plan, nulls_equal, table=JOINS._RowTable)
+    return run_radix(left_side, right_side, plan, nulls_equal)
 
 
 def rows_of(result, how) -> list[int]:
@@ -116,7 +116,7 @@ def test_the_radix_join_on_the_cpu_engine_matches_the_hash_table_join(kind, how)
 
 def test_skewed_partitions_overflow_to_the_global_table():
     left, right, _, _ = sides("skew", 6000, torch.Generator().manual_seed(5))
-    encoder = JOINS.KeyEncoder([right], None)
+    encoder = join_build.KeyEncoder([right], None)
     bits = fmt.partition_bits(6000, 4)
     built = radix_cpu.partition(*encoder.kernel_input([right], None), code_bytes=4, bits=bits)
     probed = radix_cpu.partition(*encoder.kernel_input([left], None), code_bytes=4, bits=bits)
@@ -291,8 +291,8 @@ def test_the_engines_partition_and_pair_the_same_rows(kind):
     left, right, left_valid, right_valid = sides(kind, 200_000, torch.Generator().manual_seed(9))
     right_columns = list(right) if isinstance(right, tuple) else [right]
     left_columns = list(left) if isinstance(left, tuple) else [left]
-    encoder = (Range32(right_columns[0], right_valid) if JOINS.Direct32.suits(right_columns)
-               else JOINS.KeyEncoder(right_columns, right_valid))  # as run_radix chooses
+    encoder = (Range32(right_columns[0], right_valid) if join_build.Direct32.suits(right_columns)
+               else join_build.KeyEncoder(right_columns, right_valid))  # as run_radix chooses
     code_bytes = 4 if encoder.key_dtype == torch.int32 else 8
     bits = fmt.partition_bits(200_000, code_bytes)
     results = {}

@@ -1,5 +1,5 @@
 """The ranked array a join build tries where a direct array would pass L2 (kernels/join_build.cuh:
-gh_join_ranked_bits; join._direct_words): dense distinct keys, from any base, are held and
+gh_join_ranked_bits; build.direct_words): dense distinct keys, from any base, are held and
 probed through it; repeated keys, keys past its bits and rows without a 32-bit code give it up
 for the table, and every how and null rule gives the pairs of the table alone.
 
@@ -10,17 +10,14 @@ for byte and their joins, at a size whose ranks span many blocks of the launch."
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 import torch
 from join_arrays import HOWS, arrays_anywhere, engine_build, pairs
 
 import gpuhash as gh
+from gpuhash.join import build as join_build
 from gpuhash.join import plan as _join_plan
 from gpuhash.join.cpu import engine as cpu
-
-join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 
 @pytest.fixture
@@ -32,7 +29,7 @@ def ranked_anywhere(monkeypatch):
 
 def without_arrays(monkeypatch, *args, **options):
     with monkeypatch.context() as patch:
-        patch.setattr(join, "_direct_words", lambda *_: (0, 0))
+        patch.setattr(join_build, "direct_words", lambda *_: (0, 0))
         return gh.join(*args, **options)
 
 
@@ -133,9 +130,9 @@ def test_sizes_and_the_plan():
 
 
 def test_the_array_is_only_tried_on_a_gpu():
-    assert join._direct_words(join.build_encoder([dense_keys(3_000_000, 5)], None),
+    assert join_build.direct_words(join_build.build_encoder([dense_keys(3_000_000, 5)], None),
                               3_000_000, torch.device("cpu")) == (0, 0)
-    assert join._direct_words(join.build_encoder([dense_keys(3_000_000, 5)], None),
+    assert join_build.direct_words(join_build.build_encoder([dense_keys(3_000_000, 5)], None),
                               3_000_000, torch.device("cuda"))[1] > 0
 
 

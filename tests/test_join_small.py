@@ -6,18 +6,13 @@ table refit), and decline everything else."""
 
 from __future__ import annotations
 
-import functools
-import importlib
-
 import pytest
 import torch
 from join_arrays import pairs
 
 import gpuhash as gh
-from gpuhash.join import plan as _join_plan
+from gpuhash.join import api as join_api
 from gpuhash.join.strategies import small as _join_small
-
-join = importlib.import_module("gpuhash.join.api")  # the module: gh.join is the function
 
 
 def _sides(kind: str, seed: int, *, build_rows: int = 30000, probe_rows: int = 50000):
@@ -41,7 +36,7 @@ def _sides(kind: str, seed: int, *, build_rows: int = 30000, probe_rows: int = 5
 
 def test_the_cpu_takes_the_general_path():
     left, right = _sides("sparse", 1)
-    assert _join_small.small_join(left, right, "inner", table=join._RowTable) is None
+    assert _join_small.small_join(left, right, "inner") is None
 
 
 # --- the GPU ----------------------------------------------------------------------------
@@ -55,7 +50,7 @@ def taken(monkeypatch):
         seen.append(result is not None)
         return result
 
-    monkeypatch.setattr(join, "small_join", spy)
+    monkeypatch.setattr(join_api, "small_join", spy)
     return seen
 
 
@@ -68,7 +63,7 @@ def _expected(left: torch.Tensor, right: torch.Tensor, how: str) -> bool:
 
 def _general(monkeypatch, *args, **options):
     with monkeypatch.context() as patch:
-        patch.setattr(join, "small_join", lambda *a, **k: None)
+        patch.setattr(join_api, "small_join", lambda *a, **k: None)
         return gh.join(*args, **options)
 
 
@@ -91,7 +86,7 @@ def test_the_small_path_joins_as_the_general_path(kind, how, taken, monkeypatch)
 @pytest.mark.gpu
 def test_other_calls_decline_and_bad_ones_fail_as_on_the_general_path(monkeypatch):
     left, right = (t.cuda() for t in _sides("sparse", 1))
-    decline = functools.partial(_join_small.small_join, table=join._RowTable)
+    decline = _join_small.small_join
     assert decline(left, right, "inner") is not None  # the control: taken
     assert decline(left, right, "right") is None
     assert decline(left, right, "full") is None
@@ -106,12 +101,6 @@ def test_other_calls_decline_and_bad_ones_fail_as_on_the_general_path(monkeypatc
         with pytest.raises(ValueError) as general:
             _general(monkeypatch, *bad)
         assert str(small.value) == str(general.value)
-    # a plan of another strategy: the CPU for small inputs (its threshold is in the plan's key)
-    monkeypatch.setitem(_join_plan.CPU_SMALL_MAX_ROWS, "gpuhash-cpu", 10**6)
-    assert gh.explain_join(left, right).strategy == "cpu-small"
-    assert decline(left, right, "inner") is None
-    assert pairs(gh.join(left, right), "inner") == pairs(gh.join(left.cpu(), right.cpu()),
-                                                         "inner")
 
 
 @pytest.mark.gpu

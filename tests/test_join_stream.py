@@ -13,8 +13,9 @@ from test_join import as_pairs, duckdb_join, join_inputs, tensors
 
 import gpuhash as gh
 from gpuhash.join import plan as _join_plan
-from gpuhash.join.api import _Matches, _sides
+from gpuhash.join.matches import _Matches
 from gpuhash.join.plan import JoinPlan, plan_join
+from gpuhash.join.sides import sides as _sides
 from gpuhash.join.strategies import stream as _join_stream
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
@@ -34,7 +35,7 @@ def test_streamed_steps_match_duckdb(how, data, nulls_equal, parts, chunk_rows, 
     build_side = "left" if build_left and how in ("inner", "left", "right", "full") else "right"
     plan = JoinPlan("out-of-core-streams", how, build_side, "cpu", sides[0].rows,
                     sides[1].rows, 1 << 20, chunk_rows=chunk_rows, parts=parts)
-    got = _join_stream._run_streamed(*sides, plan, nulls_equal)
+    got = _join_stream.run_streamed(*sides, plan, nulls_equal)
     assert as_pairs(got, how) == duckdb_join(lcols, rcols, lvalid, rvalid, how, nulls_equal,
                                              signed)
 

@@ -21,7 +21,6 @@ from gpuhash.join.api import JoinBuild, explain_join, join
 from gpuhash.join.merge import merge
 from gpuhash.join.plan import JoinPlan
 from gpuhash.join.pool import clear as clear_join_cache
-from gpuhash.join.strategies import stream as _join_stream  # noqa: F401  (registers the out-of-core strategy)
 from gpuhash.table.base import TableFullError
 from gpuhash.table.hash_map import HashMap, HashSet
 from gpuhash.table.multimap import MultiMap

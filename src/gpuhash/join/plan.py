@@ -1,14 +1,12 @@
-"""How a join runs: the strategy registry and the cost model that chooses among strategies.
+"""How a join runs: the cost model that chooses a strategy, and the frozen plan it returns.
 
-A strategy is a function registered under a name; the planner considers only the registered
-ones that have a function (join.py registers most; the streamed out-of-core path registers
-its function from _join_stream.py). The model is
-deliberately small: estimated bytes decide what fits the memory budget (one table, its probe
-side in chunks, both sides partitioned, or streamed from host memory), row thresholds measured
-on the H100 decide among what fits (``gpu-radix`` from RADIX_MIN_BUILD_ROWS a side, the CPU below
-``CPU_SMALL_MAX_ROWS``, which is None: no crossover was found on the H100 host), and every
-decision is written into the plan's ``why``. ``COST_NS``'s per-row figures only estimate the
-chosen plan's time for ``explain`` (``estimates["hash_table_ms"]``); they choose nothing.
+The planner names one of the strategies of the registry (join/strategies: STRATEGIES). The
+model is deliberately small: estimated bytes decide what fits the memory budget (one table,
+its probe side in chunks, both sides partitioned, or streamed from host memory), a row
+threshold measured on the H100 decides among what fits (``gpu-radix`` from
+RADIX_MIN_BUILD_ROWS a side), and every decision is written into the plan's ``why``.
+``COST_NS``'s per-row figures only estimate the chosen plan's time for ``explain``
+(``estimates["hash_table_ms"]``); they choose nothing.
 
 Example:
     >>> plan = plan_join(1000, 100, how="inner", key_bytes=4, device=torch.device("cpu"))
@@ -20,8 +18,9 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import torch
 
@@ -31,14 +30,6 @@ from gpuhash.table.format import L2_TABLE_BYTES
 HOWS = ("inner", "left", "right", "full", "semi", "anti", "cross")
 SYMMETRIC = ("inner", "left", "right", "full")  # either side may be the build side
 
-# Below this many rows in all, a join of CUDA tensors runs on the CPU (copies included).
-# None: never. Measured on the H100 machine (bench/experiments/cpu_small_crossover.py,
-# bench/RESULTS.md): from 64 to 256K int32 rows the GPU join took 0.32-0.54 ms, the CPU
-# engine 0.79-66 ms and pyarrow 1.3-11 ms, so no CPU backend is preferred at any size there.
-# The path runs the CPU engine only: pyarrow, measured beside it (faster than the engine at
-# some sizes), lost to the GPU at every size too, so no second backend was wired in; polars
-# was not measured there.
-CPU_SMALL_MAX_ROWS: dict[str, int | None] = {"gpuhash-cpu": None}
 # nanoseconds per row, guesses: building a table entry, probing a row, writing an output pair
 COST_NS = {"cuda": {"build": 0.5, "probe": 0.3, "pair": 0.1, "call": 20_000},
            "cpu": {"build": 60.0, "probe": 40.0, "pair": 5.0, "call": 200}}
@@ -68,48 +59,10 @@ RADIX_MIN_BUILD_ROWS = 16_000_000
 FANOUT_SHARE = 16
 
 
-@dataclass
-class Strategy:
-    """A named way to run a join; ``run`` is None until it is implemented."""
-
-    name: str
-    description: str
-    run: Callable | None = None
-
-
-STRATEGIES: dict[str, Strategy] = {}
-
-
-def register(name: str, description: str, run: Callable | None = None) -> Strategy:
-    """Add (or replace) a strategy under ``name``; pass ``run`` once it exists.
-
-    Example:
-        >>> register("sketch", "a join being written").run is None
-        True
-        >>> del STRATEGIES["sketch"]
-    """
-    STRATEGIES[name] = Strategy(name, description, run)
-    shared = globals().get("_small_gpu_plan")
-    if shared is not None:  # plans shared so far may name a strategy that changed
-        shared.cache_clear()
-    return STRATEGIES[name]
-
-
-register("cpu-small", "tiny inputs copied to the CPU and joined by the fastest CPU backend")
-register("hash-table", "build a gpuhash table on the build side, probe it with the other")
-register("hash-table-chunked", "the build side's table probed by chunks of the probe side")
-register("hash-partitioned", "both sides split by key hash into parts joined one at a time")
-register("cross-product", "every pair of rows (how='cross'); keys only give the lengths")
-register("gpu-radix", "both sides split by key hash into partitions of about 1,500 build "
-         "rows, each joined by one GPU block in a shared-memory table (seed 001)")
-register("out-of-core-streams", "host inputs joined on a GPU: the probe side copied in "
-         "chunks that overlap the joins, results copied back (both sides split by key hash "
-         "on the host when the build side passes the budget)")
-
-
-@dataclass
+@dataclass(frozen=True)
 class JoinPlan:
     """The chosen strategy, its parameters and the reason, as ``explain=True`` shows it.
+    Frozen: plans of small joins are shared between calls (shared_plan).
 
     Example:
         >>> plan = plan_join(10, 10, how="semi", key_bytes=8, device=torch.device("cpu"))
@@ -126,7 +79,7 @@ class JoinPlan:
     memory_budget: int
     chunk_rows: int | None = None
     parts: int = 1
-    estimates: dict = field(default_factory=dict)
+    estimates: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     why: str = ""
 
     def __str__(self) -> str:
@@ -135,6 +88,24 @@ class JoinPlan:
         detail = f" ({', '.join(extra)})" if extra else ""
         return (f"join how={self.how!r}: {self.strategy}{detail} on {self.device}, build side "
                 f"{self.build_side} ({self.left_rows} x {self.right_rows} rows). {self.why}")
+
+
+class _Draft:
+    """A plan while the planner decides it: JoinPlan's fields, mutable; ``frozen()`` ends it."""
+
+    def __init__(self, strategy: str, how: str, build_side: str, device: str, left_rows: int,
+                 right_rows: int, memory_budget: int):
+        self.strategy, self.how, self.build_side, self.device = strategy, how, build_side, device
+        self.left_rows, self.right_rows, self.memory_budget = left_rows, right_rows, memory_budget
+        self.chunk_rows: int | None = None
+        self.parts = 1
+        self.estimates: dict[str, float] = {}
+        self.why = ""
+
+    def frozen(self) -> JoinPlan:
+        fields = dict(vars(self))
+        fields["estimates"] = MappingProxyType(dict(self.estimates))
+        return JoinPlan(**fields)
 
 
 def free_bytes(device: torch.device) -> int:
@@ -320,11 +291,7 @@ def wants_fanout(plan: JoinPlan, *, keys_on_gpu: bool) -> bool:
     return need * FANOUT_SHARE >= plan.estimates["budget_bytes"]
 
 
-def _usable(name: str) -> bool:
-    return STRATEGIES.get(name) is not None and STRATEGIES[name].run is not None
-
-
-def _partition(plan: JoinPlan, build: int, probe: int, key_bytes: int, per_row: int,
+def _partition(plan: _Draft, build: int, probe: int, key_bytes: int, per_row: int,
                build_row: int = 0, *, direct: bool = False) -> int:
     """Parts for a build table past half the budget (each part's table, with ``build_row``
     more bytes a build row and its direct array where ``direct``, fits half of it), and
@@ -367,14 +334,14 @@ def block_shared_bytes(device: str) -> int:
                .shared_memory_per_block_optin)
 
 
-def _radix_fits(plan: JoinPlan, build: int, probe: int, key_bytes: int, fanout: float, *,
+def _radix_fits(plan: _Draft, build: int, probe: int, key_bytes: int, fanout: float, *,
                 build_fixed: bool) -> tuple[bool, str]:
     """Whether ``plan`` becomes a radix join (GPU, a build side of its own, at least
     RADIX_MIN_BUILD_ROWS rows a side, build rows within what the partitions are sized for,
     rows that fit 4-byte row numbers, a GPU that gives a block the shared memory of the
     partition passes' tiles, and the partitions within the budget), and why not where the
     sides' sizes alone would have taken it (else ""); sets its strategy and parts."""
-    if (plan.device.split(":")[0] != "cuda" or build_fixed or not _usable("gpu-radix")
+    if (plan.device.split(":")[0] != "cuda" or build_fixed
             or not RADIX_MIN_BUILD_ROWS <= build <= _radix_format.max_build_rows(key_bytes)
             or not RADIX_MIN_BUILD_ROWS <= probe <= _radix_format.MAX_ROWS):
         return False, ""  # (a small probe side is unmeasured: partitioning may not pay)
@@ -399,9 +366,9 @@ def shared_plan(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
     the same arguments where the plan cannot depend on the free memory: a GPU join whose
     worst case (either side built, either probed) needs at most SMALL_SHARE of the GPU's
     memory, whose budget is then a share of the total (default_budget). Read-only: a small
-    join's planning is a tenth of its time (bench/RESULTS.md). Others are planned afresh.
-    The module's settings (COST_NS, the shares, the direct array's limits) are read when a
-    size is first planned: change them before joining (``register`` starts afresh).
+    join's planning is a good part of its time. Others are planned afresh. The module's
+    settings (COST_NS, the shares, the direct array's limits) are read when a size is first
+    planned.
 
     Example:
         >>> plan = shared_plan(10, 10, how="inner", key_bytes=4, device=torch.device("cpu"))
@@ -409,8 +376,7 @@ def shared_plan(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
         'hash-table'
     """
     if device.type == "cuda" and max(left_rows, right_rows) <= _small_rows(device, key_bytes):
-        return _small_gpu_plan(left_rows, right_rows, how, key_bytes, device,
-                               CPU_SMALL_MAX_ROWS["gpuhash-cpu"])
+        return _small_gpu_plan(left_rows, right_rows, how, key_bytes, device)
     return plan_join(left_rows, right_rows, how=how, key_bytes=key_bytes, device=device)
 
 
@@ -435,8 +401,7 @@ def _small_rows(device: torch.device, key_bytes: int) -> int:
 
 @functools.lru_cache(maxsize=256)
 def _small_gpu_plan(left_rows: int, right_rows: int, how: str, key_bytes: int,
-                    device: torch.device, cpu_small_max_rows: int | None) -> JoinPlan:
-    # cpu_small_max_rows: part of the key, since the plan reads CPU_SMALL_MAX_ROWS
+                    device: torch.device) -> JoinPlan:
     return plan_join(left_rows, right_rows, how=how, key_bytes=key_bytes, device=device)
 
 
@@ -464,10 +429,10 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                                       or not memory_budget >= 1):
         raise ValueError(f"memory_budget must be a positive number of bytes, got "
                          f"{memory_budget!r}")
-    plan = JoinPlan("hash-table", how, "right", str(device), left_rows, right_rows, 0)
+    plan = _Draft("hash-table", how, "right", str(device), left_rows, right_rows, 0)
     if how == "cross":
         plan.strategy, plan.why = "cross-product", "how='cross' pairs every row with every row."
-        return plan
+        return plan.frozen()
     reasons = []
     if how in SYMMETRIC and not build_fixed and left_rows < right_rows:
         plan.build_side = "left"
@@ -488,16 +453,7 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
     plan.estimates["hash_table_ms"] = round(
         (costs["call"] + build * costs["build"] + probe * costs["probe"]
          + probe * fanout * costs["pair"]) / 1e6, 4)
-    small = CPU_SMALL_MAX_ROWS["gpuhash-cpu"]
-    if (kind == "cuda" and _usable("cpu-small") and small is not None
-            and left_rows + right_rows <= small):
-        plan.strategy, plan.device = "cpu-small", "cpu"
-        reasons.append(f"{left_rows + right_rows} rows in all are at most CPU_SMALL_MAX_ROWS "
-                       f"({small}): a GPU launch costs more than the CPU's whole join")
-        plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
-        return plan
-    if (kind == "cuda" and data_device is not None and data_device.type != "cuda"
-            and _usable("out-of-core-streams")):
+    if kind == "cuda" and data_device is not None and data_device.type != "cuda":
         plan.strategy = "out-of-core-streams"
         # on the GPU besides the table: the build side's keys, copied over, and each probe
         # chunk's own key columns (wider than its code for several columns) and the chunks
@@ -524,7 +480,7 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                            f" half the budget of {budget} bytes, so both sides are split by "
                            f"key hash on the host into {parts} parts, each streamed")
         plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
-        return plan
+        return plan.frozen()
     radix, radix_declined = _radix_fits(plan, build, probe, key_bytes, fanout,
                                         build_fixed=build_fixed)
     if radix:
@@ -533,10 +489,10 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                        f"sides' partitions (~{plan.estimates['radix_bytes']} bytes) fit the "
                        f"budget of {budget} bytes: {plan.parts} partitions of about "
                        f"{build // plan.parts + 1} build rows, each joined in shared memory")
-    elif built + probe * per_row <= budget or not _usable("hash-table-chunked"):
+    elif built + probe * per_row <= budget:
         reasons.append(f"the table (~{built} bytes) and the probe (~{probe * per_row} bytes) "
                        f"fit the budget of {budget} bytes")
-    elif built <= budget // 2 or build_fixed or not _usable("hash-partitioned"):
+    elif built <= budget // 2 or build_fixed:
         plan.strategy = "hash-table-chunked"
         plan.chunk_rows = max(MIN_CHUNK_ROWS, (budget - built) // per_row)
         reasons.append(f"the probe side (~{probe * per_row} bytes) passes the budget of "
@@ -560,4 +516,4 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
                        f"{32 * words} bits, used where the build's keys are distinct and "
                        f"below that (a word and a row read a probe row)")
     plan.why = " ".join(r[0].upper() + r[1:] + "." for r in reasons)
-    return plan
+    return plan.frozen()

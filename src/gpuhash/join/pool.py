@@ -68,13 +68,13 @@ def take(spec: TableSpec, device: torch.device, *, spare_words: int,
         kept = _KEPT.pop(key, None)
         if kept is not None:
             multi, first_use = kept
-            multi._state.__dict__.update(first_use)
+            multi._state.caches.update(first_use)
             return multi
     multi = MultiMap._empty(spec, device, growable=False, duplicates="any",
                             spare_words=spare_words, filled=False)
     state = multi._state
     if key is not None and state.slots.untyped_storage().nbytes() <= POOL_TABLE_BYTES:
-        state.__dict__["_pool"] = (key, {name: state.__dict__[name] for name in _FIRST_USE})
+        state.caches["_pool"] = (key, {name: state.caches[name] for name in _FIRST_USE})
     return multi
 
 
@@ -83,10 +83,10 @@ def hand_back(multi: MultiMap) -> None:
     longest ago when POOL_TABLES are kept. Call only when no work on it is pending (after the
     join's last probe) and nothing will use it again."""
     state = multi._state
-    pooled = state.__dict__.get("_pool")
+    pooled = state.caches.get("_pool")
     if pooled is None:
         return
-    groups = state.__dict__.get("join_groups")  # the last build's group array stays
+    groups = state.join_groups  # the last build's group array stays
     held = state.slots.untyped_storage().nbytes() + (
         0 if groups is None else groups[0].untyped_storage().nbytes())
     if held > POOL_TABLE_BYTES:

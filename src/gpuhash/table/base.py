@@ -114,7 +114,7 @@ class _Table:
             raise ValueError(f"duplicates must be one of {DUPLICATE_POLICIES}, "
                              f"got {duplicates!r}")
         spec = TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
-                         num_buckets=1, max_load_factor=float(max_load_factor),
+                         num_buckets=1, max_load_factor=float(max_load_factor), multi=self._multi,
                          **({} if seed is None else {"seed": int(seed)})).sized_for(capacity)
         device = _resolve_device(device)
         self._adopt(_engine_for(device).empty_state(spec, device), growable=growable,
@@ -127,7 +127,7 @@ class _Table:
         for internal callers whose arguments are right by construction (the join's build
         tables): the constructor's checks and sizing cost more host time than a small join's
         kernels take (bench/RESULTS.md). ``spare_words``: zero words for the caller
-        (``_state.__dict__["_spare"]``); not ``filled``: the engine may leave the memory to
+        (``_state.spare``); not ``filled``: the engine may leave the memory to
         the join build that follows (engines: empty_state)."""
         table = object.__new__(cls)
         table._adopt(_engine_for(device).empty_state(spec, device, spare_words=spare_words,
@@ -139,7 +139,7 @@ class _Table:
                used: int | None = None) -> None:
         """Take ``state`` as this table's; ``used``: its used slots when known (an empty
         table), which saves reading them from the device (a synchronisation)."""
-        state.multi = self._multi
+        assert state.spec.multi == self._multi, "a MultiMap's spec says multi, no other's"
         self._state = state
         self._device = state.device  # cached: small calls are dominated by host overhead
         self._device_index = state.slots.get_device()
@@ -147,6 +147,9 @@ class _Table:
         self._growable = bool(growable)
         self._duplicates = duplicates
         self._default_cache: dict[Any, torch.Tensor] = {}
+        # the spec before an insert grew the table to an upper bound of its new keys, until
+        # _fit_after_growth has checked whether repeats left it too large
+        self._grown_from: TableSpec | None = None
         # Host-side upper bound on used bucket slots: lets inserts skip a device sync until
         # the bound nears the limit.
         self._used_bound = int(state.counts[1]) if used is None else used
@@ -231,7 +234,6 @@ class _Table:
 
     def _rehash(self, spec: TableSpec) -> None:
         target = self._engine.empty_state(spec, self.device)
-        target.multi = self._multi
         old = self._state
         self._engine.rehash(old, target)
         if self.device.type == "cuda":  # the old tensors may be freed while the rehash runs
@@ -300,7 +302,7 @@ class _Table:
         """After an insert for which the table grew to an upper bound of its new keys: if the
         batch's repeats left it under a quarter full, rehash it to the size an exact count
         would have given."""
-        before = self.__dict__.pop("_grown_from", None)
+        before, self._grown_from = self._grown_from, None
         if before is None:
             return
         live = self._counts()[0]

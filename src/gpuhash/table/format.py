@@ -52,9 +52,10 @@ import dataclasses
 import functools
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -100,6 +101,9 @@ class TableSpec:
     seed: int = DEFAULT_SEED
     max_load_factor: float = 0.9
     bucket_slots: int = BUCKET_SLOTS
+    # every row its own entry (a MultiMap's table: repeated keys kept); the bytes are the
+    # same either way, but the operations, and so the kernels compiled, differ
+    multi: bool = False
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
@@ -233,13 +237,25 @@ def check_seed(seed: object) -> None:
 
 @dataclass
 class TableState:
-    """The tensors of one table; either engine operates on them in place."""
+    """The tensors of one table; either engine operates on them in place.
+
+    The first five fields are the table's contents (saved, copied, compared). The rest belong
+    to no file: ``spare``, zero words an engine made with the table for its caller (a join
+    build's arrays); ``join_groups``, a join build's group array and its counters (the join
+    engine's build sets them, its probe reads them); ``caches``, what an engine or the join
+    keeps with the table between calls (launch arguments, locks, a stash, a pooled table's
+    first-use words), by name, dropped with the state.
+    """
 
     spec: TableSpec
     slots: torch.Tensor
     values: torch.Tensor | None
     overflow: torch.Tensor
     counts: torch.Tensor
+    spare: torch.Tensor | None = field(default=None, repr=False, compare=False)
+    join_groups: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False,
+                                                                   compare=False)
+    caches: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def device(self) -> torch.device:
@@ -309,7 +325,7 @@ def empty_state(spec: TableSpec, device: torch.device | str, *, spare_words: int
                 filled: bool = True) -> TableState:
     """A table with no entries: every bucket slot EMPTY, both out-of-band slots absent. (The
     CPU engine's; the CUDA engine makes the same bytes in one launch.) ``spare_words``: zero
-    int64 words for the caller, ``state.__dict__["_spare"]`` (the CUDA engine's ride in the
+    int64 words for the caller, ``state.spare`` (the CUDA engine's ride in the
     table's allocation). ``filled`` is the CUDA engine's option (a join build fills there);
     here the table is always filled."""
     check_buckets(spec)
@@ -325,7 +341,7 @@ def empty_state(spec: TableSpec, device: torch.device | str, *, spare_words: int
     state = TableState(spec, slots, state_values, overflow, counts)
     reset_out_of_band(state)
     if spare_words:
-        state.__dict__["_spare"] = torch.zeros(spare_words, dtype=torch.int64, device=device)
+        state.spare = torch.zeros(spare_words, dtype=torch.int64, device=device)
     return state
 
 
@@ -413,7 +429,7 @@ def load_state(path: str | Path, device: torch.device | str, *, kind: str) -> Ta
                              f"this gpuhash reads version {FORMAT_VERSION}")
         if not isinstance(payload["kind"], str) or payload["kind"] != kind:
             raise ValueError(f"{path} holds a {payload['kind']}, not a {kind}")
-        spec = _spec_from(payload["spec"])
+        spec = dataclasses.replace(_spec_from(payload["spec"]), multi=kind == "MultiMap")
         tensors = _checked_tensors(spec, payload["tensors"])
         if not isinstance(payload["checksum"], str):
             raise _Damaged(f"its checksum is a {type(payload['checksum']).__name__}, not a str")

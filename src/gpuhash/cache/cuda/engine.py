@@ -70,7 +70,7 @@ def _launch_info(state: CacheState) -> tuple[dict, tuple[int, ...], int]:
     """Kernels, cache arguments and device index of a state, worked out once; the index made
     where the engine meets a state first (a state the cache adopts is refreshed first; the
     state a growth fills meets the engine in that write)."""
-    info = state.__dict__.get("_cuda_launch_info")
+    info = state.caches.get("_cuda_launch_info")
     if info is None:
         spec = state.spec
         device = state.keys.get_device()
@@ -83,15 +83,15 @@ def _launch_info(state: CacheState) -> tuple[dict, tuple[int, ...], int]:
                 buckets)
         kernels = _kernels(spec.value_bytes, spec.bucket_slots, device, os.environ.get(ARCH_ENV))
         info = (kernels, args, device)
-        state.__dict__["_cuda_launch_info"] = info
-        state.__dict__["_cuda_index"] = index
+        state.caches["_cuda_launch_info"] = info
+        state.caches["_cuda_index"] = index
         _build_index(state, *info)
     return info
 
 
 def _build_index(state: CacheState, kernels: dict, args: tuple, device: int) -> None:
     """The index of the state's key words, made anew (gh_cache_index_build)."""
-    index = state.__dict__["_cuda_index"]
+    index = state.caches["_cuda_index"]
     index[:, 0] = -1  # key words EMPTY
     index[:, 1] = 0   # no slot, no count
     launch(kernels["index_build"], state.spec.capacity, *args, device=device)
@@ -100,10 +100,10 @@ def _build_index(state: CacheState, kernels: dict, args: tuple, device: int) -> 
 def refresh(state: CacheState) -> None:
     """Make the index from the state's key words, on the current stream (after key words
     changed other than through this engine's operations, or for a state the cache adopts)."""
-    if "_cuda_launch_info" not in state.__dict__:
+    if "_cuda_launch_info" not in state.caches:
         _launch_info(state)  # makes it
         return
-    _build_index(state, *state.__dict__["_cuda_launch_info"])
+    _build_index(state, *state.caches["_cuda_launch_info"])
 
 
 def _ptr(tensor: torch.Tensor | None) -> int:

@@ -126,7 +126,7 @@ def build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
     counted as unplaced (counts[2]), as the kernel does. ``direct``: the direct array (with
     ``ranked``, a ranked array's bits), tried first; where it holds every row the table is
     left empty."""
-    state.__dict__["join_groups"] = (torch.empty(0, dtype=state.spec.value_dtype), groups)
+    state.join_groups = (torch.empty(0, dtype=state.spec.value_dtype), groups)
     codes, usable = join_codes(state.spec.key_bytes, keys, valid, shape, low, high)
     if direct is not None and (_direct_build(direct, codes, usable, valid) if ranked is None
                                else _ranked_build(direct, ranked, codes, usable, valid)):
@@ -169,7 +169,7 @@ def _group_rows(state: TableState, slots: torch.Tensor, rows: torch.Tensor,
     ordered[starts.index_select(0, group) + 1 + rank] = rows[grouped][order].to(ordered.dtype)
     state.value_view()[group_slots] = (~starts).to(ordered.dtype)
     groups[1] = ordered.shape[0]
-    state.__dict__["join_groups"] = (ordered, groups)
+    state.join_groups = (ordered, groups)
 
 
 def _expand_groups(state: TableState, probe: torch.Tensor, build: torch.Tensor

@@ -73,12 +73,12 @@ def build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
     half again the rows."""
     kernels, table, device = _join_launch_info(state)
     width, rows = keys.element_size(), keys.shape[0]
-    unfilled = state.__dict__.pop("_unfilled", (0, 0, 0, 0))  # (0, ...): filled already
+    unfilled = state.caches.pop("_unfilled", (0, 0, 0, 0))  # (0, ...): filled already
     # a table kept for another join (join.py: _join_pool) keeps its last group array
-    ordered = state.__dict__.get("join_groups", (None,))[0]
+    ordered = (state.join_groups or (None,))[0]
     if ordered is None or ordered.shape[0] < rows + rows // 2 + 1:
         ordered = keys.new_empty(rows + rows // 2 + 1, dtype=state.spec.value_dtype)
-    state.__dict__["join_groups"] = (ordered, groups)
+    state.join_groups = (ordered, groups)
     stream = torch._C._cuda_getCurrentRawStream(device)
     launch_cooperative(kernels[f"gh_join_build_{width}"], max(rows, unfilled[2]), *table,
                        *unfilled, keys.data_ptr(), _ptr(valid), rows, shape, low, high,
@@ -140,7 +140,7 @@ def probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
     capacity = 0 if probe_hit is not None else rows
     # the new table's zeroed words serve the first probe (ordered after the table's fill, as
     # the probe must be after its build); later probes and a second run zero their own
-    counters = state.__dict__.pop("_zeroed_counters", None)
+    counters = state.caches.pop("_zeroed_counters", None)
     ordered = state.join_groups[0]
     while True:
         if counters is None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import torch
 
+from gpuhash.join.build import RowTable
 from gpuhash.join.keys import KeyEncoder
 from gpuhash.join.matches import _Matches, _take
 from gpuhash.join.plan import JoinPlan
+from gpuhash.join.sides import Side
 
 _MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: spreads codes over the top bits
 _PART_SHIFT = 54             # the top 10 bits pick one of up to 1024 parts
@@ -40,13 +42,12 @@ class _Coded:
         return columns[0].contiguous(), valid, 0, 0, 0
 
 
-def run_partitioned(left, right, plan: JoinPlan, nulls_equal: bool, *, table):
+def run_partitioned(left: Side, right: Side, plan: JoinPlan, nulls_equal: bool):
     """Both sides split by the hash of their key codes (the encoder is fitted once, on the
     whole build side, so equal keys get equal codes in every part); each part's table is
     built, probed and dropped before the next. Nulls are matched once, outside the parts,
     and the probe side's unmatched rows found at the end (a part sees only its rows).
-    ``left`` / ``right``: join.py's sides; ``table``: its build table class (join._RowTable),
-    built from a part's codes."""
+    Each part's table is a RowTable built from the part's codes."""
     build, probe = (left, right) if plan.build_side == "left" else (right, left)
     device = build.device
     encoder = KeyEncoder(build.columns, build.valid)
@@ -65,7 +66,7 @@ def run_partitioned(left, right, plan: JoinPlan, nulls_equal: bool, *, table):
     for part in range(plan.parts):
         mine = (b_part == part).nonzero().squeeze(1)
         part_rows = _take(b_rows, mine)
-        part_table = table(coded, [_take(b_codes, mine)], None, mine.shape[0], device)
+        part_table = RowTable(coded, [_take(b_codes, mine)], None, mine.shape[0], device)
         theirs = (p_part == part).nonzero().squeeze(1)
         rows, codes = _take(p_rows, theirs), _take(p_codes, theirs)
         for start in range(0, rows.shape[0], step or max(rows.shape[0], 1)):

@@ -14,13 +14,13 @@ synchronises once more (the pairs' count), again where repeated build keys make 
 than the probe side has rows, and where partitions overflowed.
 
 Example:
-    >>> import sys, torch
+    >>> import torch
     >>> from gpuhash.join.plan import plan_join
-    >>> joins = sys.modules["gpuhash.join.api"]
-    >>> left, right = joins._sides(torch.tensor([1, 2, 2, 5]), torch.tensor([2, 1, 7]),
-    ...                            None, None)
+    >>> from gpuhash.join.sides import sides
+    >>> from gpuhash.join.strategies.radix import run_radix
+    >>> left, right = sides(torch.tensor([1, 2, 2, 5]), torch.tensor([2, 1, 7]), None, None)
     >>> plan = plan_join(4, 3, how="inner", key_bytes=8, device=torch.device("cpu"))
-    >>> left_rows, right_rows = run_radix(left, right, plan, False, table=joins._RowTable)
+    >>> left_rows, right_rows = run_radix(left, right, plan, False)
     >>> sorted(zip(left_rows.tolist(), right_rows.tolist()))
     [(0, 1), (1, 0), (2, 0)]
 """
@@ -30,11 +30,13 @@ from __future__ import annotations
 import torch
 
 from gpuhash.join import radix_format as fmt
+from gpuhash.join.build import RowTable
 from gpuhash.join.cpu import radix as radix_cpu
 from gpuhash.join.cuda import radix as radix_cuda
 from gpuhash.join.keys import Direct32, KeyEncoder, canonical
 from gpuhash.join.matches import _Matches, _take
 from gpuhash.join.plan import JoinPlan
+from gpuhash.join.sides import Side
 from gpuhash.join.strategies.parts import _Coded, add_null_matches
 
 
@@ -42,10 +44,10 @@ def _engine(device: torch.device):
     return radix_cuda if device.type == "cuda" else radix_cpu
 
 
-def run_radix(left, right, plan: JoinPlan, nulls_equal: bool, *, table):
-    """The join of ``left`` and ``right`` (join.py's sides) by partitions, as ``plan`` says
-    (its build side; the partition count follows the build side's rows and code width);
-    ``table``: join.py's build table class, for the partitions that overflow."""
+def run_radix(left: Side, right: Side, plan: JoinPlan, nulls_equal: bool):
+    """The join of ``left`` and ``right`` by partitions, as ``plan`` says (its build side;
+    the partition count follows the build side's rows and code width); partitions that
+    overflow are joined by one RowTable."""
     build, probe = (left, right) if plan.build_side == "left" else (right, left)
     engine = _engine(build.device)
     encoder = (Range32(build.columns[0], build.valid) if Direct32.suits(build.columns)
@@ -64,7 +66,7 @@ def run_radix(left, right, plan: JoinPlan, nulls_equal: bool, *, table):
     if matches.pairs:
         matches.add_pairs(found_probe, found_build)
     if overflowed.shape[0]:
-        _join_overflowed(matches, sides, overflowed, used, hit, table)
+        _join_overflowed(matches, sides, overflowed, used, hit)
     if hit is not None:
         matches.add_hits(None, hit)
     add_null_matches(matches, build, probe, nulls_equal)
@@ -117,11 +119,11 @@ def _rows_of(side: tuple, partitions: torch.Tensor, used: int
 
 
 def _join_overflowed(matches: _Matches, sides: list, overflowed: torch.Tensor,
-                     used: tuple[int, int], hit: torch.Tensor | None, table) -> None:
+                     used: tuple[int, int], hit: torch.Tensor | None) -> None:
     """The overflowed partitions' rows joined by one global table over their build rows."""
     build_codes, build_rows = _rows_of(sides[0], overflowed, used[0])
     probe_codes, probe_rows = _rows_of(sides[1], overflowed, used[1])
-    joined = table(_Coded(torch.int64, None), [build_codes], None, build_codes.shape[0],
+    joined = RowTable(_Coded(torch.int64, None), [build_codes], None, build_codes.shape[0],
                    build_codes.device)
     if hit is not None:
         hit[probe_rows] = joined.matched([probe_codes], None)

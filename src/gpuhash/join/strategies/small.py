@@ -1,19 +1,17 @@
 """The commonest ``gh.join`` call in fewer steps: two int32 torch tensors on one GPU, no option.
 
-A small join's time is mostly the host's (bench/RESULTS.md): about 38 us of Python before the
-build's launch and 20 after the result's read, of which the general path's wrappers (the
-sides' objects and checks, the plan's re-planning hooks, the prepared build's object and
-stream context, the matches' pieces and assembly) take 12-25 us on the H100 machine's host
-(J1 0.125 -> 0.113 ms, J2 0.135 -> 0.112; RESULTS, twenty-sixth session). This path keeps every
+A small join's time is mostly the host's, and the general path's wrappers (the sides'
+objects and checks, the plan's re-planning hooks, the prepared build's object and stream
+context, the matches' pieces and assembly) are a good part of it. This path keeps every
 decision the general one makes (the same shared plan, the same test for an estimate of
-repeated keys, the same build table, kernels and refit: join.py's _RowTable) and skips only
-the wrappers, for the calls whose answer one probe writes whole. Anything else returns None
-and takes the general path.
+repeated keys, the same build table, kernels and refit: build.RowTable) and skips only the
+wrappers, for the calls whose answer one probe writes whole. Anything else returns None and
+takes the general path.
 
 Example:
     >>> import torch
     >>> small_join(torch.tensor([1], dtype=torch.int32), torch.tensor([1], dtype=torch.int32),
-    ...            "inner", table=None) is None  # on the CPU: the general path
+    ...            "inner") is None  # on the CPU: the general path
     True
 """
 
@@ -23,6 +21,7 @@ from typing import Any
 
 import torch
 
+from gpuhash.join.build import RowTable
 from gpuhash.join.keys import Direct32
 from gpuhash.join.plan import shared_plan, wants_fanout
 
@@ -30,11 +29,11 @@ HOWS = ("inner", "left", "semi", "anti")  # a left, semi or anti join built on t
 _DIRECT32 = Direct32(torch.int32)  # the encoder holds nothing of a join
 
 
-def small_join(left_keys: Any, right_keys: Any, how: Any, *, table) -> Any:
+def small_join(left_keys: Any, right_keys: Any, how: Any) -> Any:
     """``gh.join(left_keys, right_keys, how=how)``'s result, or None where the general path
     must run: int32 torch tensors, 1-D, on one GPU; how inner, left, semi or anti; a plan of
-    one table probed at once (``table``: join.py's _RowTable) and no estimate of repeated
-    keys wanted. The caller has checked that no other option was given."""
+    one table probed at once and no estimate of repeated keys wanted. The caller has checked
+    that no other option was given."""
     if (how not in HOWS or left_keys.__class__ is not torch.Tensor
             or right_keys.__class__ is not torch.Tensor or left_keys.dtype != torch.int32
             or right_keys.dtype != torch.int32 or left_keys.dim() != 1
@@ -50,7 +49,7 @@ def small_join(left_keys: Any, right_keys: Any, how: Any, *, table) -> Any:
             or wants_fanout(plan, keys_on_gpu=True)):
         return None
     build, probe = (left_keys, right_keys) if build_left else (right_keys, left_keys)
-    built = table(_DIRECT32, [build], None, build.shape[0], device, pooled=True)
+    built = RowTable(_DIRECT32, [build], None, build.shape[0], device, pooled=True)
     if how in ("semi", "anti"):
         result = built.picked([probe], None, how)
     else:

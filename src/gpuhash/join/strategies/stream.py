@@ -41,10 +41,11 @@ import torch
 
 from gpuhash._common.arrays import SIGNED_VIEW
 from gpuhash.join import plan as _join_plan
-from gpuhash.join.api import JoinBuild, _Side
+from gpuhash.join.build import JoinBuild
 from gpuhash.join.keys import canonical
 from gpuhash.join.matches import _take
 from gpuhash.join.plan import JoinPlan
+from gpuhash.join.sides import Side
 from gpuhash.join.strategies.parts import _MIX, _PART_SHIFT
 
 # chunks queued ahead of the one being joined (the planner counts them and the copies in
@@ -165,7 +166,7 @@ def _land(copied: torch.cuda.Event, staged: torch.Tensor, target: torch.Tensor) 
     np.copyto(target.numpy(), staged.numpy())
 
 
-def _chunks(probe: _Side, chunk_rows: int, device: torch.device):
+def _chunks(probe: Side, chunk_rows: int, device: torch.device):
     """(first row, part on ``device``) of the host side ``probe``, in row order; a copier
     thread stages and copies chunks ahead of the caller (up to _AHEAD queued, one more on
     its way, and briefly one beyond, as the planner's chunk size allows for). Close it when
@@ -209,7 +210,7 @@ def _chunks(probe: _Side, chunk_rows: int, device: torch.device):
         thread.join()
 
 
-def _run_streamed(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
+def run_streamed(left: Side, right: Side, plan: JoinPlan, nulls_equal: bool):
     """One join of host keys on the GPU ``plan.device`` (the strategy's entry)."""
     if plan.parts > 1:
         return _run_parts(left, right, plan, nulls_equal)
@@ -237,7 +238,7 @@ def _run_streamed(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
     return matches.assemble(host)
 
 
-def _part_of(side: _Side, parts: int, nulls_together: bool) -> torch.Tensor:
+def _part_of(side: Side, parts: int, nulls_together: bool) -> torch.Tensor:
     """Each row's part: a hash of its key values as int64 (so int32 and int64 keys of equal
     value agree); with ``nulls_together`` (nulls_equal) the null rows in part 0, where they
     meet, else spread like the others (they match nothing)."""
@@ -250,7 +251,7 @@ def _part_of(side: _Side, parts: int, nulls_together: bool) -> torch.Tensor:
     return part
 
 
-def _run_parts(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
+def _run_parts(left: Side, right: Side, plan: JoinPlan, nulls_equal: bool):
     """Both host sides split by key hash into ``plan.parts`` parts, each joined streamed."""
     part_l = _part_of(left, plan.parts, nulls_equal)
     part_r = _part_of(right, plan.parts, nulls_equal)
@@ -260,7 +261,7 @@ def _run_parts(left: _Side, right: _Side, plan: JoinPlan, nulls_equal: bool):
         rows_r = (part_r == part).nonzero().squeeze(1)
         sub = JoinPlan(plan.strategy, plan.how, plan.build_side, plan.device,
                        rows_l.shape[0], rows_r.shape[0], plan.memory_budget, plan.chunk_rows)
-        found = _run_streamed(left._mapped(lambda t, r=rows_l: _select(t, r), rows_l.shape[0]),
+        found = run_streamed(left._mapped(lambda t, r=rows_l: _select(t, r), rows_l.shape[0]),
                               right._mapped(lambda t, r=rows_r: _select(t, r), rows_r.shape[0]),
                               sub, nulls_equal)
         if isinstance(found, tuple):
@@ -286,7 +287,3 @@ def _back(rows: torch.Tensor, found: torch.Tensor) -> torch.Tensor:
     """A part's row numbers as the side's (-1, a missing side, stays)."""
     padded = torch.cat([rows, rows.new_full((1,), -1)])  # the part may have no rows at all
     return _take(padded, torch.where(found >= 0, found, rows.shape[0]))
-
-
-_join_plan.register("out-of-core-streams",
-                    _join_plan.STRATEGIES["out-of-core-streams"].description, _run_streamed)

@@ -276,7 +276,7 @@ def rehash(source: TableState, target: TableState) -> None:
     keys = source.key_view()[live]
     value_view = value_bytes_view(source)
     values = None if value_view is None else value_view[live]
-    if target.multi:
+    if target.spec.multi:
         multi_insert(target, keys, values)
     else:
         insert(target, keys, values, duplicates="distinct")

@@ -58,10 +58,10 @@ def last_rows_scratch_type(key_bytes: int, *, wide: bool = False) -> str:
     return "GhTable<8, 8, 2, 8>" if wide else "GhTable<8, 4, 2, 8>"
 
 
-def kernel_names(spec: TableSpec, *, multi: bool) -> dict[str, str]:
+def kernel_names(spec: TableSpec) -> dict[str, str]:
     """Operation -> name expression of every kernel a table of this spec uses."""
     table = table_type(spec)
-    if multi:
+    if spec.multi:
         return {name: f"{name}<{table}>" for name in MULTI_KERNELS}
     names = {name: f"{name}<{table}>" for name in MAP_KERNELS}
     names["gh_last_rows"] = f"gh_last_rows<{last_rows_scratch_type(spec.key_bytes)}>"
@@ -79,15 +79,15 @@ def _kernel_key(spec: TableSpec) -> tuple:
     """What a table's kernels depend on (not its size or seed), as _kernels' cache key;
     cached a spec, since every join makes a new table."""
     key = tuple(sorted((field, getattr(spec, field)) for field in
-                       ("key_dtype", "value_dtype", "value_shape", "bucket_slots")))
+                       ("key_dtype", "value_dtype", "value_shape", "bucket_slots", "multi")))
     return key + (("num_buckets", 1),)
 
 
 @functools.cache
-def _kernels(spec_key: tuple, multi: bool, device_index: int, arch: str | None) -> dict:
+def _kernels(spec_key: tuple, device_index: int, arch: str | None) -> dict:
     spec = TableSpec(**dict(spec_key))
-    names = kernel_names(spec, multi=multi)
-    source = "table/kernels/multimap.cu" if multi else "table/kernels/map.cu"
+    names = kernel_names(spec)
+    source = "table/kernels/multimap.cu" if spec.multi else "table/kernels/map.cu"
     module = load_module(source, tuple(names.values()), device_index, arch)
     return {op: module.get_kernel(expression) for op, expression in names.items()}
 
@@ -105,7 +105,7 @@ def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0,
     each tensor a view of its part. (A value row table's rows are a second allocation.)
     Two more zero words close the allocation, outside every view: the counters of the
     table's first join probe (multi_join_probe), which would otherwise cost a launch; then
-    ``spare_words`` zero words for the caller (``state.__dict__["_spare"]``: a join build's
+    ``spare_words`` zero words for the caller (``state.spare``: a join build's
     direct array and groups), which would too. Not ``filled``: the memory is left as it is
     for a join build, which fills it in its own launch (multi_join_build)."""
     check_buckets(spec)
@@ -127,11 +127,11 @@ def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0,
     state = TableState(spec, words[:slot_words].view(rows, spec.words_per_slot), values,
                        words[slot_words + COUNTS_LEN:end].view(torch.int32)[:bits],
                        words[slot_words:slot_words + COUNTS_LEN])
-    state.__dict__["_zeroed_counters"] = words[end:end + _PROBE_COUNTERS]  # the first probe's
+    state.caches["_zeroed_counters"] = words[end:end + _PROBE_COUNTERS]  # the first probe's
     if spare_words:
-        state.__dict__["_spare"] = words[end + _PROBE_COUNTERS:total]
+        state.spare = words[end + _PROBE_COUNTERS:total]
     if not filled:
-        state.__dict__["_unfilled"] = (words.data_ptr(), slot_words, total, tombstone_word)
+        state.caches["_unfilled"] = (words.data_ptr(), slot_words, total, tombstone_word)
     return state
 
 
@@ -141,16 +141,16 @@ _PROBE_COUNTERS = 3  # a join probe's counters: pairs, unplaced build rows, unma
 def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...], int]:
     """Kernels, table arguments and device index of a state, worked out once: its tensors
     never move."""
-    info = state.__dict__.get("_cuda_launch_info")
+    info = state.caches.get("_cuda_launch_info")
     if info is None:
         spec = state.spec
         values = 0 if state.values is None else state.values.data_ptr()
         args = (state.slots.data_ptr(), values, state.overflow.data_ptr(),
                 state.counts.data_ptr(), spec.num_buckets, spec.signed_seed)
         index = state.slots.get_device()
-        kernels = _kernels(_kernel_key(spec), state.multi, index, os.environ.get(ARCH_ENV))
+        kernels = _kernels(_kernel_key(spec), index, os.environ.get(ARCH_ENV))
         info = (kernels, args, index)
-        state.__dict__["_cuda_launch_info"] = info
+        state.caches["_cuda_launch_info"] = info
     return info
 
 
@@ -166,10 +166,10 @@ def _ptr(tensor: torch.Tensor | None) -> int:
 
 def _scratch(state: TableState, name: str, make) -> torch.Tensor:
     """A buffer kept with the table, made on first use (zeroed locks, the stash)."""
-    buffer = state.__dict__.get(name)
+    buffer = state.caches.get(name)
     if buffer is None:
         buffer = make()
-        state.__dict__[name] = buffer
+        state.caches[name] = buffer
     return buffer
 
 
@@ -199,13 +199,13 @@ def _stash(state: TableState) -> tuple[int, int, int]:
 
 def stashed(state: TableState, count: int) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The first ``count`` stashed entries as (key words, value bytes), if any were kept."""
-    words = state.__dict__.get("_cuda_stash")
+    words = state.caches.get("_cuda_stash")
     if words is None or count == 0:
         return None
     words = words[:count]
     spec = state.spec
     if spec.layout == ROWS:
-        value_bytes = state.__dict__["_cuda_stash_rows"][:count].clone()
+        value_bytes = state.caches["_cuda_stash_rows"][:count].clone()
     else:
         value_bytes = words[:, 1:].clone().view(torch.uint8)[:, : spec.value_bytes].contiguous()
     # copies: putting the entries back launches kernels that may write the stash again
@@ -367,7 +367,7 @@ def rehash(source: TableState, target: TableState) -> None:
     """Insert every live entry of ``source`` into the empty table ``target``, on the GPU."""
     kernels, table, device = _launch_info(target)
     rows = source.slots.shape[0]
-    if target.multi:
+    if target.spec.multi:
         launch(kernels["gh_multi_rehash"], rows, *table, source.slots.data_ptr(),
                _ptr(source.values), source.spec.num_slots, device=device)
         return
