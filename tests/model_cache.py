@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import gpuhash as gh
+from gpuhash._common.constants import INDEX_SLOT_BITS
 from gpuhash.cache.format import relocation_limit
 from gpuhash.table.format import DEFAULT_SEED
 
@@ -408,7 +409,6 @@ def check_placement(cache) -> None:
     check_index(cache)
 
 
-INDEX_SLOT_BITS = 40  # kernels/cache_index.cuh
 
 
 def check_index(cache, *, entries: int | None = None) -> None:

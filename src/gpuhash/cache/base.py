@@ -11,21 +11,27 @@ from typing import Any, NamedTuple
 import torch
 
 from gpuhash._common import arrays as _arrays
+from gpuhash._common.constants import CACHE_STATUSES, WRITE_MODES
 from gpuhash.cache.format import EMPTY_KEY, LOCKED_KEY, CacheSpec, CacheState, empty_cache
 from gpuhash.cache.values import SplitValues
 from gpuhash.table.base import stream_context
 
-# What happened to a row (int8 status of every write).
-INSERTED = 0           # the key was added in a free slot (or one an entry left for its other
-                       # bucket)
-ASSIGNED = 1           # the key was present; its value / score updated
-INSERTED_EVICTING = 2  # the key was added in place of the lowest-scored entry of its buckets
-REFUSED = 3            # not added: its score is below every entry it could replace (or the key
-                       # is one of the two reserved values)
-SKIPPED = 4            # nothing to do: assign / accumulate to an absent key
-SUPERSEDED = 5         # a later row of the batch has the same key; that row was applied
+# What happened to a row (int8 status of every write); codes from constants.py.
+# INSERTED: the key was added in a free slot (or one an entry left for its other bucket).
+# ASSIGNED: the key was present; its value / score updated.
+# INSERTED_EVICTING: the key was added in place of the lowest-scored entry of its buckets.
+# REFUSED: not added: its score is below every entry it could replace (or the key is one of
+# the two reserved values).
+# SKIPPED: nothing to do: assign / accumulate to an absent key.
+# SUPERSEDED: a later row of the batch has the same key; that row was applied.
+INSERTED = CACHE_STATUSES["inserted"]
+ASSIGNED = CACHE_STATUSES["assigned"]
+INSERTED_EVICTING = CACHE_STATUSES["inserted_evicting"]
+REFUSED = CACHE_STATUSES["refused"]
+SKIPPED = CACHE_STATUSES["skipped"]
+SUPERSEDED = CACHE_STATUSES["superseded"]
 
-UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE = 0, 1, 2, 3  # engines' write modes
+UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE = (WRITE_MODES[name] for name in WRITE_MODES)
 _SIGN = -(2**63)  # xor maps uint64 order onto int64 order
 
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gpuhash._common.constants import POLICY_CODES
 from gpuhash.table.format import DEFAULT_SEED, check_seed
 
 EMPTY_KEY = -1   # uint64 2**64 - 1
@@ -54,7 +55,7 @@ LOCKED_KEY = -2  # uint64 2**64 - 2
 CACHE_KEY_DTYPES = (torch.int64, torch.uint64)
 BUCKET_SHAPES = (16, 32, 64, 128)
 DEFAULT_BUCKET_SLOTS = 128
-POLICIES = ("lru", "lfu", "epoch_lru", "epoch_lfu", "custom")
+POLICIES = tuple(POLICY_CODES)  # a policy's code is its place here (constants.py)
 # 2**33 slots: the CUDA index has a bucket for every two slots, picked by a 32-bit hash range
 # (kernels/common.cuh: gh_range, exact for at most 2**32 buckets). Its 49 bytes a slot of
 # metadata would be 420 GB, past any one GPU's memory.

@@ -39,11 +39,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from gpuhash._common.hashing import GOLDEN_INT64
 from gpuhash.join.keys import canonical
 
 SAMPLE_ROWS = 1 << 16
 SEED = 0x5EED
-MIX = -0x61C8864680B583EB  # 0x9E3779B97F4A7C15 as a signed 64-bit constant
+MIX = GOLDEN_INT64  # spreads the sampled codes
 LOW_33 = (1 << 33) - 1
 SIGNED = {torch.uint64: torch.int64, torch.uint32: torch.int32, torch.uint16: torch.int16}
 SIGNED_BACK = {signed: unsigned for unsigned, signed in SIGNED.items()}

@@ -24,6 +24,7 @@ from types import MappingProxyType
 
 import torch
 
+from gpuhash._common.constants import RANK_CHUNK_WORDS
 from gpuhash.join import radix_format as _radix_format
 from gpuhash.table.format import L2_TABLE_BYTES
 
@@ -198,7 +199,6 @@ def direct_entries(rows: int, code_span: int | None = None) -> int:
 # J4 took 2.61 ms through it against 4.47 through the table, J5 (464 MB of array) 18.0 against
 # 13.3 (bench/RESULTS.md), hence RANKED_MAX_BYTES.
 RANKED_SPAN = 32
-RANK_CHUNK_WORDS = 2048  # kernels/join_build.cuh: GH_RANK_CHUNK
 RANKED_MAX_ROWS = 2**31 - 1  # its rows are 4-byte
 RANKED_MAX_BYTES = 2 * L2_TABLE_BYTES
 

@@ -28,7 +28,7 @@ Example:
     >>> import torch
     >>> from gpuhash.table.format import TableSpec
     >>> spec = TableSpec(key_dtype=torch.int32, value_dtype=torch.int32, value_shape=(),
-    ...                  num_buckets=1).sized_for(100)
+    ...                  num_buckets=1, multi=True).sized_for(100)
     >>> table = take(spec, torch.device("cpu"), spare_words=4)
     >>> hand_back(table)  # kept on CUDA only: a CPU table is simply dropped
     >>> len(_KEPT)

@@ -1,6 +1,6 @@
 """The layout of the radix-partitioned join's partitions, which both engines share
-(engines/radix_cuda.py, engines/radix_cpu.py) and the kernels repeat
-(kernels/radix_join.cu: GhRadix; a test checks they agree).
+(join/cuda/radix.py, join/cpu/radix.py) and the kernels take from the same constants
+(join/kernels/radix_join.cu: GhRadix).
 
 A side is split by the top ``bits`` bits of each key code's partition hash into ``2**bits``
 partitions, laid out one after another: codes, 4-byte row numbers, and ``2**bits + 1``
@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import math
 
-TILE = {4: 8192, 8: 4096}       # rows a partition block stages, by code bytes
+from gpuhash._common.constants import RADIX_PROBE_CHUNK, RADIX_SLOTS, RADIX_TILE
+
+TILE = RADIX_TILE               # rows a partition block stages, by code bytes
 STAGED_BYTES = {b: t * (b + 4) for b, t in TILE.items()}  # its dynamic shared memory
 # the shared memory a GPU must let one block take: the larger tile, and a bound on the
 # scatter's own arrays (4,160 bytes for sm_80 and sm_90)
 BLOCK_SHARED_BYTES = max(STAGED_BYTES.values()) + 8192
-SLOTS = {4: 4096, 8: 3072}      # a partition's shared-memory table
+SLOTS = RADIX_SLOTS             # a partition's shared-memory table
 LIMIT = {b: s // 4 * 3 for b, s in SLOTS.items()}  # more build rows: left to the global table
 TARGET = {b: s * 3 // 8 for b, s in SLOTS.items()}  # build rows a partition, on average
-PROBE_CHUNK = 8192              # probe rows a join block takes at most
+PROBE_CHUNK = RADIX_PROBE_CHUNK  # probe rows a join block takes at most
 MIN_BITS, MAX_BITS = 2, 16      # two passes of at most 8 bits (256 bins a block)
 MAX_ROWS = 2**31 - 1            # rows are 4-byte numbers
 

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from gpuhash._common import arrays as _arrays
+from gpuhash._common.constants import STASH_CAPACITY
 from gpuhash.table.format import (
     KEY_DTYPES,
     MAX_LOAD_FACTOR,
@@ -27,7 +28,6 @@ from gpuhash.table.format import (
 )
 
 DUPLICATE_POLICIES = ("last", "any")
-STASH_CAPACITY = 1024  # engines/cuda.py: displaced entries kept for the host
 _CURRENT_STREAM = contextlib.nullcontext()  # reusable: no stream given, run on the current one
 
 

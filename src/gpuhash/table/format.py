@@ -59,6 +59,8 @@ from typing import Any
 
 import torch
 
+from gpuhash._common.constants import DEFAULT_SEED
+
 FORMAT_NAME = "gpuhash.table"
 FORMAT_VERSION = 2  # 2: random bucket steps after the second choice
 BUCKET_SLOTS = 4  # 64 bytes of 16-byte pair slots; 32 of 8-byte slots (small tables)
@@ -70,14 +72,12 @@ L2_TABLE_BYTES = 32 * 2**20  # tables up to this size count as L2-resident (50 M
 NARROW_MAX_LOAD = 0.75  # above it even small tables take 8-slot buckets (fewer overflows)
 PAIR_WIDE_ABOVE = 0.95  # pair slots: 4-slot buckets cannot reach such loads
 FILTER_BITS = 16  # per bucket: 8 "left its first bucket" + 8 "went past its second bucket"
-DEFAULT_SEED = 0x2545F4914F6CDD1D
 SEED_LIMIT = 2**64  # seeds are unsigned 64-bit; kernels take them as int64 (signed_seed)
 MAX_LOAD_FACTOR = 0.99
 MAX_BUCKETS = 2**31 - 1  # bucket choice multiplies a 32-bit hash by the bucket count in 64 bits
 
 KEY_DTYPES = (torch.int32, torch.uint32, torch.int64, torch.uint64)
 PACKED, PAIR, ROWS = "packed", "pair", "rows"
-LAYOUT_CODES = {PACKED: 0, PAIR: 1, ROWS: 2}
 # counts: [live entries, used bucket slots, rows that could not be placed, stash fill]
 COUNTS_LEN = 4
 LEGACY_COUNTS_LEN = 2  # files written before the last two counters; they load as zeros

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-RANDOM_STEPS = 64  # kernels/open_addressing.cuh: GH_RANDOM_STEPS
+from gpuhash._common.constants import MIX_1, MIX_2, MIX_SHIFT, RANDOM_STEPS
+
 SEARCH, CLAIM, CLAIM_NEW = 0, 1, 3  # gh_probe's modes (GhMode); passed as np.int64(...) where
 #                                     constant, or numba compiles the probe again for the literal
 CLAIM_AT = 8        # CLAIM_AT + k: claim in the bucket of step k alone (k = 0: GH_CLAIM_B1)
@@ -29,18 +30,19 @@ GROUP = 32  # rows whose first lines a lookup touches before probing any of them
 NO_SLOT = -2        # a claim walked every bucket and found no room
 
 _M32 = np.uint64(0xFFFFFFFF)
-_MIX1 = np.uint64(0xFF51AFD7ED558CCD)
-_MIX2 = np.uint64(0xC4CEB9FE1A85EC53)
+_MIX1 = np.uint64(MIX_1)
+_MIX2 = np.uint64(MIX_2)
+_SHIFT = np.uint64(MIX_SHIFT)
 _JIT = {"cache": True, "nogil": True}
 
 
 @numba.njit(inline="always", **_JIT)
 def _mix64(x):
-    x ^= x >> np.uint64(33)
+    x ^= x >> _SHIFT
     x *= _MIX1
-    x ^= x >> np.uint64(33)
+    x ^= x >> _SHIFT
     x *= _MIX2
-    return x ^ (x >> np.uint64(33))
+    return x ^ (x >> _SHIFT)
 
 
 @numba.njit(inline="always", **_JIT)

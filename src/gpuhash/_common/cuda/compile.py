@@ -20,6 +20,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from gpuhash._common.constants import kernel_header
+
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # src/gpuhash
 COMMON_KERNELS = PACKAGE_DIR / "_common" / "kernels"
 _INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$', re.MULTILINE)
@@ -42,9 +44,18 @@ def kernel_path(name: str, *, near: Path | None = None) -> Path:
     raise FileNotFoundError(f"kernel include {name!r} is neither in {near} nor in {COMMON_KERNELS}")
 
 
-def inline_source(name: str, _seen: set[Path] | None = None, _near: Path | None = None) -> str:
-    """The kernel file with its local includes inlined once each (NVRTC gets one string)."""
+GENERATED_HEADER = "gh_constants.cuh"  # the text of constants.kernel_header(), no file
+
+
+def inline_source(name: str, _seen: set | None = None, _near: Path | None = None) -> str:
+    """The kernel file with its local includes inlined once each (NVRTC gets one string),
+    the generated header of shared constants among them."""
     seen = set() if _seen is None else _seen
+    if name == GENERATED_HEADER:
+        if GENERATED_HEADER in seen:
+            return ""
+        seen.add(GENERATED_HEADER)
+        return kernel_header().replace("#pragma once", "")
     path = kernel_path(name, near=_near)
     if path in seen:
         return ""

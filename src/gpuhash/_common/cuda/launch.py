@@ -15,7 +15,9 @@ import functools
 
 import torch
 
-THREADS = 256
+from gpuhash._common.constants import RADIX_THREADS
+
+THREADS = RADIX_THREADS  # threads a block, every launch (the radix kernels assume it)
 
 
 @functools.lru_cache(maxsize=64)

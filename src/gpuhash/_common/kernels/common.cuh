@@ -11,6 +11,9 @@ typedef unsigned int gh_u32;
 typedef unsigned short gh_u16;
 typedef unsigned char gh_u8;
 
+// the numbers shared with the Python engines, generated from _common/constants.py
+#include "gh_constants.cuh"
+
 // A type chosen at compile time (NVRTC has no <type_traits> without extra headers).
 template <bool C, class A, class B> struct GhIf { typedef A type; };
 template <class A, class B> struct GhIf<false, A, B> { typedef B type; };
@@ -23,19 +26,19 @@ template <class A, class B> struct GhIf<false, A, B> { typedef B type; };
 //   bits  0..2   filter fingerprint (which of a bucket's 8 filter bits a key sets)
 // Radix partitions and shards must not reuse those bits, or every key of a partition would
 // crowd the same buckets; they take their own hash, gh_partition_hash (the same mix of the key with a salted seed),
-// whose high bits pick the partition and low bits the shard. The CPU engine computes the same
-// functions (engines/cpu.py: _mix64, partition_of).
+// whose high bits pick the partition and low bits the shard. The CPU engines compute the same
+// functions (_common/hashing.py for torch, _common/cpu/probe.py for numba).
 __device__ __forceinline__ gh_u64 gh_mix64(gh_u64 x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
+    x ^= x >> GH_MIX_SHIFT;
+    x *= GH_MIX_1;
+    x ^= x >> GH_MIX_SHIFT;
+    x *= GH_MIX_2;
+    x ^= x >> GH_MIX_SHIFT;
     return x;
 }
 
 __device__ __forceinline__ gh_u64 gh_partition_hash(gh_u64 key, gh_u64 seed) {
-    return gh_mix64(key ^ seed ^ 0x9e3779b97f4a7c15ULL);
+    return gh_mix64(key ^ seed ^ GH_GOLDEN);
 }
 
 // Maps 32 hash bits onto [0, n) by a multiply-high instead of a modulo, so any bucket count

@@ -130,7 +130,7 @@ __device__ __forceinline__ bool gh_evict_in(const T& t, gh_u32* locks, gh_u64 bu
 template <class T>
 __device__ int gh_place_displacing(const T& t, gh_u32* locks, GhCarried<T> c, gh_u64* stash,
                                    char* stash_rows, gh_u64 stash_capacity, bool keep_own) {
-    gh_u64 random = gh_mix64(c.key ^ 0x9e3779b97f4a7c15ULL);
+    gh_u64 random = gh_mix64(c.key ^ GH_GOLDEN);
     gh_u64 came_from = ~0ULL;  // the bucket the carried key was just evicted from
     bool own = true;           // still carrying the row's own key
     for (int kick = 0; kick < GH_MAX_KICKS; ++kick) {

@@ -7,9 +7,9 @@
 #pragma once
 #include "common.cuh"
 
-constexpr int GH_PACKED = 0;  // key and value share one 64-bit word (32-bit key, value <= 4 B)
-constexpr int GH_PAIR = 1;    // a 16-byte slot: key word, value word (value <= 8 B)
-constexpr int GH_ROWS = 2;    // key words in buckets; values in an array indexed by slot
+// Slot layouts (codes in gh_constants.cuh): GH_PACKED, key and value share one 64-bit word
+// (32-bit key, value <= 4 B); GH_PAIR, a 16-byte slot: key word, value word (value <= 8 B);
+// GH_ROWS, key words in buckets, values in an array indexed by slot.
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define GH_HAS_CAS128 1  // the 16-byte atomicCAS overload exists only there
@@ -81,7 +81,6 @@ __device__ __forceinline__ GhHome gh_home(const T& t, gh_u64 key) {
 // then linear from the last of those (wrapping), so every bucket is reached and a claim always
 // ends when the host's room check passed. Random rather than linear steps after b2: linear runs
 // of full buckets cluster (bench/RESULTS.md). The CPU engine's _advance is the same function.
-constexpr gh_u64 GH_RANDOM_STEPS = 64;
 
 template <class T>
 __device__ __forceinline__ gh_u64 gh_next_bucket(const T& t, const GhHome& home, gh_u64 step,

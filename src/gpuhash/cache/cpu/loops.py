@@ -16,15 +16,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from gpuhash._common.constants import CACHE_STATUSES, POLICY_CODES, WRITE_MODES
 from gpuhash._common.cpu.probe import _mix64, _range
 
-# score policies (kernels/cache.cuh: GH_LRU ...)
-LRU, LFU, EPOCH_LRU, EPOCH_LFU, CUSTOM = 0, 1, 2, 3, 4
-# write modes (kernels/cache.cuh: GH_UPSERT ...)
-UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE = 0, 1, 2, 3
-# row status (cache.py: INSERTED ...)
-INSERTED, ASSIGNED, INSERTED_EVICTING, REFUSED, SKIPPED, SUPERSEDED = 0, 1, 2, 3, 4, 5
-_TO_EVICT = 6  # within cache_write only: a row whose two buckets were full in its first pass
+# score policies, write modes and row statuses: the kernels' codes (constants.py)
+LRU, LFU, EPOCH_LRU, EPOCH_LFU, CUSTOM = (POLICY_CODES[name] for name in POLICY_CODES)
+UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE = (WRITE_MODES[name] for name in WRITE_MODES)
+INSERTED, ASSIGNED, INSERTED_EVICTING, REFUSED, SKIPPED, SUPERSEDED, _TO_EVICT = (
+    CACHE_STATUSES[name] for name in CACHE_STATUSES)  # _TO_EVICT: within cache_write only
 
 _EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
 _RESERVED = np.uint64(0xFFFFFFFFFFFFFFFE)  # this and _EMPTY: no entry may hold them

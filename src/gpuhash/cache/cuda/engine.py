@@ -16,14 +16,13 @@ import os
 
 import torch
 
+from gpuhash._common.constants import INDEX_ENTRIES, WRITE_MODES
 from gpuhash._common.cuda.compile import load_module
 from gpuhash._common.cuda.launch import launch
 from gpuhash.cache.format import POLICIES, CacheSpec, CacheState, relocation_limit
 from gpuhash.table.cuda.engine import ARCH_ENV, last_rows_scratch_type, last_rows_with
 
-WRITE_MODES = 4  # UPSERT, FIND_OR_INSERT, ASSIGN, ACCUMULATE (engines/_cpu_cache_loops.py)
-ASSIGN = 2       # the mode that inserts nothing, so never evicts
-INDEX_ENTRIES = 4     # entries an index bucket (kernels/cache_index.cuh: GH_INDEX_ENTRIES)
+ASSIGN = WRITE_MODES["assign"]  # the mode that inserts nothing, so never evicts
 INDEX_PER_SLOT = 2    # index entries a slot: the index is at most half full
 
 
@@ -35,7 +34,8 @@ def cache_type(spec: CacheSpec) -> str:
 def kernel_names(spec: CacheSpec) -> dict[str, str]:
     """Operation -> name expression of every kernel a cache of this spec uses."""
     cache = cache_type(spec)
-    names = {f"write_{mode}": f"gh_cache_write<{cache}, {mode}>" for mode in range(WRITE_MODES)}
+    names = {f"write_{mode}": f"gh_cache_write<{cache}, {mode}>"
+             for mode in WRITE_MODES.values()}
     names["evict"] = f"gh_cache_evict<{cache}>"
     names["lookup"] = f"gh_cache_lookup<{cache}, true>"
     names["lookup_slots"] = f"gh_cache_lookup<{cache}, false>"  # no value copied

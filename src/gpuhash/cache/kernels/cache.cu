@@ -6,7 +6,6 @@
 #include "last_rows.cuh"
 
 // write modes (engines/_cpu_cache_loops.py: UPSERT ...)
-enum GhWriteMode { GH_UPSERT = 0, GH_FIND_OR_INSERT = 1, GH_ASSIGN = 2, GH_ACCUMULATE = 3 };
 
 // One write per acting row: insert-or-assign (UPSERT), insert if absent (FIND_OR_INSERT: a
 // present key's value is left alone), assign to present keys only (ASSIGN), or, on rows with

@@ -26,13 +26,9 @@
 #include "cache_index.cuh"
 #include "open_addressing.cuh"
 
-constexpr gh_u64 GH_LOCKED = ~0ULL - 1;  // _cache_format.LOCKED_KEY
-enum GhPolicy { GH_LRU = 0, GH_LFU = 1, GH_EPOCH_LRU = 2, GH_EPOCH_LFU = 3, GH_CUSTOM = 4 };
-enum GhCacheStatus {
-    GH_INSERTED = 0, GH_ASSIGNED = 1, GH_INSERTED_EVICTING = 2, GH_REFUSED = 3, GH_SKIPPED = 4,
-    GH_SUPERSEDED = 5,
-    GH_TO_EVICT = 6  // within a write only: gh_cache_write leaves it for gh_cache_evict
-};
+constexpr gh_u64 GH_LOCKED = GH_CACHE_LOCKED;  // a slot being rewritten
+// GhPolicy, GhCacheStatus (GH_TO_EVICT: within a write only, gh_cache_write leaves it for
+// gh_cache_evict) and GhWriteMode come from gh_constants.cuh
 
 template <int VALUE_BYTES_, int BUCKET_SLOTS_>
 struct GhCache {

@@ -39,9 +39,7 @@
 #pragma once
 #include "common.cuh"
 
-constexpr gh_u64 GH_INDEX_SLOT_BITS = 40;  // _cache_format.MAX_SLOTS is 2**33
 constexpr gh_u64 GH_INDEX_SLOT_MASK = (1ULL << GH_INDEX_SLOT_BITS) - 1;
-constexpr int GH_INDEX_ENTRIES = 4;  // a bucket: 64 bytes, half a line
 
 // Takes an entry's key word from `expected` to `desired` with acquire order (what the thread
 // that freed the entry wrote before its release is visible after a success).

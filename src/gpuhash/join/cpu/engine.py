@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from gpuhash._common.constants import RANK_CHUNK_WORDS
 from gpuhash.table.cpu.engine import _M32, _matches, _place, _sentinels
 from gpuhash.table.format import TableState
 
@@ -68,7 +69,6 @@ def _direct_build(direct: torch.Tensor, codes: torch.Tensor, usable: torch.Tenso
     return True
 
 
-RANK_CHUNK_WORDS = 2048  # kernels/join_build.cuh: GH_RANK_CHUNK
 
 
 def _ranked_build(words: torch.Tensor, ranked: torch.Tensor, codes: torch.Tensor,

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import torch
 
+from gpuhash._common.hashing import GOLDEN_INT64 as _SALT
+from gpuhash._common.hashing import mix64 as _mix64
+from gpuhash._common.hashing import shift_right as _shift_right
 from gpuhash.join import radix_format as fmt
 from gpuhash.join.cpu.engine import join_codes
-from gpuhash.table.cpu.engine import _mix64, _shift_right
-
-_SALT = -7046029254386353131  # 0x9e3779b97f4a7c15 as int64 (kernels/common.cuh)
 
 
 def partition_of(codes: torch.Tensor, bits: int) -> torch.Tensor:

@@ -12,6 +12,7 @@ import threading
 
 import torch
 
+from gpuhash._common.constants import JOIN_FLAGS, JOIN_ITEMS
 from gpuhash._common.cuda.compile import load_module
 from gpuhash._common.cuda.launch import launch, launch_cooperative
 from gpuhash.table.cuda.engine import (
@@ -26,8 +27,6 @@ from gpuhash.table.format import TableSpec, TableState, fits_l2
 
 KERNELS = ("gh_join_build", "gh_join_probe")
 ROW_DTYPES = (torch.int32, torch.int64)  # a join build's values: its row numbers
-JOIN_FLAGS = {"keep_unmatched": 1, "mark_build": 2, "hits_only": 4,  # join/kernels/join.cu
-              "warp_reads": 8, "semi": 16, "anti": 32}
 
 
 def kernel_names(spec: TableSpec) -> dict[str, str]:
@@ -183,7 +182,6 @@ def read_counters(counters: torch.Tensor, device: int) -> list[int]:
 
 
 _HOST_WORDS = threading.local()  # .buffers: a host thread's pinned words (read_counters)
-JOIN_ITEMS = 8  # probe rows per thread (join/kernels/join.cu: GH_JOIN_ITEMS)
 
 
 def _past_l2(spec: TableSpec) -> bool:

@@ -16,13 +16,14 @@ import os
 
 import torch
 
+from gpuhash._common.constants import RADIX_FLAGS
 from gpuhash._common.cuda.compile import load_module
 from gpuhash._common.cuda.launch import THREADS, launch, launch_with_shared
 from gpuhash.join import radix_format as fmt
 from gpuhash.join.cuda.engine import read_counters
 from gpuhash.table.cuda.engine import ARCH_ENV, _ptr
 
-JOIN_FLAGS = {"mark_build": 1, "hits_only": 2}  # kernels/radix_join.cu: GH_RADIX_*
+JOIN_FLAGS = RADIX_FLAGS
 WIDTHS = ((4, 4), (8, 4), (8, 8))  # (input column bytes, code bytes) a join can ask for
 
 

@@ -3,13 +3,11 @@
 #include "launch_params.cuh"
 #include "join_build.cuh"
 
-constexpr gh_u64 GH_JOIN_KEEP_UNMATCHED = 1;  // a (row, -1) pair for a probe row with no match
-constexpr gh_u64 GH_JOIN_MARK_BUILD = 2;      // build_hit[build row] = 1 for every match
-constexpr gh_u64 GH_JOIN_HITS_ONLY = 4;       // no pairs: probe_hit[row] = whether it matched
-constexpr gh_u64 GH_JOIN_WARP_READS = 8;      // first buckets read by the warp together
-constexpr gh_u64 GH_JOIN_SEMI = 16;  // one (row, -1) for a probe row with a match, none else
-constexpr gh_u64 GH_JOIN_ANTI = 32;  // one (row, -1) for a probe row without one, none else
-constexpr int GH_JOIN_ITEMS = 8;              // probe rows per thread per tile
+// The probe's flags (values in gh_constants.cuh): GH_JOIN_KEEP_UNMATCHED, a (row, -1) pair for
+// a probe row with no match; GH_JOIN_MARK_BUILD, build_hit[build row] = 1 for every match;
+// GH_JOIN_HITS_ONLY, no pairs: probe_hit[row] = whether it matched; GH_JOIN_WARP_READS, first
+// buckets read by the warp together; GH_JOIN_SEMI / GH_JOIN_ANTI, one (row, -1) for a probe
+// row with / without a match, none else. GH_JOIN_ITEMS: probe rows per thread per tile.
 // Groups of at least this many build rows are written (or marked) by the whole warp, a lane a
 // row: one probe row of a key held 200,000 times was one thread's 200,000 stores (20 ms,
 // bench/RESULTS.md). Smaller ones by their own lane: ten rows a lane (m:n x10) take fewer

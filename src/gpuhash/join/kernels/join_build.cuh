@@ -124,7 +124,7 @@ __device__ __forceinline__ void gh_join_direct_rows(const char* keys, const gh_u
 // the array up, as for the direct array: then `words[words count]`, the failed word, is set
 // and the hash table is built. `ranked` holds the base's complement (its first word's low
 // half), then the sorted rows, then a word a chunk of GH_RANK_CHUNK words (the ranks' sums).
-constexpr gh_u64 GH_RANK_CHUNK = 2048;  // words a block sums and ranks at once (8 a thread)
+// GH_RANK_CHUNK (gh_constants.cuh): words a block sums and ranks at once (8 a thread)
 
 // The smallest 32-bit code of the usable rows, kept as its complement by an atomic max of
 // one word a block (the fill left the word zero: no code yet).

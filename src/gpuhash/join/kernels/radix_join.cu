@@ -14,8 +14,8 @@
 #include "block_sum.cuh"
 #include "join_code.cuh"
 
-constexpr int GH_RADIX_THREADS = 256;       // every radix launch (_cuda/launch.py: THREADS)
-constexpr gh_u64 GH_RADIX_PROBE_CHUNK = 8192;  // probe rows a join block takes at most
+// GH_RADIX_THREADS (every radix launch) and GH_RADIX_PROBE_CHUNK (probe rows a join block
+// takes at most) come from gh_constants.cuh
 // probe rows a join thread takes a round: 4 ran J5 (100M x 100M) the same as 1 and a join of
 // 10 build rows a key 1.44x slower on the H100 (bench/RESULTS.md, twenty-fourth session)
 constexpr int GH_RADIX_ITEMS = 1;
@@ -26,13 +26,13 @@ struct GhRadix {
     // rows a partition block stages, its codes and rows in dynamic shared memory (48 KB and
     // 64 KB, within what every GPU since sm_75 lets a block take): a tile's run of a bin
     // averages TILE / 256 rows a pass, a 128-byte line of codes (half a line, 4096 rows of
-    // 4-byte codes, ran the scatters 15-25% slower on the H100: bench/RESULTS.md)
-    static constexpr int TILE = CODE_BYTES == 4 ? 8192 : 4096;
+    // 4-byte codes, ran the scatters 15-25% slower on the H100)
+    static constexpr int TILE = CODE_BYTES == 4 ? GH_RADIX_TILE_4 : GH_RADIX_TILE_8;
     static constexpr int STAGED_BYTES = TILE * (CODE_BYTES + 4);
     // a partition's table: 32 KB (36 KB for 8-byte codes), so several blocks share an SM
-    static constexpr int SLOTS = CODE_BYTES == 4 ? 4096 : 3072;
+    static constexpr int SLOTS = CODE_BYTES == 4 ? GH_RADIX_SLOTS_4 : GH_RADIX_SLOTS_8;
     // a partition with more build rows (skew, or many rows of one key) is left to the global
-    // table (_join_radix.py), so a table never passes 3/4 full and every walk ends
+    // table (join/strategies/radix.py), so a table never passes 3/4 full and every walk ends
     static constexpr int LIMIT = SLOTS / 4 * 3;
 };
 constexpr int GH_RADIX_EMPTY = -1;  // the row of an empty slot
@@ -207,8 +207,8 @@ template <> struct GhRadixTable<8> {
 };
 
 // Flags of a join launch (engines/radix_cuda.py: JOIN_FLAGS).
-constexpr gh_u64 GH_RADIX_MARK_BUILD = 1;  // build_hit[row] = 1 at every matched build row
-constexpr gh_u64 GH_RADIX_HITS_ONLY = 2;   // probe_hit[row] = matched; no pairs written
+// flags (gh_constants.cuh): GH_RADIX_MARK_BUILD, build_hit[row] = 1 at every matched build
+// row; GH_RADIX_HITS_ONLY, probe_hit[row] = matched, no pairs written
 
 // One block a work item: a partition's table, built from its build rows in shared memory, and
 // up to GH_RADIX_PROBE_CHUNK of its probe rows (a partition with more probe rows has several

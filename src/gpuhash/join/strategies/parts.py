@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import torch
 
+from gpuhash._common.hashing import GOLDEN_INT64
 from gpuhash.join.build import RowTable
 from gpuhash.join.keys import KeyEncoder
 from gpuhash.join.matches import _Matches, _take
 from gpuhash.join.plan import JoinPlan
 from gpuhash.join.sides import Side
 
-_MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: spreads codes over the top bits
+_MIX = GOLDEN_INT64  # spreads codes over the top bits
 _PART_SHIFT = 54             # the top 10 bits pick one of up to 1024 parts
 
 

@@ -20,7 +20,10 @@ import numpy as np
 import torch
 
 from gpuhash._common.batch import first_occurrence, last_occurrence
+from gpuhash._common.constants import RANDOM_STEPS
 from gpuhash._common.cpu.runtime import run
+from gpuhash._common.hashing import mix64 as _mix64
+from gpuhash._common.hashing import shift_right as _shift_right
 from gpuhash.table.format import (
     PACKED,
     ROWS,
@@ -35,22 +38,6 @@ from gpuhash.table.format import (
 )  # the engine's: the format's torch fills
 
 _M32 = 0xFFFFFFFF
-RANDOM_STEPS = 64  # buckets drawn from the hash after b2 before the walk turns linear
-_MIX1 = 0xFF51AFD7ED558CCD - (1 << 64)  # fmix64 constants as signed int64
-_MIX2 = 0xC4CEB9FE1A85EC53 - (1 << 64)
-
-
-def _shift_right(x: torch.Tensor, s: int) -> torch.Tensor:
-    """Logical right shift of int64 bits (torch's >> is arithmetic)."""
-    return (x >> s) & ((1 << (64 - s)) - 1)
-
-
-def _mix64(x: torch.Tensor) -> torch.Tensor:
-    x = x ^ _shift_right(x, 33)
-    x = x * _MIX1  # int64 multiply wraps, as unsigned multiply does in CUDA
-    x = x ^ _shift_right(x, 33)
-    x = x * _MIX2
-    return x ^ _shift_right(x, 33)
 
 
 def _signed(value: int, nbytes: int) -> int:

@@ -15,11 +15,11 @@ import os
 
 import torch
 
+from gpuhash._common.constants import DEFAULT_SEED, LAYOUT_CODES, STASH_CAPACITY
 from gpuhash._common.cuda.compile import has_cas128, load_module
 from gpuhash._common.cuda.launch import launch
 from gpuhash.table.format import (
     COUNTS_LEN,
-    LAYOUT_CODES,
     PAIR,
     ROWS,
     TableSpec,
@@ -35,7 +35,6 @@ MULTI_KERNELS = ("gh_multi_insert", "gh_multi_count", "gh_multi_retrieve", "gh_m
 ELEMENT_TYPES = {torch.int32: "int", torch.int64: "long long", torch.float32: "float",
                  torch.float64: "double"}
 APPLY_OPS = {"add": 0, "min": 1, "max": 2}
-STASH_CAPACITY = 1024  # displaced keys kept for the host if a table had no slot left
 # Set (tests only) to compile for another architecture, e.g. compute_80 on an sm_90 GPU: the
 # sm_80 code paths then run as PTX compiled forward by the driver.
 ARCH_ENV = "GPUHASH_CUDA_ARCH"
@@ -215,7 +214,7 @@ def stashed(state: TableState, count: int) -> tuple[torch.Tensor, torch.Tensor] 
 # gh_last_rows keeps rows as int32 in its scratch slots: a HashMap's larger batches go in parts;
 # a larger batch of 64-bit keys otherwise takes the instance with 8-byte rows (last_rows_with)
 LAST_ROWS_LIMIT = 2**31 - 1
-_SCRATCH_SALT = 0x2545F4914F6CDD1D  # the scratch's hash seed: the table's, salted
+_SCRATCH_SALT = DEFAULT_SEED  # the scratch's hash seed: the table's, salted
 
 
 def last_rows(state: TableState, keys: torch.Tensor) -> torch.Tensor:
