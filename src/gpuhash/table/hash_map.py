@@ -37,8 +37,10 @@ class HashMap(_Table):
         growable: grow automatically (default). If False, an insert that would pass the
             maximum load raises :class:`TableFullError` and leaves the table unchanged.
         duplicates: ``"last"`` (default): when a batch repeats a key, the last row wins, as
-            with a dict; costs a sort of the batch. ``"any"``: one of the rows wins, unspecified
-            (cuCollections' and HierarchicalKV's behaviour), with no sort.
+            with a dict; no sort: on a GPU one pass over a scratch table finds each key's last
+            row, and on the CPU a key's rows settle in row order. ``"any"``: one of the rows
+            wins, unspecified (cuCollections' and HierarchicalKV's behaviour), without that
+            pass.
         seed: hash seed (default fixed, so tables are reproducible).
 
     Example:
