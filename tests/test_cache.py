@@ -345,8 +345,14 @@ def test_both_cache_engines_offer_the_same_operations_with_the_same_signatures()
                 if inspect.isfunction(f) and not name.startswith("_")
                 and f.__module__ == module.__name__}
 
+    from gpuhash.cache.engine import CacheEngine
+
     cpu, cuda = operations(cache_cpu), operations(cache_cuda)
-    assert {"refresh", "write", "lookup", "erase", "gather", "scatter"} <= set(cpu)
+    protocol = [name for name in vars(CacheEngine) if not name.startswith("_")]
+    assert set(protocol) == set(cpu)
+    for name in protocol:
+        wanted = list(inspect.signature(getattr(CacheEngine, name)).parameters)[1:]
+        assert cpu[name] == wanted, name
     for name, parameters in cpu.items():
         assert cuda.get(name) == parameters, name
     assert set(cuda) - set(cpu) == {"cache_type", "kernel_names", "index_buckets"}

@@ -162,3 +162,20 @@ def copy_width(value_bytes: int) -> int:
     while width > 1 and value_bytes % width:
         width //= 2
     return width
+
+
+def resolve_device(device: Any) -> torch.device:
+    """``device`` as a torch device of an engine: the CPU, or a CUDA device with its index
+    (the current one where none is given); a ValueError naming it otherwise."""
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device {device!r} is not a torch device") from None
+    if resolved.type not in ("cpu", "cuda"):  # the engines: the CPU's and CUDA's
+        raise ValueError(f"device {device!r} is neither a CPU nor a CUDA device")
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} asked for CUDA but no CUDA device is available")
+        if resolved.index is None:
+            resolved = torch.device("cuda", torch.cuda.current_device())
+    return resolved

@@ -15,6 +15,8 @@ from typing import Any
 import torch
 
 from gpuhash._common import arrays as _arrays
+from gpuhash._common.arrays import resolve_device as _resolve_device
+from gpuhash._common.streams import stream_context
 from gpuhash.cache.base import (  # noqa: F401  (the status constants are re-exported by the package)
     _SIGN,
     ACCUMULATE,
@@ -44,7 +46,6 @@ from gpuhash.cache.format import (
     empty_cache,
 )
 from gpuhash.cache.io import load_cache, save_cache
-from gpuhash.table.base import _resolve_device, stream_context
 
 # value dtypes torch has no addition for, whose accum_or_assign is refused up front
 _NO_ADDITION = (torch.float8_e4m3fn, torch.float8_e5m2)

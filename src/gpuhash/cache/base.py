@@ -12,9 +12,9 @@ import torch
 
 from gpuhash._common import arrays as _arrays
 from gpuhash._common.constants import CACHE_STATUSES, WRITE_MODES
+from gpuhash._common.streams import StreamOrder
 from gpuhash.cache.format import EMPTY_KEY, LOCKED_KEY, CacheSpec, CacheState, empty_cache
 from gpuhash.cache.values import SplitValues
-from gpuhash.table.base import stream_context
 
 # What happened to a row (int8 status of every write); codes from constants.py.
 # INSERTED: the key was added in a free slot (or one an entry left for its other bucket).
@@ -81,15 +81,13 @@ class CacheCore:
         self._engine = _engine_for(state.device)
         self._step = step
         self._epoch = epoch
-        # raw handle of the stream of the last write: here the new state's fill, queued on
-        # the current stream, which a call on another stream must wait for
-        self._writer: int | None = self._current_stream()
-        self._readers: set[int] = set()  # streams that read since it
+        self._order = StreamOrder(self._device)
         self._defaults: dict[Any, torch.Tensor] = {}
         # what the engine derives from the key words (CUDA: the index from key to slot), made
-        # on the current stream, the fill's and the one recorded as the writer above, so
-        # every later call is ordered after it
-        self._engine.refresh(state)
+        # on the current stream after the new state's fill, and recorded as a write there, so
+        # that a call on another stream waits for both
+        with self._order.ordered(None, writes=True):
+            self._engine.refresh(state)
 
     # --- properties ---------------------------------------------------------------------
     @property
@@ -157,34 +155,10 @@ class CacheCore:
         return self._state.scores.view(torch.uint64)
 
     # --- ordering and input -------------------------------------------------------------
-    def _current_stream(self) -> int | None:
-        """The raw handle of the device's current stream (None on the CPU)."""
-        if self._device.type != "cuda":
-            return None
-        return torch._C._cuda_getCurrentRawStream(self._device_index)
-
     def _run(self, work, *, writes: bool, stream: Any):
         """Run ``work()`` on the operation's stream, ordered after the last write (and, for a
-        write, after every read since) when those ran on other streams: that stream waits for
-        the other streams' work queued so far (``wait_stream``), a device-side wait, no host
-        lock. On one stream, stream order alone does it and nothing is recorded."""
-        if self._device.type != "cuda":
-            return work()
-        with stream_context(stream, self._device):
-            handle = self._current_stream()
-            others = set() if self._writer in (None, handle) else {self._writer}
-            if writes:
-                others |= self._readers - {handle}
-            if others:
-                current = torch.cuda.current_stream(self._device)
-                for other in others:
-                    current.wait_stream(torch.cuda.ExternalStream(other, device=self._device))
-            result = work()
-            if writes:
-                self._writer, self._readers = handle, set()
-            else:
-                self._readers.add(handle)
-        return result
+        write, after every read since) when those ran on other streams (StreamOrder)."""
+        return self._order.run(work, writes=writes, stream=stream)
 
     def _keys(self, keys: Any) -> tuple[torch.Tensor, str]:
         return _arrays.check_keys(keys, self._state.spec, self._device, self._device_index)
@@ -264,7 +238,8 @@ class CacheCore:
         state.spec = dataclasses.replace(placing, policy=old.spec.policy)
         self._state = state
         # the move was queued on the current stream: calls on other streams wait for it
-        self._writer, self._readers = self._current_stream(), set()
+        with self._order.ordered(None, writes=True):
+            pass
 
     def reserve(self, slots: int) -> None:
         """Grow to at least ``slots`` slots (whole buckets, doubling), up to

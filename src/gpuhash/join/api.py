@@ -23,12 +23,13 @@ from typing import Any
 import torch
 
 from gpuhash._common import arrays as _arrays
+from gpuhash._common.arrays import resolve_device as _resolve_device
+from gpuhash._common.streams import stream_context
 from gpuhash.join.build import JoinBuild, with_fanout
 from gpuhash.join.plan import JoinPlan, plan_join, shared_plan
 from gpuhash.join.sides import Side, check_how, key_bytes, sides
 from gpuhash.join.strategies import STRATEGIES
 from gpuhash.join.strategies.small import small_join
-from gpuhash.table.base import _resolve_device, stream_context
 
 __all__ = ["JoinBuild", "explain_join", "join"]
 

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from gpuhash._common import arrays as _arrays
+from gpuhash._common.streams import record_event, stream_context
 from gpuhash.join import plan as _join_plan
 from gpuhash.join import pool as _join_pool
 from gpuhash.join.dense import DenseTable
@@ -19,7 +20,6 @@ from gpuhash.join.keys import Direct32, KeyEncoder, build_encoder, check_sides
 from gpuhash.join.matches import _Matches
 from gpuhash.join.plan import JoinPlan, plan_join, wants_fanout
 from gpuhash.join.sides import Side, check_how, cross, slices
-from gpuhash.table.base import stream_context
 from gpuhash.table.format import TableSpec
 from gpuhash.table.multimap import MultiMap
 
@@ -64,7 +64,7 @@ class RowTable:
         direct, ranked_rows, groups = views
         join_engine_for(multi.device).build(multi._state, *encoder.kernel_input(*self._build),
                                        groups=groups, direct=direct, ranked=ranked_rows)
-        ready = event_after_queued_work(self.device) if ordered else None
+        ready = record_event(self.device) if ordered else None
         # one assignment: a probe never sees half a refit
         self._built = (encoder, multi, ready, direct, ranked_rows)
 
@@ -161,16 +161,6 @@ def direct_words(encoder, rows: int, device: torch.device) -> tuple[int, int]:
     return _join_plan.array_words(rows, encoder.code_span)
 
 
-def event_after_queued_work(device: torch.device) -> torch.cuda.Event | None:
-    """A CUDA event recorded after the work queued so far on ``device``'s current stream (None
-    off CUDA): a stream that waits on it sees that work done."""
-    if device.type != "cuda":
-        return None
-    event = torch.cuda.Event()
-    event.record(torch.cuda.current_stream(device))
-    return event
-
-
 def group_words(spec: TableSpec) -> int:
     """Zeroed int64 words a join build keeps for grouping the rows of repeated codes
     (engines: multi_join_build): the number of rows that repeat a code, the group array's
@@ -239,7 +229,7 @@ class JoinBuild:
             # first need inside one join call
             self._nulls = side.null_rows() if snapshot else None
             # a probe on another stream that samples the build side's keys waits for this
-            self._ready = event_after_queued_work(side.device) if snapshot else None
+            self._ready = record_event(side.device) if snapshot else None
 
     def _null_rows(self) -> torch.Tensor:
         """The build side's null rows (int64)."""

@@ -7,7 +7,6 @@ tables), so no entries travel through the host.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import torch
 
 from gpuhash._common import arrays as _arrays
 from gpuhash._common.constants import STASH_CAPACITY
+from gpuhash._common.streams import StreamOrder
 from gpuhash.table.format import (
     KEY_DTYPES,
     MAX_LOAD_FACTOR,
@@ -28,7 +28,6 @@ from gpuhash.table.format import (
 )
 
 DUPLICATE_POLICIES = ("last", "any")
-_CURRENT_STREAM = contextlib.nullcontext()  # reusable: no stream given, run on the current one
 
 
 class TableFullError(RuntimeError):
@@ -50,38 +49,6 @@ def _engine_for(device: torch.device):
         raise ValueError(f"device must be 'cpu' or a CUDA device, got {device}")
     _ENGINES[device.type] = engine
     return engine
-
-
-def _resolve_device(device: Any) -> torch.device:
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device {device!r} is not a torch device") from None
-    if resolved.type not in ("cpu", "cuda"):  # the engines: the CPU's and CUDA's
-        raise ValueError(f"device {device!r} is neither a CPU nor a CUDA device")
-    if resolved.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} asked for CUDA but no CUDA device is available")
-        if resolved.index is None:
-            resolved = torch.device("cuda", torch.cuda.current_device())
-    return resolved
-
-
-def stream_context(stream: Any, device: torch.device):
-    """A context making ``stream`` (a torch.cuda.Stream, or anything with
-    ``__cuda_stream__``) torch's current stream for ``device``; none for ``stream=None`` or a
-    CPU device."""
-    if stream is None or device.type != "cuda":
-        return _CURRENT_STREAM
-    if isinstance(stream, torch.cuda.Stream):
-        if stream.device != device:
-            raise ValueError(f"stream is on {stream.device} but the table is on {device}")
-        return torch.cuda.stream(stream)
-    if hasattr(stream, "__cuda_stream__"):
-        _, handle = stream.__cuda_stream__()
-        return torch.cuda.stream(torch.cuda.ExternalStream(handle, device=device))
-    raise TypeError(f"stream must be a torch.cuda.Stream or have __cuda_stream__, "
-                    f"got {type(stream).__name__}")
 
 
 class _Table:
@@ -116,7 +83,7 @@ class _Table:
         spec = TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
                          num_buckets=1, max_load_factor=float(max_load_factor), multi=self._multi,
                          **({} if seed is None else {"seed": int(seed)})).sized_for(capacity)
-        device = _resolve_device(device)
+        device = _arrays.resolve_device(device)
         self._adopt(_engine_for(device).empty_state(spec, device), growable=growable,
                     duplicates=duplicates, used=0)
 
@@ -147,6 +114,7 @@ class _Table:
         self._growable = bool(growable)
         self._duplicates = duplicates
         self._default_cache: dict[Any, torch.Tensor] = {}
+        self._order = StreamOrder(self._device)
         # the spec before an insert grew the table to an upper bound of its new keys, until
         # _fit_after_growth has checked whether repeats left it too large
         self._grown_from: TableSpec | None = None
@@ -185,16 +153,18 @@ class _Table:
                 f"capacity={self.capacity}, device='{self.device}')")
 
     # --- helpers ----------------------------------------------------------------------
-    def _stream(self, stream: Any):
-        """A context in which torch's current stream (of the table's device) is the one the
-        operation runs on: every temporary is made there and every kernel launched there."""
-        return stream_context(stream, self.device)
+    def _stream(self, stream: Any, *, writes: bool):
+        """The context of one operation: torch's current stream (of the table's device) is
+        the one it runs on, where every temporary is made and every kernel launched, ordered
+        after the table's work on other streams (_common/streams.py: StreamOrder)."""
+        return self._order.ordered(stream, writes=writes)
 
     def _counts(self) -> list[int]:
         """The table's counters, read on the current stream (synchronises). A row the kernels
         could not place (only possible if the counters lied about the table's use) raises
         here, after any entry it displaced has been put back."""
-        counts = self._state.counts.tolist()
+        with self._order.ordered(None, writes=False):
+            counts = self._state.counts.tolist()
         if len(counts) > 2 and counts[2]:
             self._repair(counts[2], counts[3])
         return counts
@@ -312,7 +282,7 @@ class _Table:
 
     # --- operations shared by map and set ---------------------------------------------
     def _insert(self, keys: Any, values: Any, *, stream: Any) -> Any:
-        with self._stream(stream):
+        with self._stream(stream, writes=True):
             bits, kind = self._keys(keys)
             spec = self._state.spec
             rows = bits.shape[0]
@@ -345,10 +315,8 @@ class _Table:
             >>> s.contains(torch.tensor([9, 5])).tolist()
             [True, False]
         """
-        bits, kind = self._keys(keys)
-        if stream is None:
-            return _arrays.to_kind(self._engine.contains(self._state, bits), kind)
-        with self._stream(stream):
+        with self._stream(stream, writes=False):
+            bits, kind = self._keys(keys)
             return _arrays.to_kind(self._engine.contains(self._state, bits), kind)
 
     def erase(self, keys: Any, *, stream: Any = None) -> Any:
@@ -361,12 +329,13 @@ class _Table:
             >>> s.erase(torch.tensor([2, 3], dtype=torch.int32)).tolist()
             [True, False]
         """
-        with self._stream(stream):
+        with self._stream(stream, writes=True):
             bits, kind = self._keys(keys)
             return _arrays.to_kind(self._engine.erase(self._state, bits), kind)
 
-    def clear(self) -> None:
-        """Remove every entry, keeping the capacity (and any views of the value storage).
+    def clear(self, *, stream: Any = None) -> None:
+        """Remove every entry, keeping the capacity (and any views of the value storage). No
+        host synchronisation.
 
         Example:
             >>> s = HashSet(key_dtype=torch.int64)
@@ -374,14 +343,15 @@ class _Table:
             >>> s.clear(); len(s)
             0
         """
-        state = self._state
-        state.slots.fill_(-1)
-        reset_out_of_band(state)
-        state.overflow.zero_()
-        state.counts.zero_()
-        self._used_bound = 0
+        with self._stream(stream, writes=True):
+            state = self._state
+            state.slots.fill_(-1)
+            reset_out_of_band(state)
+            state.overflow.zero_()
+            state.counts.zero_()
+            self._used_bound = 0
 
-    def reserve(self, entries: int) -> None:
+    def reserve(self, entries: int, *, stream: Any = None) -> None:
         """Grow now so that ``entries`` keys fit without further growth (a table made with
         ``growable=False`` too: that stops only the growth a write would start).
 
@@ -394,8 +364,9 @@ class _Table:
             raise ValueError(f"entries must be a non-negative int, got {entries!r}")
         spec = self._state.spec
         if entries > spec.max_entries:
-            self._counts()
-            self._rehash(spec.sized_for(entries))
+            with self._stream(stream, writes=True):
+                self._counts()
+                self._rehash(spec.sized_for(entries))
 
     def _live(self) -> torch.Tensor:
         self._counts()
@@ -407,7 +378,7 @@ class _Table:
     def _copy_to(self, device: Any):
         self._counts()
         other = object.__new__(type(self))
-        other._adopt(copy_state(self._state, _resolve_device(device)),
+        other._adopt(copy_state(self._state, _arrays.resolve_device(device)),
                      growable=self._growable, duplicates=self._duplicates)
         return other
 
@@ -424,6 +395,6 @@ class _Table:
     @classmethod
     def _load(cls, path: str | Path, device: Any, growable: bool, duplicates: str):
         table = object.__new__(cls)
-        state = load_state(path, _resolve_device(device), kind=cls._kind)
+        state = load_state(path, _arrays.resolve_device(device), kind=cls._kind)
         table._adopt(state, growable=growable, duplicates=duplicates)
         return table

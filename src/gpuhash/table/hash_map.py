@@ -89,7 +89,7 @@ class HashMap(_Table):
             >>> m.find(torch.tensor([3, 4]), default=-1)[0].tolist()
             [30, -1]
         """
-        with self._stream(stream):
+        with self._stream(stream, writes=False):
             bits, kind = self._keys(keys)
             values, found = self._engine.find(self._state, bits, self._default(default))
         if kind is _arrays.TORCH:
@@ -109,7 +109,7 @@ class HashMap(_Table):
             >>> m.values[index].tolist()
             [1.5]
         """
-        with self._stream(stream):
+        with self._stream(stream, writes=False):
             bits, kind = self._keys(keys)
             index, found = self._engine.find_index(self._state, bits)
         return _arrays.to_kind(index, kind), _arrays.to_kind(found, kind)
@@ -185,7 +185,7 @@ class HashMap(_Table):
         if spec.value_dtype not in APPLY_DTYPES:
             raise TypeError(f"insert_or_apply needs values of dtype int32, int64, float32 or "
                             f"float64; this table's value_dtype is {spec.value_dtype}")
-        with self._stream(stream):
+        with self._stream(stream, writes=True):
             bits, kind = self._keys(keys)
             checked = _arrays.check_values(values, spec, self.device, bits.shape[0])
             if bits.shape[0] == 0:

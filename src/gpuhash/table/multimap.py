@@ -78,7 +78,7 @@ class MultiMap(_Table):
             >>> mm.insert(torch.tensor([1, 1], dtype=torch.int32)); len(mm)
             2
         """
-        with self._stream(stream):
+        with self._stream(stream, writes=True):
             bits, _ = self._multi_keys(keys)
             spec = self._state.spec
             checked = None
@@ -101,7 +101,7 @@ class MultiMap(_Table):
             >>> mm.count(torch.tensor([3, 4])).tolist()
             [3, 0]
         """
-        with self._stream(stream):
+        with self._stream(stream, writes=False):
             bits, kind = self._keys(keys)
             return _arrays.to_kind(self._engine.multi_count(self._state, bits), kind)
 
@@ -117,7 +117,7 @@ class MultiMap(_Table):
             >>> rows.tolist(), sorted(mm.values[index].tolist())
             ([0, 0], [0.5, 1.5])
         """
-        with self._stream(stream):
+        with self._stream(stream, writes=False):
             bits, kind = self._keys(keys)
             rows, index = self._engine.multi_find_all(self._state, bits)
         return _arrays.to_kind(rows, kind), _arrays.to_kind(index, kind)
@@ -133,7 +133,7 @@ class MultiMap(_Table):
             >>> mm.erase(torch.tensor([2, 9])).tolist(), len(mm)
             ([2, 0], 1)
         """
-        with self._stream(stream):
+        with self._stream(stream, writes=True):
             bits, kind = self._keys(keys)
             return _arrays.to_kind(self._engine.multi_erase(self._state, bits), kind)
 

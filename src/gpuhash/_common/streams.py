@@ -1,0 +1,149 @@
+"""Stream ordering, the one way every structure orders its GPU work.
+
+``stream_context`` makes an operation's ``stream=`` argument torch's current stream for the
+structure's device. ``StreamOrder`` orders a structure's operations across the streams they
+run on: an operation waits for the last write made on another stream, and a write also for
+the reads made on other streams since; a device-side wait, no host synchronisation. On one
+stream nothing is recorded or waited for: stream order alone does it.
+
+What is kept between calls never outlives its stream: a torch stream (torch never destroys
+its streams) is kept as its handle, and a foreign stream given as ``stream=`` (anything with
+``__cuda_stream__``, or a ``torch.cuda.ExternalStream``), which its owner may destroy at any
+time, as an event recorded on it at the end of the operation, so it is never touched again.
+(A foreign stream made torch's current stream by the caller, rather than passed, counts as
+torch's: keep it alive while the structure may wait for it.)
+
+Example:
+    >>> import torch
+    >>> from gpuhash._common.streams import StreamOrder
+    >>> order = StreamOrder(torch.device("cpu"))  # off CUDA: work simply runs
+    >>> with order.ordered(None, writes=True):
+    ...     done = True
+    >>> done
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+_NOTHING = contextlib.nullcontext()  # reusable: no stream given, or not a CUDA device
+
+
+def stream_context(stream: Any, device: torch.device):
+    """A context making ``stream`` (a torch.cuda.Stream, or anything with
+    ``__cuda_stream__``) torch's current stream for ``device``; none for ``stream=None`` or a
+    CPU device."""
+    if stream is None or device.type != "cuda":
+        return _NOTHING
+    if isinstance(stream, torch.cuda.Stream):
+        if stream.device != device:
+            raise ValueError(f"stream is on {stream.device} but the structure is on {device}; "
+                             f"pass a stream of {device}")
+        return torch.cuda.stream(stream)
+    if hasattr(stream, "__cuda_stream__"):
+        _, handle = stream.__cuda_stream__()
+        return torch.cuda.stream(torch.cuda.ExternalStream(handle, device=device))
+    raise TypeError(f"stream must be a torch.cuda.Stream or have __cuda_stream__, "
+                    f"got {type(stream).__name__}")
+
+
+def record_event(device: torch.device) -> torch.cuda.Event | None:
+    """A CUDA event recorded after the work queued so far on ``device``'s current stream
+    (None off CUDA): a stream that waits on it sees that work done."""
+    if device.type != "cuda":
+        return None
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(device))
+    return event
+
+
+class _Mark:
+    """Where an operation ran, as a later operation on another stream must wait for it: a
+    torch stream's handle (torch never destroys its streams), or an event recorded on a
+    foreign stream after the operation (its owner may destroy that stream)."""
+
+    __slots__ = ("handle", "event")
+
+    def __init__(self, handle: int, event: torch.cuda.Event | None = None):
+        self.handle, self.event = handle, event
+
+    def wait_on(self, device: torch.device) -> None:
+        """Make ``device``'s current stream wait for the marked work."""
+        current = torch.cuda.current_stream(device)
+        if self.event is not None:
+            current.wait_event(self.event)
+        else:
+            current.wait_stream(torch.cuda.ExternalStream(self.handle, device=device))
+
+
+def _is_foreign(stream: Any) -> bool:
+    """Whether an operation's ``stream=`` is one torch does not own."""
+    return stream is not None and (isinstance(stream, torch.cuda.ExternalStream)
+                                   or not isinstance(stream, torch.cuda.Stream))
+
+
+class _Ordered:
+    """The context of one operation under a StreamOrder (see StreamOrder.ordered)."""
+
+    __slots__ = ("order", "stream", "writes", "inner", "handle")
+
+    def __init__(self, order: StreamOrder, stream: Any, writes: bool):
+        self.order, self.stream, self.writes = order, stream, writes
+
+    def __enter__(self) -> _Ordered:
+        order = self.order
+        self.inner = stream_context(self.stream, order.device)
+        self.inner.__enter__()
+        handle = self.handle = torch._C._cuda_getCurrentRawStream(order.index)
+        writer = order._writer
+        if writer is not None and writer.handle != handle:
+            writer.wait_on(order.device)
+        if self.writes:
+            for reader_handle, reader in order._readers.items():
+                if reader_handle != handle:
+                    reader.wait_on(order.device)
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        try:
+            order = self.order
+            event = None
+            if _is_foreign(self.stream):
+                event = torch.cuda.Event()
+                event.record(torch.cuda.current_stream(order.device))
+            mark = _Mark(self.handle, event)
+            if self.writes:
+                order._writer, order._readers = mark, {}
+            else:
+                order._readers[self.handle] = mark
+        finally:
+            self.inner.__exit__(kind, value, traceback)
+
+
+class StreamOrder:
+    """Orders one structure's operations across streams (see the module's docstring). Every
+    operation runs inside ``ordered(stream, writes=...)``; ``writes`` is True for anything
+    that changes the structure."""
+
+    __slots__ = ("device", "index", "_writer", "_readers")
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.index = device.index if device.type == "cuda" else None
+        self._writer: _Mark | None = None
+        self._readers: dict[int, _Mark] = {}  # stream handle -> the last read there
+
+    def ordered(self, stream: Any, *, writes: bool):
+        """The context of one operation on ``stream`` (None: torch's current stream)."""
+        if self.device.type != "cuda":
+            return _NOTHING
+        return _Ordered(self, stream, writes)
+
+    def run(self, work, *, writes: bool, stream: Any):
+        """``work()`` inside ``ordered(stream, writes=writes)``."""
+        with self.ordered(stream, writes=writes):
+            return work()
