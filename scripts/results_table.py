@@ -1,8 +1,12 @@
-"""Render bench/RESULTS.md tables from a committed benchmark JSON, so no figure is copied by
-hand. Further JSON files (other runs of the same library code) add a run-to-run table of the
-targets. Usage: python scripts/results_table.py bench/results/<run>.json [<run>.json ...]
-or, for two runs of one device call (this tree's code and the previous release's):
-python scripts/results_table.py --compare <current>.json <previous>.json"""
+"""Render benchmark tables from a committed `gpuhash bench map` JSON, so no figure is copied by
+hand. Usage:
+python scripts/results_table.py --measurements bench/results/<run>.json
+    the hash-table section's tables of docs/measurements.md;
+python scripts/results_table.py bench/results/<run>.json [<run>.json ...]
+    the first issue's targets and every configuration (further JSON files, other runs of the
+    same library code, add a run-to-run table of the targets);
+python scripts/results_table.py --compare <current>.json <previous>.json
+    two runs of one device call (this tree's code and the previous release's)."""
 
 import json
 import sys
@@ -165,7 +169,55 @@ def compare(current_path: str, previous_path: str) -> None:
         f"; bare launch {hosts[0].get('bare_launch', float('nan')):.1f}")
 
 
+def measurements(path: str) -> None:
+    """The tables and lines docs/measurements.md gives for one map run."""
+    with open(path) as handle:
+        r = json.load(handle)
+    c, core = r["ceilings"], r["core"]
+    print(f"{r['device']}, commit {r['commit'][:7]}, {r['date'][:10]}; ceilings in the same run: "
+          f"C_hbm {c['C_hbm']:.1f} G/s, C_l2 {c['C_l2']:.1f} G/s.\n")
+    print("| keys | type | load | ceiling | insert `any` | insert (default) | find hit | "
+          "find miss | find_index hit | bytes / entry |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for x in sorted(r["results"], key=lambda x: -x["keys"]):  # stable: the run's order
+        ceiling = "C_l2" if x["resident"] == "L2" else "C_hbm"
+
+        def f(k, x=x):
+            return f"{x[k]['g_per_s']:.1f} ({x[k]['ratio']:.2f})"
+
+        print(f"| {x['keys'] >> 20}M | {x['kind']} | {x['nominal_load']} | {ceiling} | "
+              f"{x['insert']['g_per_s']:.2f} | {x['insert_dict_semantics']['g_per_s']:.2f} | "
+              f"{f('find_hit')} | {f('find_miss')} | {f('find_index_hit')} | "
+              f"{x['bytes_per_entry']:.1f} |")
+    a, m, e = core["insert_or_apply_add"], core["multimap"], core["embedding_table"]
+    s, h = r["peers"]["sort_searchsorted"], r["host_overhead_us"]
+    d = r["cpu"]["versus_dict"]
+    print(f"\n- insert_or_apply (add), {a['rows'] / 1e6:.0f}M rows into {a['keys'] / 1e6:.0f}M "
+          f"keys: {a['apply_g_per_s']:.1f} G rows/s against {a['atomic_add_g_per_s']:.1f} for "
+          f"atomicAdd to random words of the same footprint ({a['ratio']:.2f}).")
+    print(f"- MultiMap, {m['keys'] / 1e6:.0f}M keys x {m['copies']} copies, "
+          f"{m['probes'] / 1e6:.0f}M probes: count {m['count_g_probes_per_s']:.2f} G probes/s "
+          f"({m['count_ratio']:.3f} C_hbm), find_all {m['find_all_g_matches_per_s']:.2f} G "
+          f"matches/s ({m['find_all_ratio']:.2f} C_hbm).")
+    print(f"- Embedding table (u64 -> f32x8, {e['capacity'] >> 20}M slots, {e['batch'] >> 20}M "
+          f"present keys a call): find {e['0.5']['find_g_per_s']:.2f} / "
+          f"{e['0.99']['find_g_per_s']:.2f} G/s at load 0.5 / 0.99 "
+          f"({e['find_0.99_over_0.5']:.2f}x), assign {e['0.5']['assign_g_per_s']:.2f} / "
+          f"{e['0.99']['assign_g_per_s']:.2f} ({e['assign_0.99_over_0.5']:.2f}x).")
+    print(f"- torch sort + searchsorted, {s['keys'] >> 20}M keys: build "
+          f"{s['build_g_per_s']:.1f} G/s, lookup {s['lookup_g_per_s']:.1f} G/s.")
+    print(f"- Host time of a 1K-key call: find {h['find_1k']:.1f} us, contains "
+          f"{h['contains_1k']:.1f}, default insert {h['insert_1k']:.0f}; a bare launch "
+          f"{h['bare_launch']:.1f}.")
+    print(f"- CPU engine against a Python dict, {d['keys'] >> 20}M int64 keys on the device "
+          f"machine's host: insert {d['engine_insert_ms']:.0f} against {d['dict_build_ms']:.0f} "
+          f"ms, find {d['engine_find_ms']:.0f} against {d['dict_find_ms']:.0f} ms.")
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--measurements":
+        measurements(sys.argv[2])
+        sys.exit()
     if sys.argv[1] == "--compare":
         compare(sys.argv[2], sys.argv[3])
         sys.exit()

@@ -2,11 +2,14 @@
 0.5 (dim 8, 128M slots or CAPACITY): medians of timed calls (host wall clock to a sync, HKV's
 method) of
 - the whole call, `cache.find_index(keys)`;
-- the engine's lookup alone (`engines.cache_cuda.lookup` on the cache's state and raw keys);
+- the engine's lookup alone (`gpuhash.cache.cuda.engine.lookup` on the cache's state and raw
+  keys);
 - the kernel's launch alone with outputs made beforehand;
 - a sync of an idle GPU;
 - the kernel by CUDA events (back to back);
 and the host time of each call queued without a sync (what Python adds before the launch).
+It reaches into the CUDA engine (the state, the kernels, the launch) on purpose: those are the
+layers it times. Result: bench/results/cache_find_host_steps_h100_054474b.txt.
 On the GPU machine, with PYTHONPATH=src:bench/experiments:
     python bench/experiments/cache_find_host_steps.py"""
 

@@ -1,7 +1,9 @@
 """One value width of HierarchicalKV's workload (`gpuhash bench cache`'s `workload`) for an A/B
 of two trees in one device call: run it once per tree with that tree's src on PYTHONPATH.
 Run: PYTHONPATH=src python bench/experiments/cache_write_ab.py --dim 8 --label current
-[--capacity-log2 27] [--runs 5] [--json FILE]. Prints B-KV/s (wall, events) per API and load."""
+[--capacity-log2 27] [--runs 5] [--json FILE]. Prints B-KV/s (wall, events) per API and load.
+Also the run of gpuhash beside HierarchicalKV's benchmark in one call (before it):
+bench/results/cache_dim8_h100_3e75a26_same_call_as_hkv_run1.json."""
 
 import argparse
 import json

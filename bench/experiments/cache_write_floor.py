@@ -19,7 +19,8 @@ low: the regions hold random words, so the layout floor's key CAS never succeeds
 write-back), the minimal floor stores its index entry plainly, and the 20 timed calls reuse
 the same addresses. Needs CuPy.
 On the GPU machine, with PYTHONPATH=src:bench/experiments:
-    python bench/experiments/cache_write_floor.py"""
+    python bench/experiments/cache_write_floor.py
+Result: bench/results/cache_write_floor_h100_160e419.txt."""
 
 import time
 

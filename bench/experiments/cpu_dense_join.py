@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 import gpuhash as gh
-from gpuhash.join import dense as _join_dense
+from gpuhash.join import dense as join_dense
 
 ROWS = 1_000_000
 
@@ -28,12 +28,12 @@ def median_min(call, rounds=7):
 
 
 def hashed(left, right):
-    kept = _join_dense.DENSE_MIN_ROWS
-    _join_dense.DENSE_MIN_ROWS = 1 << 62
+    kept = join_dense.DENSE_MIN_ROWS
+    join_dense.DENSE_MIN_ROWS = 1 << 62
     try:
         return gh.join(left, right)
     finally:
-        _join_dense.DENSE_MIN_ROWS = kept
+        join_dense.DENSE_MIN_ROWS = kept
 
 
 def main():

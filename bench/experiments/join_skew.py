@@ -2,7 +2,7 @@
 wall clock (synchronised) of the second of two rounds, pairs checked. Prints a JSON line per K.
 
     python join_skew.py [cuda|cpu]        (SKEW_N rows, default 400000; SKEW_K, a list)
-Results: bench/results/join_skew_*.jsonl; bench/RESULTS.md, seventeenth session."""
+Result: bench/results/join_skew_h100_10d1fc3.jsonl (docs/measurements.md, Joins)."""
 import json
 import os
 import sys

@@ -1,20 +1,22 @@
-"""The host's floor under the streamed join's result (issue 12's >= 0.7 of the link ceiling):
-how fast this machine can put a result of many GB into new host memory, beside the link.
+"""The host's floor under the streamed join's result (whose target is 0.7 of the link
+ceiling): how fast this machine can put a result of many GB into new host memory, beside the
+link.
 
-`gpuhash bench join`'s streamed part (bench/join_stream.py) returns an inner join of 1.61G
-probe rows as two int64 gather maps of 805M rows (12.9 GB) and a semi join as one (6.4 GB),
-in new pageable host memory. Timed here, with no join at all (wall clock, median of 3):
-- the link: 1 GiB pinned copies each way (as bench/join_stream.link_rates);
+`gpuhash bench join`'s streamed part (gpuhash.bench.join_stream) returns an inner join of
+1.61G probe rows as two int64 gather maps of 805M rows (12.9 GB) and a semi join as one (6.4
+GB), in new pageable host memory. Timed here, with no join at all (wall clock, median of 3):
+- the link: 1 GiB pinned copies each way (gpuhash.bench.join_stream.link_rates);
 - new host memory written by T threads at once (T = 1, 4, 8, 16), each NumPy-copying a 32 MB
-  source over its share of a fresh huge-page mapping (_join_stream.host_empty): what page
-  faults and the copy cost together, with nothing else running;
-- the streamed join's own return path (_join_stream._ToHost) fed device pieces of the inner
+  source over its share of a fresh huge-page mapping (gpuhash.join.strategies.stream's
+  host_empty): what page faults and the copy cost together, with nothing else running;
+- the streamed join's own return path (that module's _ToHost) fed device pieces of the inner
   result's size: the D2H copies through the pinned ring and the workers' landing copies,
   as the join runs them, without the probe's chunks coming in; for several rings (RINGS:
   stages x workers).
 If the return path alone takes longer than the link ceiling / 0.7, no join with this design
 can meet the target on this host. On the GPU machine:
-PYTHONPATH=src python bench/experiments/join_stream_floor.py"""
+PYTHONPATH=src python bench/experiments/join_stream_floor.py
+Results: bench/results/join_stream_floor_h100_68c5abb.txt, join_stream_floor_rings_h100.txt."""
 
 import os
 import statistics
@@ -24,8 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from gpuhash.join.strategies.stream import _ToHost, host_empty
 from gpuhash.bench.join_stream import link_rates
+from gpuhash.join.strategies.stream import _ToHost, host_empty
 
 PAIRS = int(1.5 * (4 << 30)) // 4 // 2  # the suite's inner join: half of 1.61G probe rows
 DEV = torch.device("cuda")

@@ -2,8 +2,10 @@
 with the planner's RADIX_MIN_BUILD_ROWS set so that it takes one strategy or the other, in
 alternating rounds (machine drift hits both), CUDA-event medians of 5, ms. Keys as `gpuhash
 bench join`'s: unique int32 build keys, half the probe rows matching; "x10": each build key
-10 times. Results checked equal once a shape. On the GPU machine:
-PYTHONPATH=src python bench/experiments/radix_crossover.py [shape ...]"""
+10 times. Results checked equal once a shape. No public option forces a strategy, so this
+sets the planner's threshold and clears its shared plans. On the GPU machine:
+PYTHONPATH=src python bench/experiments/radix_crossover.py [shape ...]
+Result: bench/results/radix_tiles_ab_h100_2026-11-26.txt (its "call 7", ROUNDS=3)."""
 
 import functools
 import os
@@ -12,8 +14,8 @@ import sys
 import torch
 
 import gpuhash as gh
-from gpuhash.join import plan as _join_plan
 from gpuhash.bench.harness import time_gpu
+from gpuhash.join import plan as join_plan
 
 DEV = torch.device("cuda")
 SHAPES = {"J4": (10_000_000, 100_000_000, 1), "20Mx100M": (20_000_000, 100_000_000, 1),
@@ -34,16 +36,16 @@ def sides(build_rows: int, probe_rows: int, repeats: int, seed: int = 1):
     return build, probe[torch.randperm(probe_rows, device=DEV, generator=g)]
 
 
-DEFAULT_MIN = _join_plan.RADIX_MIN_BUILD_ROWS
+DEFAULT_MIN = join_plan.RADIX_MIN_BUILD_ROWS
 
 
 def joined(probe, build, radix: bool):
-    _join_plan.RADIX_MIN_BUILD_ROWS = 1 if radix else 2**62
-    _join_plan._small_gpu_plan.cache_clear()
+    join_plan.RADIX_MIN_BUILD_ROWS = 1 if radix else 2**62
+    join_plan._small_gpu_plan.cache_clear()
     try:
         return gh.join(probe, build)
     finally:
-        _join_plan.RADIX_MIN_BUILD_ROWS = DEFAULT_MIN
+        join_plan.RADIX_MIN_BUILD_ROWS = DEFAULT_MIN
 
 
 def timed(call, runs: int = 5) -> float:
@@ -60,7 +62,7 @@ def main() -> None:
     for name in sys.argv[1:] or list(SHAPES):
         build_rows, probe_rows, repeats = SHAPES[name]
         build, probe = sides(build_rows, probe_rows, repeats)
-        plan = (_join_plan.RADIX_MIN_BUILD_ROWS, gh.explain_join(probe, build).strategy)
+        plan = (join_plan.RADIX_MIN_BUILD_ROWS, gh.explain_join(probe, build).strategy)
         one, radix = joined(probe, build, False), joined(probe, build, True)
         same = torch.equal(encoded(one), encoded(radix))
         print(f"{name} {build_rows:,} x {probe_rows:,} (x{repeats}): {one[0].shape[0]:,} pairs,"

@@ -4,10 +4,11 @@ sectors (two lanes) and 8-byte words (a lane) a launch, from regions of 0.5 to 1
 to back between two CUDA events; and lines, half lines and sectors read by one thread each
 in 16-byte loads, as the cache index's lookups read their buckets.
 A cache of 128M slots spreads its accesses over several GiB (keys 1, scores 1, values 4 at
-f32 x 8; an index of 2 entries a slot 4), while cache_find_floor.py measured the rates of a
-1 GiB region; this says how far those rates hold. Needs CuPy.
+f32 x 8; an index of 2 entries a slot 4): this says whether the region's size changes the
+rates (it did not, past 2%, from 0.5 to 16 GiB). Needs CuPy.
 On the GPU machine, with PYTHONPATH=bench/experiments:
-    python bench/experiments/random_access_ceiling.py [GiB ...]   (default 0.5 1 2 4 8 16)"""
+    python bench/experiments/random_access_ceiling.py [GiB ...]   (default 0.5 1 2 4 8 16)
+Result: bench/results/random_access_4gib_h100.txt (argument 4)."""
 
 import sys
 
