@@ -29,6 +29,7 @@ import torch
 from gpuhash.join.api import JoinBuild
 from gpuhash.join.merge import gather_tables
 from gpuhash.join.plan import table_bytes
+from gpuhash.join.strategies import stream as _stream  # noqa: F401  (registers its strategy)
 
 # how each row group of the left side is probed; right / full add the unmatched right rows
 _PER_CHUNK = {"inner": "inner", "left": "left", "right": "inner", "full": "left",
@@ -110,7 +111,8 @@ def run_join(left_path: str, right_path: str, *, on: list[str], how: str, output
             raise ValueError(f"the output {output!r} is an input file; write elsewhere")
     if not Path(output).resolve().parent.is_dir():
         raise ValueError(f"the output's directory {str(Path(output).parent)!r} does not exist")
-    right = pq.read_table(right_path)
+    # one file read by ParquetFile, not pq.read_table, whose dataset layer imports pandas
+    right = pq.ParquetFile(right_path).read()
     left_file = pq.ParquetFile(left_path)
     left_schema = left_file.schema_arrow
     for name in on:
