@@ -45,10 +45,11 @@ def test_bare_invocation_prints_help(capsys):
     assert "bench" in out and "--version" in out
 
 
-@pytest.mark.parametrize("option", ["--version", "--help"])
-def test_version_and_help_do_not_import_torch(option):
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["bench", "map", "--help"],
+                                  ["join", "--help"]], ids=" ".join)
+def test_version_and_help_do_not_import_torch(args):
     """They answer without loading torch, numba or pyarrow (which take seconds)."""
-    done = _fresh("-X", "importtime", "-m", "gpuhash.cli", option)
+    done = _fresh("-X", "importtime", "-m", "gpuhash.cli", *args)
     assert done.returncode == 0, done.stderr
     assert "gpuhash" in done.stdout
     assert not _imported(done.stderr) & {"torch", "numba", "pyarrow"}
