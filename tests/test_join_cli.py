@@ -138,3 +138,15 @@ def test_a_right_file_too_large_for_the_gpu_is_refused_before_any_work(files, ca
     said = capsys.readouterr().err
     assert "r.parquet" in said and "100 are free" in said and "larger file left" in said
     assert not out.exists()
+
+
+def test_join_help_lists_its_own_options(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["join", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert text.startswith("usage: gpuhash join")
+    for words in ("--on COLUMN", "--how", "--output PATH", "--explain", "--cpu", "streamed"):
+        assert words in text, words
+    for words in ("--quick", "--runs", "--json"):
+        assert words not in text, words

@@ -6,26 +6,73 @@ Example:
     >>> _ = m.insert(torch.tensor([1, 2]), torch.tensor([0.5, 1.5]))
     >>> m.find(torch.tensor([2]))[0].tolist()
     [1.5]
+
+The public names are imported on first use (PEP 562), so ``import gpuhash`` and the command
+line's ``--help`` do not pay for torch, numba or pyarrow.
 """
 
-from gpuhash.cache.api import (
-    ASSIGNED,
-    INSERTED,
-    INSERTED_EVICTING,
-    REFUSED,
-    SKIPPED,
-    SUPERSEDED,
-    CacheMap,
-)
-from gpuhash.join.api import JoinBuild, explain_join, join
-from gpuhash.join.merge import merge
-from gpuhash.join.plan import JoinPlan
-from gpuhash.join.pool import clear as clear_join_cache
-from gpuhash.table.base import TableFullError
-from gpuhash.table.hash_map import HashMap, HashSet
-from gpuhash.table.multimap import MultiMap
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
+__version__ = "0.1.0"
+
+# each public name and the module that defines it
+_MODULES = {
+    **dict.fromkeys(("ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED",
+                     "SUPERSEDED", "CacheMap"), "gpuhash.cache.api"),
+    "TableFullError": "gpuhash.table.base",
+    **dict.fromkeys(("HashMap", "HashSet"), "gpuhash.table.hash_map"),
+    "MultiMap": "gpuhash.table.multimap",
+    **dict.fromkeys(("JoinBuild", "explain_join", "join"), "gpuhash.join.api"),
+    "merge": "gpuhash.join.merge",
+    "JoinPlan": "gpuhash.join.plan",
+    "clear_join_cache": "gpuhash.join.pool",
+}
+_RENAMED = {"clear_join_cache": "clear"}
 
 __all__ = ["ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED", "SUPERSEDED",
            "CacheMap", "HashMap", "HashSet", "JoinBuild", "JoinPlan", "MultiMap", "TableFullError",
            "clear_join_cache", "explain_join", "join", "merge"]
-__version__ = "0.1.0"
+
+_loaded: dict[str, object] = {}
+
+
+def _load(name: str):
+    if name not in _loaded:
+        module = _MODULES[name]
+        _loaded[name] = getattr(importlib.import_module(module), _RENAMED.get(name, name))
+    return _loaded[name]
+
+
+def __getattr__(name: str):
+    if name in _MODULES:
+        value = _load(name)
+        if name != "join":
+            globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'gpuhash' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """The package's module type: ``gpuhash.join`` is the function, although the import system
+    binds the subpackage of the same name here when it first loads it (the subpackage is
+    reached by import, ``from gpuhash.join import api``)."""
+
+    @property
+    def join(self):
+        return _load("join")
+
+    @join.setter
+    def join(self, value) -> None:
+        if not isinstance(value, types.ModuleType):  # a caller's replacement, kept
+            _loaded["join"] = value
+
+
+sys.modules[__name__].__class__ = _Package

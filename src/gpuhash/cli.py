@@ -1,21 +1,22 @@
 """The command line: ``gpuhash bench map|cache|join`` and ``gpuhash join`` (on the GPU when
-there is one, else the CPU engine)."""
+there is one, else the CPU engine).
+
+torch, numba and pyarrow are imported inside the commands that use them, so ``gpuhash --help``
+and ``--version`` answer at once.
+"""
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib.util
 import os
-import platform
-import subprocess
 import sys
 from pathlib import Path
 
-import torch
-
 
 def _commit() -> str:
+    import subprocess
+
     if os.environ.get("GPUHASH_COMMIT"):
         return os.environ["GPUHASH_COMMIT"]
     try:
@@ -37,9 +38,19 @@ GPU_METHOD = ("CUDA events around each call (device time of all kernels it launc
 CPU_METHOD = ("host wall clock (time.perf_counter) around each call, 1 warm-up run + N timed "
               "runs, IQR outliers dropped, median reported; results checked before timing; "
               "inserts start from a cleared table")
+CACHE_METHOD = ("HierarchicalKV's: a fresh batch per call (60% present keys), host wall clock "
+                "from the call to the end of a device sync, and CUDA events around the call "
+                "in calls of their own; below full load a write's new keys erased after its "
+                "timing; the GPU kept busy 15 s before the first timing, then 1 warm-up call "
+                "+ N timed of each kind, median; B-KV/s = 2^30 keys/s")
 
 
 def _header(device_name: str, quick: bool, runs: int, method: str, suite: str = "map") -> dict:
+    import datetime
+    import platform
+
+    import torch
+
     return {
         "suite": suite, "device": device_name,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -48,39 +59,59 @@ def _header(device_name: str, quick: bool, runs: int, method: str, suite: str = 
     }
 
 
+def _cpu_name() -> str:
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
 def _bench_map_gpu(args) -> dict:
-    from rich.progress import track
+    import torch
 
     from gpuhash.bench import ceilings, core_suite, map_suite, peers
     from gpuhash.bench.harness import time_host_calls, warm_up_gpu
+    from gpuhash.bench.progress import Steps
 
     device = torch.device("cuda", torch.cuda.current_device())
     runs = args.runs or (5 if args.quick else 9)
     report = _header(torch.cuda.get_device_name(device), args.quick, runs, GPU_METHOD)
-    # host overhead first, while the allocator is fresh (as in a program's first calls)
-    report["host_overhead_us"] = _host_overhead(device, time_host_calls)
-    report["host_overhead_us"]["bare_launch"] = core_suite.bare_launch_us(device,
-                                                                          time_host_calls)
-    warm_up_gpu(device, seconds=2.0 if args.quick else 15.0)  # after: it uses the allocator
-    report["ceilings"] = ceilings.measure(device, quick=args.quick)
-    results = []
-    for config in track(map_suite.plan(quick=args.quick), description="map configs"):
-        results.append(map_suite.run_config(config, device, report["ceilings"], runs=runs))
-        torch.cuda.empty_cache()
-    report["results"] = results
+    configs = map_suite.plan(quick=args.quick)
     big = 8 * 2**20 if args.quick else 32 * 2**20
-    report["peers"] = {"sort_searchsorted": peers.sort_searchsorted(big, device, runs=runs)}
-    if args.layouts:
-        report["peers"]["seed_layouts"] = (
-            peers.seed_layouts(2**20, device, report["ceilings"]["C_l2"], runs=runs)
-            + peers.seed_layouts(big, device, report["ceilings"]["C_hbm"], runs=runs))
-    report["core"] = core_suite.run(device, report["ceilings"], quick=args.quick, runs=runs)
-    torch.cuda.empty_cache()
-    report["cpu"] = {"versus_dict": peers.cpu_versus_dict(2**18 if args.quick else 2**20)}
+    with Steps("map", len(configs) + 6 + 2 * bool(args.layouts)) as step:
+        # host overhead first, while the allocator is fresh (as in a program's first calls)
+        step("host time of a 1K-key call")
+        report["host_overhead_us"] = _host_overhead(device, time_host_calls)
+        report["host_overhead_us"]["bare_launch"] = core_suite.bare_launch_us(device,
+                                                                              time_host_calls)
+        step("keeping the GPU busy before the first timing")
+        warm_up_gpu(device, seconds=2.0 if args.quick else 15.0)  # after: it uses the allocator
+        step("memory ceilings (random 8-byte gathers)")
+        report["ceilings"] = ceilings.measure(device, quick=args.quick)
+        results = []
+        for config in configs:
+            step(f"HashMap {config.kind}, {config.keys >> 20}M keys, load {config.load}")
+            results.append(map_suite.run_config(config, device, report["ceilings"], runs=runs))
+            torch.cuda.empty_cache()
+        report["results"] = results
+        step(f"torch sort + searchsorted, {big >> 20}M keys")
+        report["peers"] = {"sort_searchsorted": peers.sort_searchsorted(big, device, runs=runs)}
+        if args.layouts:
+            step("fixed layouts, 1M keys")
+            layouts = peers.seed_layouts(2**20, device, report["ceilings"]["C_l2"], runs=runs)
+            step(f"fixed layouts, {big >> 20}M keys")
+            report["peers"]["seed_layouts"] = layouts + peers.seed_layouts(
+                big, device, report["ceilings"]["C_hbm"], runs=runs)
+        step("insert_or_apply, MultiMap, an embedding table")
+        report["core"] = core_suite.run(device, report["ceilings"], quick=args.quick, runs=runs)
+        torch.cuda.empty_cache()
+        step("the CPU engine against a Python dict")
+        report["cpu"] = {"versus_dict": peers.cpu_versus_dict(2**18 if args.quick else 2**20)}
     return report
 
 
 def _host_overhead(device, time_host_calls) -> dict:
+    import torch
+
     from gpuhash import HashMap
 
     # capacity well above the 1K keys, so repeated inserts of them never near the load limit
@@ -98,88 +129,118 @@ def _host_overhead(device, time_host_calls) -> dict:
 
 
 def _bench_map_cpu(args) -> dict:
-    from gpuhash.bench import cpu_peers, cpu_suite, peers
+    import torch
 
-    name = platform.processor() or platform.machine()
+    from gpuhash.bench import cpu_peers, cpu_suite, peers
+    from gpuhash.bench.progress import Steps
+
     where = "--cpu" if torch.cuda.is_available() else "no CUDA"
     runs = args.runs or 5
-    report = _header(f"CPU ({name}, {where})", args.quick, runs, CPU_METHOD)
-    report["cpu"] = {
-        "configs": cpu_suite.run(quick=args.quick, runs=runs),
+    report = _header(f"CPU ({_cpu_name()}, {where})", args.quick, runs, CPU_METHOD)
+    dict_keys = 2**16 if args.quick else 2**18
+    with Steps("map", cpu_suite.STEPS + 1 + cpu_peers.STEPS) as step:
+        configs = cpu_suite.run(quick=args.quick, runs=runs, step=step)
+        step(f"the CPU engine against a Python dict, {dict_keys >> 10}K keys")
         # the dict comparison keeps its own default of 3 runs unless --runs is given
-        "versus_dict": peers.cpu_versus_dict(2**16 if args.quick else 2**18,
-                                             runs=args.runs or 3),
-        "peers": cpu_peers.run(2**18 if args.quick else 5_000_000, runs=args.runs or 3),
-    }
+        versus_dict = peers.cpu_versus_dict(dict_keys, runs=args.runs or 3)
+        report["cpu"] = {
+            "configs": configs, "versus_dict": versus_dict,
+            "peers": cpu_peers.run(2**18 if args.quick else 5_000_000, runs=args.runs or 3,
+                                   step=step),
+        }
     return report
 
 
 def _bench_cache(args, on_gpu: bool) -> dict:
+    import torch
+
     from gpuhash.bench import cache_suite
+    from gpuhash.bench.progress import Steps
 
     if on_gpu:
         device = torch.device("cuda", torch.cuda.current_device())
         name = torch.cuda.get_device_name(device)
     else:
-        device, name = torch.device("cpu"), f"CPU ({platform.processor() or platform.machine()})"
+        device, name = torch.device("cpu"), f"CPU ({_cpu_name()})"
     runs = args.runs or (3 if args.quick else 5)
     report = _header(name, args.quick, runs, CACHE_METHOD, suite="cache")
-    report["cache"] = cache_suite.run(device, quick=args.quick, runs=runs)
+    with Steps("cache", cache_suite.steps(device, quick=args.quick)) as step:
+        report["cache"] = cache_suite.run(device, quick=args.quick, runs=runs, step=step)
     return report
 
 
-CACHE_METHOD = ("HierarchicalKV's: a fresh batch per call (60% present keys), host wall clock "
-                "from the call to the end of a device sync, and CUDA events around the call "
-                "in calls of their own; below full load a write's new keys erased after its "
-                "timing; the GPU kept busy 15 s before the first timing, then 1 warm-up call "
-                "+ N timed of each kind, median; B-KV/s = 2^30 keys/s")
+def _bench_join(args, on_gpu: bool) -> dict:
+    from gpuhash.bench import join_suite
+    from gpuhash.bench.progress import Steps
 
-BENCH_CACHE = """\
-cache: CacheMap on HierarchicalKV's benchmark workload (u64 keys, f32 x dim values, dim 8, 32
-and 64, capacity 128M (64M for dim 64), 1M keys per call, 60% present, LRU, loads 0.5 / 0.75 /
-1.0; --quick: dim 8 at 16M), every API by wall clock and by CUDA events (median of 5 timed
-calls, 3 with --quick), beside HKV's own H100 figures. On a GPU, then the hybrid workload: dim
-64 at 128M slots (--quick: 16M) with max_hbm_bytes set to half the value rows, so the other
-half live in pinned host memory; every API as above, and at each load values[index] of present
-keys' slots that lie in host memory (GB/s) beside two ceilings measured on the same rows in the
-same run: a row-gather kernel (a thread per 16 bytes) and a bulk copy of as many bytes from
-pinned memory. Last, per bucket shape (16 to 128 slots) the share of the top scores kept when
-fed five times the capacity, the load at the first eviction and the find speed. On a CPU: dim 8
-at 512K, no hybrid run.
-"""
+    with Steps("join", join_suite.steps(quick=args.quick, on_gpu=on_gpu)) as step:
+        return join_suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu, header=_header,
+                              step=step)
+
 
 BENCH_MAP = """\
-Measures HashMap: insert, find and find_index, with every result checked before any time
+HashMap insert, find and find_index, every result checked before any time
 counts.
 
-On a GPU: tables of 1M and 32M keys (--quick: 1M and 8M) of the types u32->u32, u64->u64,
-u32->f32x8 and u64->f32x8 (--quick: the first two) at load factors 0.5, 0.8, 0.9 and 0.99
-(--quick: 0.5 and 0.9). Per table: insert (duplicates="any"), insert with dict semantics
-(the default), find of hits and of misses, find_index of hits, in G keys/s by CUDA events
-and as a ratio to a memory ceiling measured in the same run (random 8-byte gathers from a
-1 GiB buffer, C_hbm, or from a 16 MB one, C_l2, for tables that fit in L2); also bytes per
-entry and the buckets a lookup reads. Then: host time of a 1K-key call, torch sort +
-searchsorted as a read-only map, seed 000's fixed layouts (--layouts), insert_or_apply
-against atomicAdd, MultiMap count and find_all, an embedding table (u64->f32x8, 128M
-capacity) at load 0.99 against 0.5, and the CPU engine against a Python dict.
+On a GPU: tables of 1M and 32M keys (--quick: 1M and 8M) of u32->u32, u64->u64,
+u32->f32x8 and u64->f32x8 (--quick: the first two) at load factors 0.5, 0.8, 0.9
+and 0.99 (--quick: 0.5 and 0.9). Per table: insert (duplicates="any" and the
+default), find of hits and of misses, find_index of hits, in G keys/s by CUDA
+events and as a ratio to a memory ceiling measured in the same run (random 8-byte
+gathers from 1 GiB, or from 16 MB for tables that fit in L2); bytes per entry and
+the buckets a lookup reads. Then the host time of a 1K-key call, torch sort +
+searchsorted as a read-only map, insert_or_apply against atomicAdd, MultiMap count
+and find_all, an embedding table (u64->f32x8, 128M capacity) at load 0.99 against
+0.5, and the CPU engine against a Python dict.
 
-On a CPU (no CUDA device, or --cpu): the CPU engine inserting and finding (hits and
-misses) 256K keys (--quick: 32K) of u32->u32 and u64->f32x8 at loads 0.5 and 0.9, in
-M keys/s by wall clock; the CPU engine against a Python dict building and looking up
-the same 256K int64 keys (--quick: 64K); and 5M int64 -> float32 keys (--quick: 256K) built
-and found by the CPU engine, pandas, polars (a left join), a dict and torch sort +
-searchsorted (pandas and polars when installed), beside a numpy random-gather ceiling.
-The map and cache plots (--plot) and --layouts need a GPU.
+On a CPU (no CUDA device, or --cpu): the CPU engine inserting and finding 256K keys
+(--quick: 32K) of u32->u32 and u64->f32x8 at loads 0.5 and 0.9, in M keys/s by
+wall clock; the CPU engine against a Python dict (256K int64 keys; --quick: 64K);
+5M int64 -> float32 keys (--quick: 256K) built and found by the CPU engine, pandas,
+polars, a dict and torch sort + searchsorted (each when installed), beside a numpy
+random-gather ceiling.
+"""
+
+BENCH_CACHE = """\
+CacheMap on HierarchicalKV's benchmark workload: u64 keys, f32 x dim values, 1M
+keys per call of which 60% are present, LRU, at loads 0.5, 0.75 and 1.0; every API
+timed by wall clock to a device sync and by CUDA events, beside HierarchicalKV's
+own H100 figures (dim 8).
+
+On a GPU: dim 8, 32 and 64 at 128M slots (64M for dim 64; --quick: dim 8 at 16M);
+then dim 64 with half the value rows in pinned host memory (max_hbm_bytes), where
+values[index] of the host rows is timed beside a row-gather kernel and a bulk copy
+of as many bytes. Last, per bucket shape (16 to 128 slots): the share of the top scores
+kept when fed five times the capacity, the load at the first eviction, the find
+speed. On a CPU: dim 8 at 512K slots, no host-memory run.
 """
 
 BENCH_JOIN = """\
-join: issue 12's J1-J5 (int32 keys, distinct build keys, half the probe rows matching, gather
-maps out) beside DuckDB, pyarrow, polars (when installed) and torch sort + searchsorted, with
-the copy ceiling of the same bytes; then variants of J3 (many-to-many, Zipf skew, int64 and
-two-column keys, left / full / semi / anti), a merge with two payload columns a side, and host
-keys streamed through a 4 GiB budget beside the host link. On a CPU: J1-J3 at 1/100 of their
-rows. --plot draws every time beside its peers' on any machine.
+gpuhash.join on five shapes of int32 keys, J1-J5 (build x probe rows: 100K x 1M,
+1M x 1M, 1M x 10M, 10M x 100M, 100M x 100M; distinct build keys, about half the
+probe rows matching, gather maps out), beside DuckDB, pyarrow, polars (each when
+installed), torch sort + searchsorted and a join made of a HashMap, with a copy of
+the same bytes as the ceiling. Then (not with --quick) variants of J3 (many-to-many,
+Zipf skew, int64 and two-column keys, left / full / semi / anti), merges with two
+payload columns a side and, on a GPU, host keys streamed through a 4 GiB budget
+beside the host link. --quick: J1 and J2. On a CPU every shape has 1/100 of its
+rows, and J4-J5 are left out.
 """
+
+# name: (one line for `gpuhash bench --help`, the suite's own description)
+SUITES = {
+    "map": ("HashMap insert / find / find_index across sizes, loads and types", BENCH_MAP),
+    "cache": ("CacheMap on HierarchicalKV's workload, and the bucket shapes", BENCH_CACHE),
+    "join": ("gpuhash.join beside DuckDB, pyarrow, polars and torch", BENCH_JOIN),
+}
+QUICK = {"map": "fewer sizes, types and loads; fewer runs",
+         "cache": "dim 8 only, fewer slots (on a GPU), fewer runs",
+         "join": "J1 and J2 only, fewer runs"}
+DEFAULT_RUNS = {"map": "GPU 9, --quick 5; CPU 5, its peers 3",
+                "cache": "5, 3 with --quick", "join": "5, 3 with --quick"}
+PLOTS = {"map": "throughput against load (GPU only)",
+         "cache": "throughput against load (GPU only)",
+         "join": "each join's time beside its peers'"}
 
 
 def _positive(text: str) -> int:
@@ -192,7 +253,16 @@ def _positive(text: str) -> int:
     return value
 
 
-def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+class _Paragraphs(argparse.HelpFormatter):
+    """Fills each paragraph of a description to the terminal's width, keeping the blank lines
+    between them (argparse's own formatter runs paragraphs together)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(super(_Paragraphs, self)._fill_text(part, width, indent)
+                           for part in text.split("\n\n"))
+
+
+def _parser() -> argparse.ArgumentParser:
     from gpuhash import __version__
 
     parser = argparse.ArgumentParser(prog="gpuhash", description="GPU hash tables for Python")
@@ -200,41 +270,49 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench = commands.add_parser(
         "bench", help="run a benchmark suite",
-        description="\n".join((BENCH_MAP, BENCH_CACHE, BENCH_JOIN)),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    bench.add_argument("suite", choices=["map", "cache", "join"], help="what to benchmark")
-    bench.add_argument("--quick", action="store_true", help="fewer sizes, loads and runs")
-    bench.add_argument("--json", metavar="PATH", help="write every figure as JSON")
-    bench.add_argument("--plot", metavar="PATH",
-                       help="a plot (matplotlib): map and cache, throughput against load "
-                            "(GPU only); join, each join's time beside its peers'")
-    bench.add_argument("--layouts", action="store_true",
-                       help="add seed 000's V1/V2/V3 layouts as fixed kernels (GPU only)")
-    bench.add_argument("--runs", type=_positive, metavar="N",
-                       help="timed runs per figure (default: 9 on a GPU, 5 with --quick; "
-                            "5 on the CPU, 3 for the dict comparison)")
-    bench.add_argument("--cpu", action="store_true", help="the CPU engine even with a GPU")
+        description="Run a benchmark suite and print its figures; on a CPU-only machine (or "
+                    "with --cpu) the CPU engine's. `gpuhash bench SUITE --help` says what a "
+                    "suite measures and lists its options.")
+    suites = bench.add_subparsers(dest="suite", metavar="SUITE", required=True)
+    for name, (summary, description) in SUITES.items():
+        suite = suites.add_parser(name, help=summary, description=description,
+                                  formatter_class=_Paragraphs)
+        suite.set_defaults(refuse=suite.error)
+        suite.add_argument("--quick", action="store_true", help=QUICK[name])
+        suite.add_argument("--runs", type=_positive, metavar="N",
+                           help=f"runs per figure (default: {DEFAULT_RUNS[name]})")
+        suite.add_argument("--json", metavar="PATH", help="write every figure as JSON")
+        suite.add_argument("--plot", metavar="PATH",
+                           help=f"a plot (matplotlib): {PLOTS[name]}")
+        if name == "map":
+            suite.add_argument("--layouts", action="store_true",
+                               help="add three fixed-layout tables as peers (GPU only)")
+        suite.add_argument("--cpu", action="store_true",
+                           help="the CPU engine even with a GPU")
     join = commands.add_parser(
         "join", help="join two Parquet files into a third",
         description="Join LEFT and RIGHT (Parquet) on key columns into OUTPUT. RIGHT is read "
                     "whole and prepared as a hash table; LEFT is streamed one row group at a "
                     "time, with a progress bar. Runs on the GPU when there is one, else on "
                     "the CPU engine. Row order is unspecified.")
+    join.set_defaults(refuse=join.error)
     join.add_argument("left", help="left Parquet file (streamed)")
     join.add_argument("right", help="right Parquet file (the build side, read whole)")
     join.add_argument("--on", required=True, action="append", metavar="COLUMN",
                       help="key column; repeat it or separate names by commas")
     join.add_argument("--how", default="inner",
-                      choices=["inner", "left", "right", "full", "semi", "anti"])
+                      choices=["inner", "left", "right", "full", "semi", "anti"],
+                      help="which rows to keep (default: inner)")
     join.add_argument("-o", "--output", required=True, metavar="PATH",
                       help="Parquet file to write")
     join.add_argument("--explain", action="store_true", help="print the join's plan")
     join.add_argument("--cpu", action="store_true", help="the CPU engine even with a GPU")
-    return parser, bench
+    return parser
 
 
 def _join_files(args, on_gpu: bool) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from gpuhash.join.cli import run_join
 
@@ -246,42 +324,34 @@ def _join_files(args, on_gpu: bool) -> int:
     except (ValueError, TypeError, OSError) as error:  # the user's files or options
         print(f"gpuhash join: error: {error}", file=sys.stderr)
         return 2
-    Console(stderr=True).print(f"wrote {written} rows to {args.output}")
+    Console(stderr=True).print(f"wrote {written} rows to {escape(args.output)}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser, bench = _parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
+def _bench(args) -> int:
+    import torch
 
     on_gpu = torch.cuda.is_available() and not args.cpu
-    if args.command == "join":
-        return _join_files(args, on_gpu)
-    if args.layouts and args.suite != "map":
-        bench.error("--layouts belongs to the map suite")
+    layouts = getattr(args, "layouts", False)
     if not on_gpu:
         why = "--cpu was given" if args.cpu else "no CUDA device was found"
         plot = args.plot and args.suite != "join"  # the join plot draws any run's figures
-        for option, given in (("--plot", plot), ("--layouts", args.layouts)):
+        for option, given in (("--plot", plot), ("--layouts", layouts)):
             if given:
-                bench.error(f"{option} needs a GPU ({why}; the CPU benchmark has no "
+                args.refuse(f"{option} needs a GPU ({why}; the CPU benchmark has no "
                             f"{'plot' if option == '--plot' else 'fixed-layout kernels'})")
     if args.plot and importlib.util.find_spec("matplotlib") is None:  # before a long run
-        bench.error("--plot needs matplotlib: pip install 'gpuhash[plot]'")
+        args.refuse("--plot needs matplotlib: pip install 'gpuhash[plot]'")
     for option, path in (("--json", args.json), ("--plot", args.plot)):
         if path and not Path(path).resolve().parent.is_dir():  # before a long run, too
-            bench.error(f"{option} {path}: its directory does not exist")
+            args.refuse(f"{option} {path}: its directory does not exist")
 
     from gpuhash.bench import report as show
 
     if args.suite == "join":
-        from gpuhash.bench import join_report, join_suite
+        from gpuhash.bench import join_report
 
-        report = join_suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu,
-                                header=_header)
+        report = _bench_join(args, on_gpu)
         printed, plotted = join_report.print_report, join_report.plot_join
     elif args.suite == "cache":
         from gpuhash.bench import cache_report
@@ -298,6 +368,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plotted(report, args.plot)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the command's own parser, whose usage lists what it takes
+        getattr(args, "refuse", parser.error)(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command is None:
+        parser.print_help()
+        return 0
+    if args.command == "join":
+        import torch
+
+        return _join_files(args, torch.cuda.is_available() and not args.cpu)
+    return _bench(args)
 
 
 if __name__ == "__main__":

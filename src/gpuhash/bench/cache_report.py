@@ -3,62 +3,61 @@ ours, the bucket shapes' trade-off, and a plot of throughput against load."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-from rich.table import Table
+from rich.markup import escape
 
 from gpuhash.bench.cache_suite import APIS, LOADS
-from gpuhash.bench.report import console
+from gpuhash.bench.report import say, show_table
 
 
 def print_cache(report: dict) -> None:
-    console.print(f"[bold]{report['device']}[/]  CacheMap on HierarchicalKV's workload "
-                  f"(B-KV/s = 2^30 keys/s; wall clock to sync, events in brackets)")
+    say(f"[bold]{escape(report['device'])}[/]  CacheMap on HierarchicalKV's workload "
+        f"(B-KV/s = 2^30 keys/s; wall clock to sync, events in brackets)")
     hkv = report["cache"]["hkv_h100_dim8"]
     hybrid = report["cache"].get("hybrid")
     for work in report["cache"]["workloads"] + ([hybrid] if hybrid else []):
         where = ("" if work.get("max_hbm_bytes") is None
                  else f", values past {work['max_hbm_bytes'] / 2**30:.1f} GiB in host memory")
-        table = Table(title=f"dim {work['dim']}, capacity {work['capacity']:,}, "
-                            f"{work['batch']:,} keys per call, {work['bucket_slots']}-slot "
-                            f"buckets{where}; {work['bytes_per_slot']:.0f} B a slot, of "
-                            f"which {work['metadata_bytes_per_slot']:.0f} B metadata (HKV 17)")
-        table.add_column("API")
+        columns = ["API"]
         for load in LOADS:
-            table.add_column(f"load {load}", justify="right")
-            if work["dim"] == 8:
-                table.add_column("HKV", justify="right")
+            columns += [f"load {load}", *(["HKV"] if work["dim"] == 8 else [])]
+        rows = []
         for api in APIS:
-            cells = []
+            cells = [api]
             for i, load in enumerate(LOADS):
                 f = work["loads"][str(load)][api]
-                cells.append(f"{f['bkv_per_s']:.3g} ({f['bkv_per_s_events']:.3g})")
+                events = f["bkv_per_s_events"]  # NaN on a CPU, which has no CUDA events
+                cells.append(f"{f['bkv_per_s']:.3g}" + ("" if math.isnan(events)
+                                                          else f" ({events:.3g})"))
                 if work["dim"] == 8:
                     cells.append(f"{hkv[api][i]:.2f}")
-            table.add_row(api, *cells)
-        console.print(table)
+            rows.append(cells)
+        show_table(f"dim {work['dim']}, capacity {work['capacity']:,}, {work['batch']:,} keys "
+                   f"per call, {work['bucket_slots']}-slot buckets{where}; "
+                   f"{work['bytes_per_slot']:.0f} B a slot, of which "
+                   f"{work['metadata_bytes_per_slot']:.0f} B metadata (HKV 17)", columns, rows)
     if hybrid:
-        link = Table(title="values[index] of the host rows of present keys' slots, beside the "
-                           "row-gather ceiling and a bulk copy of as many bytes (GB/s)")
-        for column in ("load", "rows from host", "values[index]", "gather ceiling",
-                       "of ceiling", "bulk copy", "of copy"):
-            link.add_column(column, justify="right")
+        rows = []
         for load in LOADS:
             g = hybrid["loads"][str(load)]["host_gather"]
-            link.add_row(str(load), f"{g['host_rows']:,}", f"{g['host_gather_gb_per_s']:.1f}",
+            rows.append([str(load), f"{g['host_rows']:,}", f"{g['host_gather_gb_per_s']:.1f}",
                          f"{g['ceiling_gather_gb_per_s']:.1f}", f"{g['of_gather_ceiling']:.2f}",
-                         f"{g['link_gb_per_s']:.1f}", f"{g['of_link']:.2f}")
-        console.print(link)
-    shapes = Table(title="bucket shape: eviction quality (5x capacity, random scores) and "
-                         "find speed (dim 8; events on a GPU)")
-    for column in ("slots", "kept of top", "1st eviction at", *(f"find {x}" for x in LOADS)):
-        shapes.add_column(column, justify="right")
+                         f"{g['link_gb_per_s']:.1f}", f"{g['of_link']:.2f}"])
+        show_table("values[index] of the host rows of present keys' slots, beside the row-gather "
+                   "ceiling and a bulk copy of as many bytes (GB/s)",
+                   ["load", "rows from host", "values[index]", "gather ceiling", "of ceiling",
+                    "bulk copy", "of copy"], rows)
+    rows = []
     for s in report["cache"]["bucket_shapes"]:
         first = s["first_eviction_load"]
-        shapes.add_row(str(s["bucket_slots"]), f"{s['kept_of_top']:.4f}",
-                       "-" if first is None else f"{first:.4f}",
-                       *(f"{s['find_bkv_per_s'][str(x)]:.3g}" for x in LOADS))
-    console.print(shapes)
+        rows.append([str(s["bucket_slots"]), f"{s['kept_of_top']:.4f}",
+                     "-" if first is None else f"{first:.4f}",
+                     *(f"{s['find_bkv_per_s'][str(x)]:.3g}" for x in LOADS)])
+    show_table("bucket shape: eviction quality (5x capacity, random scores) and find speed, "
+               "B-KV/s (dim 8; events on a GPU)",
+               ["slots", "kept of top", "1st eviction at", *(f"find {x}" for x in LOADS)], rows)
 
 
 def plot_cache(report: dict, path: str | Path) -> None:
@@ -83,4 +82,4 @@ def plot_cache(report: dict, path: str | Path) -> None:
     figure.suptitle(f"CacheMap, dim 8, on {report['device']}")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
-    console.print(f"wrote {path}")
+    say(f"wrote {escape(str(path))}")

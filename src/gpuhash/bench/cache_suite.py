@@ -20,6 +20,7 @@ import torch
 
 from gpuhash._common.cuda.launch import launch
 from gpuhash.bench.harness import bench_kernel, time_gpu, warm_up_gpu
+from gpuhash.bench.progress import Step, quiet
 from gpuhash.cache.api import CacheMap
 
 BATCH = 1 << 20
@@ -108,13 +109,19 @@ def _time_api(cache: CacheMap, api: str, present: torch.Tensor, batch: int, dim:
             "bkv_per_s_events": batch / (event_ms * 1e-3) / 2**30}
 
 
+def _count(n: int) -> str:
+    return f"{n >> 20}M" if n >= 1 << 20 else f"{n >> 10}K"
+
+
 def workload(dim: int, capacity: int, device: torch.device, *, batch: int, runs: int,
-             bucket_slots: int, max_hbm_bytes: int | None = None) -> dict:
+             bucket_slots: int, max_hbm_bytes: int | None = None, step: Step = quiet) -> dict:
     """Every API at every load of HKV's workload, for one value width (with max_hbm_bytes:
-    the value rows past it in host memory)."""
+    the value rows past it in host memory); ``step`` is told of each load as it starts."""
     out: dict = {"dim": dim, "capacity": capacity, "batch": batch,
                  "bucket_slots": bucket_slots, "max_hbm_bytes": max_hbm_bytes, "loads": {}}
     for load in LOADS:
+        step(f"dim {dim}, {_count(capacity)} slots, {bucket_slots}-slot buckets"
+             f"{'' if max_hbm_bytes is None else ', half in host memory'}, load {load}")
         cache = CacheMap(key_dtype=torch.uint64, value_dtype=torch.float32, value_shape=(dim,),
                          capacity=capacity, device=device, policy="lru",
                          bucket_slots=bucket_slots, max_hbm_bytes=max_hbm_bytes)
@@ -221,28 +228,45 @@ def eviction_quality(capacity: int, bucket_slots: int, device: torch.device, *,
             "first_eviction_load": first}
 
 
-def run(device: torch.device, *, quick: bool, runs: int) -> dict:
+def _dims(device: torch.device, quick: bool) -> tuple:
+    dims = ((8, 128 << 20), (32, 128 << 20), (64, 64 << 20))
+    return dims[:1] if quick or device.type != "cuda" else dims
+
+
+SHAPES = (16, 32, 64, 128)  # slots a bucket
+
+
+def steps(device: torch.device, *, quick: bool) -> int:
+    """The steps ``run`` announces: the warm-up on a GPU, each load of each workload (and of
+    the hybrid one on a GPU), each bucket shape's eviction run and loads."""
+    gpu = device.type == "cuda"
+    return gpu + len(LOADS) * (len(_dims(device, quick)) + gpu) + len(SHAPES) * (1 + len(LOADS))
+
+
+def run(device: torch.device, *, quick: bool, runs: int, step: Step = quiet) -> dict:
     """The whole suite: HKV's workload (dim 8, 32, 64; --quick: dim 8 at 1/8 capacity) and
-    the bucket shapes' trade-off. On a CPU: dim 8 at 1/256 capacity, batches of 2^14."""
+    the bucket shapes' trade-off. On a CPU: dim 8 at 1/256 capacity, batches of 2^14.
+    ``step`` is told of each part as it starts."""
     scale = 1 if device.type == "cuda" and not quick else (8 if device.type == "cuda" else 256)
     batch = BATCH if device.type == "cuda" else BATCH >> 6
-    dims = ((8, 128 << 20), (32, 128 << 20), (64, 64 << 20))
-    if quick or device.type != "cuda":
-        dims = dims[:1]
     report = {"hkv_h100_dim8": HKV_H100_DIM8, "workloads": [], "bucket_shapes": []}
+    if device.type == "cuda":
+        step("keeping the GPU busy before the first timing")
     warm_up_gpu(device, seconds=2.0 if quick else 15.0)
-    for dim, capacity in dims:
+    for dim, capacity in _dims(device, quick):
         report["workloads"].append(workload(dim, capacity // scale, device, batch=batch,
-                                            runs=runs, bucket_slots=128))
+                                            runs=runs, bucket_slots=128, step=step))
     if device.type == "cuda":  # dim 64, 128M slots, the value rows of half of them in host memory
         capacity = (128 << 20) // scale
         report["hybrid"] = workload(64, capacity, device, batch=batch, runs=runs,
-                                    bucket_slots=128, max_hbm_bytes=capacity * 64 * 4 // 2)
+                                    bucket_slots=128, max_hbm_bytes=capacity * 64 * 4 // 2,
+                                    step=step)
     shape_capacity = (1 << 22) // (1 if device.type == "cuda" else 16)
-    for width in (16, 32, 64, 128):
+    for width in SHAPES:
+        step(f"{width}-slot buckets: eviction quality")
         quality = eviction_quality(shape_capacity, width, device, batch=batch >> 4)
         speed = workload(8, shape_capacity, device, batch=batch >> 2, runs=runs,
-                         bucket_slots=width)
+                         bucket_slots=width, step=step)
         timing = "bkv_per_s_events" if device.type == "cuda" else "bkv_per_s"
         quality["find_bkv_per_s"] = {load: row["find"][timing]
                                      for load, row in speed["loads"].items()}

@@ -25,6 +25,7 @@ import torch
 from gpuhash import HashMap
 from gpuhash.bench.harness import time_cpu
 from gpuhash.bench.map_suite import unique_keys
+from gpuhash.bench.progress import Step, quiet
 
 
 def _engine(keys, values, queries, want, runs):
@@ -124,9 +125,13 @@ def _row_find_versus_gather(n: int, runs: int) -> dict:
             "ratio": gather.median_ms / find.median_ms}
 
 
-def run(n: int, *, runs: int = 3) -> dict:
+STEPS = len(PEERS) + 2  # the steps ``run`` announces: each peer, the ceiling, the rows
+
+
+def run(n: int, *, runs: int = 3, step: Step = quiet) -> dict:
     """Build and find times of every peer on the same n keys (ms, medians), and ratios of the
-    engine's against each; the row find against its gather ceiling."""
+    engine's against each; the row find against its gather ceiling. ``step`` is told of each
+    part as it starts."""
     generator = torch.Generator().manual_seed(1)
     keys = unique_keys(n, torch.int64, torch.device("cpu"))
     values = torch.rand(n, generator=generator)
@@ -134,6 +139,7 @@ def run(n: int, *, runs: int = 3) -> dict:
     queries, want = keys[order], values[order]
     figures = {}
     for name, peer in PEERS.items():
+        step(f"peer: {name}")
         try:
             build, find = peer(keys, values, queries, want, 1 if name == "Python dict" else runs)
         except ImportError:
@@ -147,7 +153,9 @@ def run(n: int, *, runs: int = 3) -> dict:
         figure["engine_find_speedup"] = figure["find_ms"] / ours["find_ms"]
     storage = np.zeros(int(n / 0.9), np.float32)
     where = np.random.default_rng(0).integers(0, storage.shape[0], n)
+    step("numpy random-gather ceiling")
     ceiling = time_cpu(lambda: storage[where], runs=runs)
+    step("u64 -> f32x8 find against a row gather")
     return {"keys": n, "cores": os.cpu_count(), "peers": figures,
             "gather_ms": ceiling.median_ms,
             "rows_u64_f32x8": _row_find_versus_gather(n // 2, runs)}

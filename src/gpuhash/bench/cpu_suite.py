@@ -7,17 +7,23 @@ import torch
 from gpuhash import HashMap
 from gpuhash.bench.harness import time_cpu
 from gpuhash.bench.map_suite import TYPES, random_values, same, unique_keys
+from gpuhash.bench.progress import Step, quiet
+
+KINDS = ("u32->u32", "u64->f32x8")
+LOADS = (0.5, 0.9)
+STEPS = len(KINDS) * len(LOADS)  # the steps ``run`` announces
 
 
-def run(*, quick: bool, runs: int = 5) -> list[dict]:
+def run(*, quick: bool, runs: int = 5, step: Step = quiet) -> list[dict]:
     """Insert and find (hits, misses) for two table types at two load factors, each figure the
-    median of ``runs`` timed runs."""
+    median of ``runs`` timed runs; ``step`` is told of each configuration as it starts."""
     device = torch.device("cpu")
     n = 2**15 if quick else 2**18
     results = []
-    for kind in ("u32->u32", "u64->f32x8"):
+    for kind in KINDS:
         key_dtype, value_dtype, shape = TYPES[kind]
-        for load in (0.5, 0.9):
+        for load in LOADS:
+            step(f"CPU engine {kind}, {n >> 10}K keys, load {load}")
             keys = unique_keys(2 * n, key_dtype, device)
             hits, misses = keys[:n], keys[n:]
             values = random_values(n, value_dtype, shape, device)

@@ -1,5 +1,6 @@
-"""Showing a ``gpuhash bench join`` run: rich tables on the terminal, and a plot of each join's
-time beside its peers' (log scale), with the issue's targets where the run is the GPU's.
+"""Showing a ``gpuhash bench join`` run: its tables (report.show_table), and a plot of each join's
+time beside its peers' (log scale), with the targets of the full-size shapes where the run is
+the GPU's.
 
 Example:
     >>> report = {"device": "cpu", "scale": 0.01, "results": [{"name": "J1", "build": 1000,
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# issue 12's targets for the gather-map joins on the H100, ms (full-size shapes only)
+# the targets set for the gather-map joins on the H100, ms (full-size shapes only)
 TARGETS_MS = {"J1": 0.15, "J2": 0.12, "J3": 0.30, "J4": 3.0, "J5": 20.0}
 
 
@@ -24,59 +25,67 @@ def series(rows: list[dict]) -> list[tuple[str, list[float | None]]]:
         (p, [r["peers"][p]["ms"] if p in r["peers"] else None for r in rows]) for p in peers]
 
 
-def print_report(report: dict) -> None:
-    """A table of the run: gpuhash's time, each peer's and its ratio, the copy fraction."""
-    from rich.console import Console
-    from rich.table import Table
+def _figure(value: float) -> str:
+    """Three significant figures, but whole numbers from 100 up (no exponents)."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
-    table = Table(title=f"gpuhash join on {report['device']} (ratio > 1: gpuhash faster)")
-    peers = sorted({p for r in report["results"] for p in r["peers"]})
-    # the issue's targets are for the full shapes on a GPU
+
+def _rows(count: int) -> str:
+    for size, unit in ((10**9, "G"), (10**6, "M"), (10**3, "K")):
+        if count >= size:
+            return f"{count / size:g}{unit}"
+    return str(count)
+
+
+def _versus(peer: dict) -> str:
+    return f"{peer['ms']:.2f} ({_figure(peer['ratio'])}x)"
+
+
+def print_report(report: dict) -> None:
+    """The run's tables: per join shape (a column each), gpuhash's time, each peer's with its
+    ratio, the rate against the copy ceiling; then the variants, the streamed joins and the
+    merges a table each."""
+    from gpuhash.bench.report import show_table
+
+    results = report["results"]
+    peers = sorted({p for r in results for p in r["peers"]})
+    # the targets are for the full shapes on a GPU
     targets = report.get("scale", 1) == 1 and not str(report.get("device", "")).startswith("CPU")
-    for column in ["join", "build x probe", "gpuhash ms", *(["target ms"] if targets else []),
-                   *peers, "GB/s (copy GB/s)", "of copy"]:
-        table.add_column(column, justify="right")
-    for r in report["results"]:
-        cells = [f"{r['peers'][p]['ms']:.2f} ({r['peers'][p]['ratio']:.2f}x)"
-                 if p in r["peers"] else "-" for p in peers]
-        target = [f"{TARGETS_MS.get(r['name'], float('nan')):g}"] if targets else []
-        speed = (f"{r['gpuhash_gbps']:.3g} ({r['copy_gbps']:.3g})" if "copy_gbps" in r
-                 else "-")
-        table.add_row(r["name"], f"{r['build']:,} x {r['probe']:,}", f"{r['gpuhash_ms']:.3f}",
-                      *target, *cells, speed, f"{r['fraction_of_copy']:.3f}")
-    Console().print(table)
+    rows = [["build x probe rows", *(f"{_rows(r['build'])} x {_rows(r['probe'])}"
+                                     for r in results)],
+            ["gpuhash", *(f"{r['gpuhash_ms']:.3f}" for r in results)]]
+    if targets:
+        rows.append(["target", *(f"{TARGETS_MS[r['name']]:g}" if r["name"] in TARGETS_MS
+                                 else "-" for r in results)])
+    rows += [[p, *(_versus(r["peers"][p]) if p in r["peers"] else "-" for r in results)]
+             for p in peers]
+    rows.append(["gpuhash GB/s (copy GB/s)",
+                 *(f"{_figure(r['gpuhash_gbps'])} ({_figure(r['copy_gbps'])})"
+                   if "copy_gbps" in r else "-" for r in results)])
+    rows.append(["of copy", *(f"{r['fraction_of_copy']:.3f}" for r in results)])
+    show_table(f"gpuhash join on {report['device']}, ms (a peer's ratio > 1: gpuhash faster)",
+               ["", *(r["name"] for r in results)], rows)
     if report.get("variants"):
-        table = Table(title="variants of J3 (ratio > 1: gpuhash faster)")
-        for column in ["variant", "how", "output rows", "gpuhash ms", "duckdb"]:
-            table.add_column(column, justify="right")
-        for v in report["variants"]:
-            duck = v["peers"].get("duckdb")
-            table.add_row(v["name"], v["how"], f"{v['output_rows']:,}",
-                          f"{v['gpuhash_ms']:.3f}",
-                          f"{duck['ms']:.2f} ({duck['ratio']:.2f}x)" if duck else "-")
-        Console().print(table)
+        show_table("variants of J3, ms (ratio > 1: gpuhash faster)",
+                   ["variant", "how", "output rows", "gpuhash", "duckdb"],
+                   [[v["name"], v["how"], f"{v['output_rows']:,}", f"{v['gpuhash_ms']:.3f}",
+                     _versus(v["peers"]["duckdb"]) if "duckdb" in v["peers"] else "-"]
+                    for v in report["variants"]])
     if report.get("streamed"):
         streamed = report["streamed"]
-        table = Table(title=f"host keys streamed through a {streamed['budget_bytes'] >> 30} "
-                            f"GiB budget ({streamed['probe_rows']:,} x "
-                            f"{streamed['build_rows']:,} rows)")
-        for column in ["run", "seconds", "first call", "GB/s", "of link ceiling"]:
-            table.add_column(column, justify="right")
-        for name, r in streamed["runs"].items():
-            table.add_row(name, f"{r['seconds']:.3f}", f"{r['first_call_seconds']:.3f}",
-                          f"{r['gb_per_s']:.1f}", f"{r['of_link_ceiling']:.2f}")
-        Console().print(table)
+        show_table(f"host keys streamed through a {streamed['budget_bytes'] >> 30} GiB budget "
+                   f"({streamed['probe_rows']:,} x {streamed['build_rows']:,} rows)",
+                   ["run", "seconds", "first call", "GB/s", "of link ceiling"],
+                   [[name, f"{r['seconds']:.3f}", f"{r['first_call_seconds']:.3f}",
+                     f"{r['gb_per_s']:.1f}", f"{r['of_link_ceiling']:.2f}"]
+                    for name, r in streamed["runs"].items()])
     if report.get("merge"):
-        table = Table(title="materialized merge, two payload columns a side (ratio > 1: "
-                            "gpuhash faster)")
         peers = sorted({p for m in report["merge"] for p in m["peers"]})
-        for column in ["join", "output rows", "gpuhash ms", *peers]:
-            table.add_column(column, justify="right")
-        for m in report["merge"]:
-            cells = [f"{m['peers'][p]['ms']:.2f} ({m['peers'][p]['ratio']:.2f}x)"
-                     if p in m["peers"] else "-" for p in peers]
-            table.add_row(m["name"], f"{m['output_rows']:,}", f"{m['gpuhash_ms']:.3f}", *cells)
-        Console().print(table)
+        show_table("materialized merge, two payload columns a side, ms (ratio > 1: gpuhash "
+                   "faster)", ["join", "output rows", "gpuhash", *peers],
+                   [[m["name"], f"{m['output_rows']:,}", f"{m['gpuhash_ms']:.3f}",
+                     *(_versus(m["peers"][p]) if p in m["peers"] else "-" for p in peers)]
+                    for m in report["merge"]])
 
 
 def _bars(ax, rows: list[dict], labels: list[str], title: str) -> list[float]:
@@ -98,7 +107,7 @@ def _bars(ax, rows: list[dict], labels: list[str], title: str) -> list[float]:
 
 def plot_join(report: dict, path: str | Path) -> None:
     """Each gather-map join, the J3 variants and the merges: gpuhash beside its peers, ms on a
-    log scale; on a full-size run the issue's targets are drawn as black ticks."""
+    log scale; on a full-size run the targets are drawn as black ticks."""
     import matplotlib
 
     matplotlib.use("Agg")

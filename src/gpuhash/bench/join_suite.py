@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from gpuhash.bench.harness import Timing, time_cpu, time_gpu, time_peer, warm_up_gpu
+from gpuhash.bench.progress import Step, quiet
 
 FULL = {"J1": (100_000, 1_000_000), "J2": (1_000_000, 1_000_000),
         "J3": (1_000_000, 10_000_000), "J4": (10_000_000, 100_000_000),
@@ -190,8 +191,21 @@ METHOD_CPU = ("wall clock around gh.join on the CPU engine and around each peer,
               "copy of 4 bytes per key of both sides + 16 per output pair")
 
 
-def run(*, quick: bool, runs: int | None, on_gpu: bool, header) -> dict:
-    """Every shape of the run, under the CLI's JSON header (device, date, commit)."""
+def steps(*, quick: bool, on_gpu: bool) -> int:
+    """The steps ``run`` announces: the warm-up on a GPU, each shape, then (without quick)
+    each variant and merge, and on a GPU the streamed join."""
+    count = on_gpu + len(shapes(quick=quick, on_gpu=on_gpu))
+    if not quick:
+        from gpuhash.bench.join_merge import NAMES
+        from gpuhash.bench.join_variants import VARIANTS
+
+        count += len(VARIANTS) + len(NAMES if on_gpu else NAMES[:3]) + on_gpu
+    return count
+
+
+def run(*, quick: bool, runs: int | None, on_gpu: bool, header, step: Step = quiet) -> dict:
+    """Every shape of the run, under the CLI's JSON header (device, date, commit); ``step``
+    is told of each part as it starts."""
     if on_gpu:
         device = torch.device("cuda", torch.cuda.current_device())
         name = torch.cuda.get_device_name(device)
@@ -202,8 +216,11 @@ def run(*, quick: bool, runs: int | None, on_gpu: bool, header) -> dict:
     report = header(name, quick, runs, METHOD_GPU if on_gpu else METHOD_CPU, suite="join")
     report["scale"] = 1 if on_gpu else 1 / CPU_SCALE
     report["results"] = []
+    if on_gpu:
+        step("keeping the GPU busy before the first timing")
     warm_up_gpu(device, seconds=2.0 if quick else 15.0)
     for shape in shapes(quick=quick, on_gpu=on_gpu):
+        step(f"{shape.name}: {shape.build:,} x {shape.probe:,} rows, gpuhash and its peers")
         report["results"].append(run_shape(shape, device, runs=runs))
         if on_gpu:
             torch.cuda.empty_cache()
@@ -211,16 +228,23 @@ def run(*, quick: bool, runs: int | None, on_gpu: bool, header) -> dict:
         from gpuhash.bench.join_variants import VARIANTS, run_variant
 
         scale = 1 if on_gpu else CPU_SCALE
-        report["variants"] = [run_variant(v, device, _timer(device, runs), scale=scale,
-                                          runs=runs) for v in VARIANTS]
+        report["variants"] = []
+        for v in VARIANTS:
+            step(f"J3 variant {v.name}, how={v.how!r}")
+            report["variants"].append(run_variant(v, device, _timer(device, runs), scale=scale,
+                                                  runs=runs))
         from gpuhash.bench.join_merge import NAMES, run_merge
 
         names = NAMES if on_gpu else NAMES[:3]
-        report["merge"] = [run_merge(n, device, _timer(device, runs), scale=scale, runs=runs)
-                           for n in names]
+        report["merge"] = []
+        for n in names:
+            step(f"{n} merge, two payload columns a side")
+            report["merge"].append(run_merge(n, device, _timer(device, runs), scale=scale,
+                                             runs=runs))
         if on_gpu:  # host keys 1.5x a 4 GiB budget, streamed: beside the host link
             from gpuhash.bench.join_stream import run_streamed
 
             torch.cuda.empty_cache()
+            step("host keys streamed through a 4 GiB budget")
             report["streamed"] = run_streamed(device, budget_bytes=4 << 30)
     return report

@@ -110,7 +110,8 @@ def run_join(left_path: str, right_path: str, *, on: list[str], how: str, output
             raise ValueError(f"the output {output!r} is an input file; write elsewhere")
     if not Path(output).resolve().parent.is_dir():
         raise ValueError(f"the output's directory {str(Path(output).parent)!r} does not exist")
-    right = pq.read_table(right_path)
+    # one file read by ParquetFile, not pq.read_table, whose dataset layer imports pandas
+    right = pq.ParquetFile(right_path).read()
     left_file = pq.ParquetFile(left_path)
     left_schema = left_file.schema_arrow
     for name in on:
