@@ -168,7 +168,7 @@ class TableSpec:
     def sized_for(self, entries: int, *, bucket_slots: int | None = None) -> TableSpec:
         """This spec with the bucket width and count that hold ``entries`` keys at
         ``max_load_factor``. The width depends on the table's size (bucket_slots_for) unless
-        ``bucket_slots`` forces one (experiments, and tables saved with another width).
+        ``bucket_slots`` forces one (benchmarks, and tables saved with another width).
 
         Example:
             >>> spec = TableSpec(key_dtype=torch.int32, value_dtype=None, value_shape=(),
