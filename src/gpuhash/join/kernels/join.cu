@@ -60,7 +60,7 @@ gh_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u64 n,
                     const gh_u64* ranked, const GhJoinRow<T>* ordered) {
     using Row = GhJoinRow<T>;
     const T t = GH_REF(T);
-    __shared__ Row first[GH_JOIN_ITEMS][256];     // blocks of 256 threads (_cuda/launch.py)
+    __shared__ Row first[GH_JOIN_ITEMS][256];     // blocks of 256 threads (_common/cuda/launch.py)
     __shared__ gh_u32 count[GH_JOIN_ITEMS][256];  // a row's matches: < 2**32 (the build rows)
     __shared__ gh_i64 warp_base[32];
     __shared__ gh_i64 block_base;
