@@ -2,10 +2,10 @@
 
 A fixed number of slots; a full pair of candidate buckets first moves one of its entries to
 that entry's other bucket, and near full load evicts its lowest score instead of refusing the
-insert (_cache_format.py states the rules). What happens to each row comes back
+insert (cache/format.py states the rules). What happens to each row comes back
 as a status. Operations on CUDA tensors are ordered on the device: a write waits for every
 earlier operation on any stream, a read for the last write; reads may overlap one another
-(_cache_base.py).
+(cache/base.py).
 """
 
 from __future__ import annotations

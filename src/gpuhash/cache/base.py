@@ -1,6 +1,6 @@
 """What every CacheMap operation stands on: the state it owns (and its growth), the order of
 operations across CUDA streams, the checks of its inputs, and the status and mode constants.
-cache.py builds the operations on it.
+cache/api.py builds the operations on it.
 """
 
 from __future__ import annotations

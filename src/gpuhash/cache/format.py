@@ -21,13 +21,13 @@ HashMap's first and second bucket), and nowhere else: that pair is its bounded c
 - When both are full and the cache holds fewer than ``relocation_limit(capacity)`` entries
   (the CPU engine counts before each row; a GPU write reads the count once per warp of its
   eviction launch, every resident warp about together, so one large call may carry the cache
-  past the limit by as many moves as a wave of warps makes), an entry of b1
-  or b2 first moves to its own other bucket to make room: of 16 candidates a bucket (slots
+  past the limit by as many moves as a wave of warps makes), an entry of b1 or b2 first moves
+  to its own other bucket to make room: of 16 candidates a bucket (slots
   ``i * step + digest % step``, ``step = bucket_slots // 16``, b1's then b2's, i ascending),
   the one whose other bucket has the most free slots (the earliest on a tie; none if no
   other bucket has one) moves to that bucket's first free slot, and the new key takes the
-  slot it left (INSERTED). Two choices alone evict first near load 0.97; with the move near
-  0.99 (bench/RESULTS.md).
+  slot it left (INSERTED). With the move a cache fills further before its first eviction
+  than with two choices alone.
 - Otherwise (past the limit, or no candidate's other bucket has room) it replaces the lowest
   score among their slots (the earliest slot of b1, then of b2, on a tie), unless its own
   score is lower than that: then it is refused.
@@ -35,7 +35,7 @@ HashMap's first and second bucket), and nowhere else: that pair is its bounded c
 So the two largest uint64 keys (int64 -1 and -2) are reserved, as in HierarchicalKV.
 
 These are the bytes both engines share. The CUDA engine also keeps an index from key to slot
-(engines/cache_cuda.py, kernels/cache_index.cuh), derived from ``keys``: it finds a key in
+(cache/cuda/engine.py, cache/kernels/cache_index.cuh), derived from ``keys``: it finds a key in
 one 64-byte bucket instead of the digest walk, and is made again from ``keys`` when they were
 changed outside the engines (the engines' ``refresh``).
 """
@@ -57,10 +57,10 @@ BUCKET_SHAPES = (16, 32, 64, 128)
 DEFAULT_BUCKET_SLOTS = 128
 POLICIES = tuple(POLICY_CODES)  # a policy's code is its place here (constants.py)
 # 2**33 slots: the CUDA index has a bucket for every two slots, picked by a 32-bit hash range
-# (kernels/common.cuh: gh_range, exact for at most 2**32 buckets). Its 49 bytes a slot of
+# (_common/kernels/common.cuh: gh_range, exact for at most 2**32 buckets). Its 49 bytes a slot of
 # metadata would be 420 GB, past any one GPU's memory.
 MAX_SLOTS = 2**33
-RELOCATION_CANDIDATES = 16  # entries a bucket offers to move (kernels/cache.cuh: 16 lanes each)
+RELOCATION_CANDIDATES = 16  # entries a bucket offers to move (cache.cuh: 16 lanes each)
 
 
 def relocation_limit(capacity: int) -> int:

@@ -1,6 +1,6 @@
 """CacheMap files: save and load, with every field checked before an engine sees the tensors
 (kernels index by the shapes the spec implies). The container and its failure messages are
-the table files' (_format.py): a torch.save archive with a format marker, a kind and a
+the table files' (table/format.py): a torch.save archive with a format marker, a kind and a
 checksum.
 """
 

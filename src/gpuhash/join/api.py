@@ -3,10 +3,11 @@
 A join returns gather maps, int64 row numbers into each side, rather than joined columns
 (``gh.merge`` gathers columns from them). The build side becomes a MultiMap from key code to
 row number on the keys' device, filled and probed by the engines' join operations straight
-from the key columns, so the same code runs on the CUDA and the CPU engines. The strategy (in
-memory, probe streamed in chunks, both sides partitioned, tiny inputs on the CPU) comes from
-the cost model in ``_join_plan``; this module owns the semantics every strategy shares: which
-rows match and how nulls behave (``_join_matches`` assembles each ``how`` from the matches).
+from the key columns, so the same code runs on the CUDA and the CPU engines. The strategy (one
+table, the probe side in chunks, both sides partitioned, partitions in shared memory, host keys
+streamed through a GPU) comes from the cost model in join/plan.py; this module owns the
+semantics every strategy shares: which rows match and how nulls behave (join/matches.py
+assembles each ``how`` from the matches).
 
 Example:
     >>> import torch, gpuhash as gh
@@ -68,8 +69,8 @@ def _row_bytes(side: Side) -> int:
 def _plan(left: Side, right: Side, how: str, memory_budget: int | None,
           target: torch.device, *, shared: bool = False) -> JoinPlan:
     """The join's plan, made again with the estimated matches a probe row where those may
-    change it (_join_plan.wants_fanout); ``shared``: one the caller only reads, which may be
-    the plan object of an earlier call (_join_plan.shared_plan). Run on the operation's
+    change it (join/plan.py: wants_fanout); ``shared``: one the caller only reads, which may
+    be the plan object of an earlier call (join/plan.py: shared_plan). Run on the operation's
     stream: the estimate reads a sample of the keys."""
     if shared and memory_budget is None and target == left.device:
         plan_for = functools.partial(plan_join, left.rows, right.rows, how=how,
@@ -109,7 +110,7 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
     working set: past it the probe side is streamed in chunks, or both sides are partitioned
     by key hash and joined part by part, with identical results. On a GPU, sides of at least
     16M rows each are split into many small partitions joined in shared memory
-    (``gpu-radix``, seed 001's join), where one table would be far past L2. ``device``:
+    (``gpu-radix``), where one table would be far past L2. ``device``:
     where the join runs (default: the keys' device). Keys in host memory joined on a GPU
     (``device="cuda"``) may be larger than its memory: they come over in chunks while the
     previous chunk is joined (the chunks waiting on the GPU count against the budget), and

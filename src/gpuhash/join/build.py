@@ -26,9 +26,9 @@ from gpuhash.table.multimap import MultiMap
 
 class RowTable:
     """The build side as a MultiMap from key code to build row number, filled and probed by
-    the join kernels straight from the key columns (engines: multi_join_build and
-    multi_join_probe), at load at most LOAD so a probe reads one bucket; 32-bit codes try
-    a direct array first (``_direct_words``), which spares the table its entries and a probe
+    the join kernels straight from the key columns (the join engine's build and probe), at
+    load at most LOAD so a probe reads one bucket; 32-bit codes try a direct array first
+    (``direct_words``), which spares the table its entries and a probe
     its bucket walk where the keys are dense and distinct. A table whose
     encoder may not hold every build key (``refit``: :class:`Direct32`) learns so from the
     first probe's unplaced count, then refits a :class:`KeyEncoder` and builds again."""
@@ -40,7 +40,7 @@ class RowTable:
                  pooled: bool = False):
         self.rows, self.device = rows, device
         self._build = (columns, valid)
-        self._pooled = pooled  # from and back to _join_pool: gh.join's in-memory tables only
+        self._pooled = pooled  # from and back to join/pool.py: gh.join's in-memory tables only
         self._fill(encoder, ordered=ordered)
         self._unique: bool | None = None
 
@@ -54,7 +54,7 @@ class RowTable:
         spare = array + ranked + group_words(spec)
         multi = _join_pool.take(spec, self.device, spare_words=spare, pooled=self._pooled)
         kept = multi._state.caches
-        # cut once a table: a kept one (_join_pool) has them
+        # cut once a table: a kept one (join/pool.py) has them
         split, views = kept.get("_join_views", (None, None))
         if split != (array, ranked):
             words = multi._state.spare  # zeroed with the table
@@ -97,7 +97,7 @@ class RowTable:
         return self._probe(columns, valid, **options)
 
     def hand_back(self) -> None:
-        """Give the table to the next join of its size (_join_pool): call when this join's
+        """Give the table to the next join of its size (join/pool.py): call when this join's
         last probe is done; the table is not used again."""
         _join_pool.hand_back(self._built[1])
         del self._built
@@ -152,8 +152,8 @@ class RowTable:
 
 def direct_words(encoder, rows: int, device: torch.device) -> tuple[int, int]:
     """The words of the array a build tries before its hash table, its failed word included,
-    and of a ranked array's base, rows and chunk sums (_join_plan.array_words; (0, 0): none).
-    On a GPU only: on the CPU the dense table (_join_dense) takes dense 32-bit keys, sized
+    and of a ranked array's base, rows and chunk sums (join/plan.py: array_words; (0, 0):
+    none). On a GPU only: on the CPU the dense table (join/dense.py) takes dense 32-bit keys, sized
     from their range, which a GPU would need a second host sync to learn. (The CPU engine has
     the arrays' operations too, as the CUDA engine's twin.)"""
     if device.type != "cuda" or encoder.key_dtype != torch.int32:
@@ -163,7 +163,7 @@ def direct_words(encoder, rows: int, device: torch.device) -> tuple[int, int]:
 
 def group_words(spec: TableSpec) -> int:
     """Zeroed int64 words a join build keeps for grouping the rows of repeated codes
-    (engines: multi_join_build): the number of rows that repeat a code, the group array's
+    (the join engine's build): the number of rows that repeat a code, the group array's
     fill, then a counter of the values' width a slot."""
     return 2 + -(-spec.num_slots * spec.value_bytes // 8)
 
@@ -173,7 +173,7 @@ def build_spec(key_dtype: torch.dtype, rows: int, load: float) -> TableSpec:
     """The spec of a build table of ``rows`` rows: MultiMap(capacity=rows,
     max_load_factor=load, growable=False)'s, row numbers as values (worked out once a size:
     a small join's host time is most of it). 4-byte values while a group start (below
-    1.5 times the rows: engines' multi_join_build) fits 31 bits."""
+    1.5 times the rows: the join engine's build) fits 31 bits."""
     value_dtype = torch.int32 if rows < 2**30 else torch.int64
     return TableSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=(), multi=True,
                      num_buckets=1, max_load_factor=load).sized_for(max(rows, 1))
@@ -205,7 +205,7 @@ class JoinBuild:
     @classmethod
     def _of(cls, side: Side, stream: Any = None, *, pooled: bool = False) -> JoinBuild:
         """A build of ``side`` for one join; ``pooled``: its table may come from, and must go
-        back to, _join_pool (``_table.hand_back()`` after the join's last probe)."""
+        back to, join/pool.py (``_table.hand_back()`` after the join's last probe)."""
         build = object.__new__(cls)
         build._prepare(side, stream, pooled=pooled)
         return build
@@ -325,7 +325,7 @@ class JoinBuild:
                     part.columns, part.valid, build_hit=matches.build_hit,
                     keep_unmatched=keep)
             # in place: a new tensor would leave the pairs' allocation (both outputs, one
-            # block: engines/cuda.py) held by found_build alone, half of it dead
+            # block: join/cuda/engine.py) held by found_build alone, half of it dead
             matches.add_pairs(found_probe.add_(start) if start else found_probe, found_build)
         if null_pairs and matches.pairs:  # every null probe row meets every null build row
             nulls, build_nulls = probe.null_rows().to(self.device), self._null_rows()
@@ -339,7 +339,7 @@ class JoinBuild:
 def with_fanout(plan: JoinPlan, plan_for, build: Side, probe: Side, *,
                  ready: torch.cuda.Event | None = None) -> JoinPlan:
     """``plan``, or ``plan_for(fanout=...)`` (a plan of its own, never a shared one) where the
-    estimated matches a probe row may change it (_join_plan.wants_fanout). ``ready``: an
+    estimated matches a probe row may change it (join/plan.py: wants_fanout). ``ready``: an
     event the current stream waits for before the build side's keys are sampled."""
     if not wants_fanout(plan, keys_on_gpu=build.device.type == "cuda"):
         return plan

@@ -5,10 +5,9 @@ A probe row then reads one entry at ``key - low`` instead of walking a hash buck
 calls this a perfect hash join). Distinct build keys keep each key's build row in the array
 (-1 where none); repeated keys keep the rows sorted by key and where each key's rows start,
 all in 4-byte entries when the build has fewer than 2**31 rows. The same interface as the
-hash table (``join._RowTable``): ``pairs``, ``matched``,
-``unique`` and ``encoder``, so every strategy and ``how`` works unchanged. CPU only: sizing
-the array needs the keys' range, a host synchronisation on a GPU beside the one a join may
-make (bench/RESULTS.md, fifteenth session).
+hash table (join/build.py: RowTable): ``pairs``, ``matched``, ``unique`` and ``encoder``, so
+every strategy and ``how`` works unchanged. CPU only: sizing the array needs the keys' range, a
+host synchronisation on a GPU beside the one a join may make.
 
 Example:
     >>> import torch
@@ -149,7 +148,7 @@ class DenseTable:
         return (hit if how == "semi" else ~hit).nonzero().squeeze(1)
 
     def hand_back(self) -> None:
-        """Nothing to keep: the hash table's pool (_join_pool) holds GPU tables only."""
+        """Nothing to keep: the hash table's pool (join/pool.py) holds GPU tables only."""
 
     def unique(self) -> bool:
         """True when no non-null build key repeats."""

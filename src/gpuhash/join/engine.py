@@ -24,9 +24,9 @@ class JoinEngine(Protocol):
         code: its row number, or for a code of several rows ~start of their group in
         ``state.join_groups[0]`` (the row count at start, the rows after it); a non-null row
         outside the code range is counted as unplaced (counts[2]). ``groups`` (zeroed words,
-        join.py: _group_words): groups[0] gets the number of rows that repeat a code.
+        join/build.py: group_words): groups[0] gets the number of rows that repeat a code.
         ``direct`` (zeroed): a direct array tried first (with ``ranked``, the bits of a
-        ranked array: kernels/join_build.cuh); where it holds every row the table stays
+        ranked array: join/kernels/join_build.cuh); where it holds every row the table stays
         empty."""
 
     def probe(self, state: TableState, keys: torch.Tensor,

@@ -23,9 +23,8 @@ its repeats unevenly; the unmatched probe rows of left and full joins (a pair ea
 plan counts at least one a row); null keys matching each other under ``nulls_equal``. The
 exact count that sizes the output stays the guard.
 
-Cost: on the 2-core machine, 11-14 ms for a 10M-row build and a 1.61G-row probe in host
-memory (the streamed join of `gpuhash bench join`, about 0.7 s on the H100), mostly the
-sampled rows' reads from the large side.
+Cost: a bounded sample of each side whatever its size, so small beside the joins that ask for
+an estimate; mostly the sampled rows' reads from the large side.
 
 Example:
     >>> import torch
@@ -53,7 +52,7 @@ SIGNED_BACK = {signed: unsigned for unsigned, signed in SIGNED.items()}
 def _sampled_rows(columns: list[torch.Tensor], valid: torch.Tensor | None,
                   picked: torch.Tensor | None) -> torch.Tensor:
     """The picked rows (all where None) with a valid key, as an (n, columns) int64 CPU tensor
-    of the keys' values (_join_keys.canonical: other widths join by value, uint64 keeps its
+    of the keys' values (join/keys.py: canonical: other widths join by value, uint64 keeps its
     bits), gathered where the keys are and read back in one copy."""
     device = columns[0].device
     at = None if picked is None else picked.to(device)
@@ -72,8 +71,8 @@ def _sampled_rows(columns: list[torch.Tensor], valid: torch.Tensor | None,
 
 def _one_word(rows: torch.Tensor) -> torch.Tensor:
     """One int64 a row: the key itself for one column, else a mix of the columns (a rare
-    collision only nudges an estimate; torch.unique over rows took 25x as long). The counting
-    is NumPy's: its unique took a tenth of torch's on the 2-core machine."""
+    collision only nudges an estimate; torch.unique over rows is far slower). The counting is
+    NumPy's: its unique is much faster than torch's on a CPU."""
     if rows.shape[1] == 1:
         return rows[:, 0]
     mixed = torch.zeros(rows.shape[0], dtype=torch.int64)
@@ -86,8 +85,8 @@ def _one_word(rows: torch.Tensor) -> torch.Tensor:
 def _pick(rows: int, sample: int, generator: torch.Generator) -> torch.Tensor | None:
     """Distinct row numbers (up to ``sample`` drawn, repeats dropped), or None for the whole
     side. Without repeats, a side of unique keys has no equal pair in its sample: drawn with
-    replacement, a row drawn twice made one, and the self-join figure of unique keys read
-    up to 3.7 for some sizes of billions of rows (the same draw for every data set of a size)."""
+    replacement, a row drawn twice made one, and the self-join figure of unique keys read far
+    above 1 for some sizes of very large sides (the same draw for every data set of a size)."""
     if rows <= sample:
         return None
     return torch.unique(torch.randint(0, rows, (sample,), generator=generator))

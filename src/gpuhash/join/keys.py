@@ -286,7 +286,7 @@ class KeyEncoder:
     def kernel_input(self, columns: list[torch.Tensor], valid: torch.Tensor | None
                      ) -> tuple[torch.Tensor, torch.Tensor | None, int, int, int]:
         """What the join kernels read for these rows: ``(column, valid, shape, low, high)``
-        (kernels/join_build.cuh: gh_join_code). One 32- or 64-bit column whose build range fits
+        (join/kernels/join_code.cuh: gh_join_code). One 32- or 64-bit column whose build range fits
         an offset code goes as it is, the kernels subtracting ``low``; anything else is
         encoded here first (shape 0: the codes are table key bits), its unmatchable rows
         folded into ``valid``.

@@ -3,8 +3,8 @@
 The planner names one of the strategies of the registry (join/strategies: STRATEGIES). The
 model is deliberately small: estimated bytes decide what fits the memory budget (one table,
 its probe side in chunks, both sides partitioned, or streamed from host memory), a row
-threshold measured on the H100 decides among what fits (``gpu-radix`` from
-RADIX_MIN_BUILD_ROWS a side), and every decision is written into the plan's ``why``.
+threshold decides among what fits (``gpu-radix`` from RADIX_MIN_BUILD_ROWS a side, where
+partitions beat one table), and every decision is written into the plan's ``why``.
 ``COST_NS``'s per-row figures only estimate the chosen plan's time for ``explain``
 (``estimates["hash_table_ms"]``); they choose nothing.
 
@@ -37,8 +37,8 @@ COST_NS = {"cuda": {"build": 0.5, "probe": 0.3, "pair": 0.1, "call": 20_000},
 LOAD = 0.5          # the table's load after growth, at worst: bytes per entry / LOAD
 BUDGET_SHARE = 0.6  # of the free memory, when no memory_budget is given
 # A join needing at most this share of a GPU's total memory takes BUDGET_SHARE of the total
-# as its budget without asking the driver for free memory (cudaMemGetInfo costs about 30 us
-# on an H100, a tenth of a small join); past it, the free memory decides.
+# as its budget without asking the driver for free memory (cudaMemGetInfo costs a noticeable
+# share of a small join's time); past it, the free memory decides.
 SMALL_SHARE = 1 / 16
 MIN_CHUNK_ROWS = 16
 # The streamed join's copier queues STAGED_AHEAD chunks of probe keys on the GPU; beside the
@@ -49,10 +49,10 @@ STAGED_CHUNKS = STAGED_AHEAD + 2
 MAX_PARTS = 1 << 10
 # From this many build rows a GPU join runs by partitions in shared memory (gpu-radix) where
 # both sides' partitions fit the budget: one table there is far past L2, so each probe row's
-# read goes to HBM. Measured on the H100 against one table, 100M probe rows (bench/RESULTS.md,
-# bench/experiments/radix_crossover.py): 10M distinct build keys 0.70x (their ranked array
-# fits L2, which no build past 16M rows tries: ranked_words), 20M 1.23x, 30M 1.17x, 100M 1.26x,
-# 100M rows of 10M keys 2.73x.
+# read goes to HBM, and the partitions beat it at every build size tried from here up, most
+# where build keys repeat. Below it one table wins: a build of distinct keys there may still
+# probe through a ranked array that fits L2 (no build past this size tries one: ranked_words).
+# See docs/measurements.md.
 RADIX_MIN_BUILD_ROWS = 16_000_000
 # A join whose working set (one match a probe row) is at least 1/FANOUT_SHARE of its budget is
 # planned again with an estimate of its repeated keys (wants_fanout); a smaller one would need
@@ -151,20 +151,21 @@ def default_budget(device: torch.device, need: int) -> int:
 def table_bytes(rows: int, key_bytes: int, *, direct: bool = False) -> int:
     """Bytes a build table of ``rows`` entries may take: its slot (key and row id, packed in
     8 bytes or a pair of words) and a group counter a slot at the worst load, and the group
-    array for the worst case (half again the rows: engines' multi_join_build); with
-    ``direct``, the direct array a GPU build tries before it too (kernels/join_build.cuh)."""
+    array for the worst case (half again the rows: the join engine's build); with ``direct``,
+    the direct array a GPU build tries before it too (join/kernels/join_build.cuh)."""
     array = 8 * planned_array_words(rows) if direct else 0
-    row_bytes = 4 if rows < 2**30 else 8  # join.py: _build_spec
+    row_bytes = 4 if rows < 2**30 else 8  # join/build.py: build_spec
     slot_bytes = 8 if key_bytes == 4 and row_bytes == 4 else 16  # packed or pair slots
     return (int(rows * (slot_bytes + row_bytes) / LOAD) + 64 + array
             + (rows + rows // 2 + 1) * row_bytes)
 
 
-# A build side of 32-bit codes on a GPU first tries a direct array (kernels/join_build.cuh:
-# gh_join_direct_rows), an 8-byte entry per code modulo a power of two at least DIRECT_SPAN
-# times its rows, where its array fits in L2 (there a probe row costs one sector read; past
-# L2 it measured 4.14 against 4.33 ms for J4, not worth the memory) and it has enough rows for
-# the extra launch to pay (smaller tables sit in L1 and L2 anyway).
+# A build side of 32-bit codes on a GPU first tries a direct array
+# (join/kernels/join_build.cuh: gh_join_direct_rows), an 8-byte entry per code modulo a power
+# of two at least DIRECT_SPAN times its rows, where its array fits in L2 (there a probe row
+# costs one sector read; past L2 it saved too little time over the table to be worth the
+# memory) and it has enough rows for the extra launch to pay (smaller tables sit in L1 and L2
+# anyway).
 DIRECT_SPAN = 2
 DIRECT_MIN_ROWS = 4096
 DIRECT_MAX_BYTES = L2_TABLE_BYTES
@@ -191,13 +192,13 @@ def direct_entries(rows: int, code_span: int | None = None) -> int:
 
 
 # Where no direct array is tried for want of L2, a build side of 32-bit codes tries a ranked
-# array (kernels/join_build.cuh: gh_join_ranked_bits): a bit a code below a power of two at
+# array (join/kernels/join_build.cuh: gh_join_ranked_bits): a bit a code below a power of two at
 # least DIRECT_SPAN times its rows (or 32 bits a word over the codes' known span, up to
 # RANKED_SPAN times the rows), each word's rank beside its bits, and the build rows in code
-# order, 4 bytes each: J4's 10M rows take 48 MB there against 256 MB of direct entries. A probe
-# row reads a word and a row, so the array pays only while most of it stays in L2: on the H100
-# J4 took 2.61 ms through it against 4.47 through the table, J5 (464 MB of array) 18.0 against
-# 13.3 (bench/RESULTS.md), hence RANKED_MAX_BYTES.
+# order, 4 bytes each: 10M rows (codes spanning twice that) take 48 MB there against 256 MB of
+# direct entries. A probe row reads a word and a row, so the array pays only while most of it
+# stays in L2: a build whose array is about L2's size probed much faster through it than through
+# the table, one whose array is many times L2 slower, hence RANKED_MAX_BYTES.
 RANKED_SPAN = 32
 RANKED_MAX_ROWS = 2**31 - 1  # its rows are 4-byte
 RANKED_MAX_BYTES = 2 * L2_TABLE_BYTES
@@ -270,7 +271,7 @@ def probe_bytes_per_row(key_bytes: int, fanout: float) -> int:
 
 def wants_fanout(plan: JoinPlan, *, keys_on_gpu: bool) -> bool:
     """Whether a plan made with one match a probe row should be made again with an estimate
-    of the repeated keys (_join_fanout): a join of rows paired by key (not semi / anti, whose
+    of the repeated keys (join/fanout.py): a join of rows paired by key (not semi / anti, whose
     output is at most a row a probe row) whose working set is at least 1/FANOUT_SHARE of its
     budget, where more output a row could change its chunks. Keys on a GPU are sampled only
     where the plan already streams or partitions them (it synchronises a chunk anyway), so
@@ -344,7 +345,7 @@ def _radix_fits(plan: _Draft, build: int, probe: int, key_bytes: int, fanout: fl
     if (plan.device.split(":")[0] != "cuda" or build_fixed
             or not RADIX_MIN_BUILD_ROWS <= build <= _radix_format.max_build_rows(key_bytes)
             or not RADIX_MIN_BUILD_ROWS <= probe <= _radix_format.MAX_ROWS):
-        return False, ""  # (a small probe side is unmeasured: partitioning may not pay)
+        return False, ""  # (a small probe side may not repay partitioning; not tried)
     declined = "the radix join (gpu-radix) is not taken: "
     shared = block_shared_bytes(plan.device)
     if shared < _radix_format.BLOCK_SHARED_BYTES:

@@ -1,15 +1,15 @@
 """Build tables of small GPU joins, kept for the next join of the same size on the same stream.
 
-A small join's time is mostly host work (bench/RESULTS.md), and making its build table (one
-allocation cut into the format's views, then the kernels' arguments worked out) is about a
-tenth of it. So ``gh.join``'s in-memory strategy hands its table back here when it is done,
-and the next such join whose table has the same spec, on the same stream, takes it instead of
-making one. Reuse is safe because:
+A small join's time is mostly host work, and making its build table (one allocation cut into the
+format's views, then the kernels' arguments worked out) is a noticeable share of it. So
+``gh.join``'s in-memory strategy hands its table back here when it is done, and the next such
+join whose table has the same spec, on the same stream, takes it instead of making one. Reuse is
+safe because:
 
 - a CUDA join build zeroes every word a probe or ``unique()`` reads before it reads them (the
   table's counters and filter bits, the probe counters, the direct array and the group
   words); the slots and the counters a slot are filled too unless the direct array holds
-  every row, and then nothing reads them (kernels/join_build.cuh: gh_join_build); the kept
+  every row, and then nothing reads them (join/kernels/join_build.cuh: gh_join_build); the kept
   group array is read only where this build's slots point;
 - a table is handed back only after the join's last probe read its counters, which waits for
   every kernel queued before it on the join's stream, so no work on it is pending;
@@ -44,12 +44,12 @@ import torch
 from gpuhash.table.format import TableSpec
 from gpuhash.table.multimap import MultiMap
 
-POOL_TABLE_BYTES = 64 << 20  # a 1M-row build (J2, J3) takes about 46 MB with its arrays
+POOL_TABLE_BYTES = 64 << 20  # a 1M-row build takes about 46 MB with its arrays
 POOL_TABLES = 4
 _PER_THREAD_STREAM = 2  # cudaStreamPerThread
 
 # (device, stream, thread, spec, spare words) -> (table, the entries its engine set for a new
-# table's first build and probe, which they consume: engines/cuda.py: empty_state); oldest
+# table's first build and probe, which they consume: table/cuda/engine.py: empty_state); oldest
 # handed back first
 _KEPT: dict[tuple, tuple[MultiMap, dict]] = {}
 _FIRST_USE = ("_unfilled", "_zeroed_counters")

@@ -93,9 +93,9 @@ class _Table:
         """An empty table of a sized ``spec`` on ``device`` (a torch device with its index),
         for internal callers whose arguments are right by construction (the join's build
         tables): the constructor's checks and sizing cost more host time than a small join's
-        kernels take (bench/RESULTS.md). ``spare_words``: zero words for the caller
-        (``_state.spare``); not ``filled``: the engine may leave the memory to
-        the join build that follows (engines: empty_state)."""
+        kernels take. ``spare_words``: zero words for the caller (``_state.spare``); not
+        ``filled``: the engine may leave the memory to the join build that follows (the
+        engine's empty_state)."""
         table = object.__new__(cls)
         table._adopt(_engine_for(device).empty_state(spec, device, spare_words=spare_words,
                                                      filled=filled),
@@ -223,9 +223,9 @@ class _Table:
         The rows whose key is absent are counted first, at a find's cost (none for an empty
         table); only if they could overflow ``room`` are those rows alone deduplicated (a batch
         of many rows over few keys, as insert_or_apply takes, never pays for deduplicating the
-        whole batch). On the CPU that costs a sort, about what the insert does (5M keys, 2
-        cores: 0.3 s), so a growable table there grows to fit the upper bound and gives back
-        what the batch's repeats did not use afterwards (_fit_after_growth)."""
+        whole batch). On the CPU that costs a sort, about as much as the insert itself, so a
+        growable table there grows to fit the upper bound and gives back what the batch's
+        repeats did not use afterwards (_fit_after_growth)."""
         spec = self._state.spec
         growing_on_cpu = self._growable and self.device.type == "cpu"
         if growing_on_cpu and not live and not distinct and keys.shape[0] > room:
@@ -294,7 +294,7 @@ class _Table:
             last = None
             if (self._duplicates == "last" and self._device.type == "cuda"
                     and self._used_bound + rows > spec.max_entries
-                    and rows < 2**31):  # larger batches go in parts (engines/cuda.py)
+                    and rows < 2**31):  # larger batches go in parts (table/cuda/engine.py)
                 # the room check will synchronise: queue the batch's last rows before it, so
                 # the GPU finds them while the host waits, not idle while the host launches
                 # them after the wait

@@ -22,9 +22,9 @@ class Engine(Protocol):
 
     def empty_state(self, spec: TableSpec, device: torch.device, *, spare_words: int = 0,
                     filled: bool = True) -> TableState:
-        """A table of ``spec`` with no entries on ``device`` (_format.empty_state's bytes),
-        and ``spare_words`` zero words for the caller. Not ``filled``: an engine may leave
-        the filling to the join build that comes next (multi_join_build)."""
+        """A table of ``spec`` with no entries on ``device`` (table/format.py: empty_state's
+        bytes), and ``spare_words`` zero words for the caller. Not ``filled``: an engine may
+        leave the filling to the join build that comes next (the join engine's build)."""
 
     def last_rows(self, state: TableState, keys: torch.Tensor) -> torch.Tensor:
         """True on the last row of each distinct key of a batch (batch order)."""

@@ -4,14 +4,13 @@ A table is stored as
 
 * ``slots``: int64 words, shape ``(num_slots + 2, words_per_slot)``, in buckets of
   ``bucket_slots`` slots, 64 bytes wide in most tables: 8 slots of 8 bytes, or 4 of 16 (pair
-  slots). HBM serves 64-byte pieces on the H100 (ncu: a 32-byte read costs two sectors of DRAM
-  traffic), so a 64-byte bucket costs about the same per access as a 32-byte one and keeps
-  far more keys in their first bucket (8-byte slots: 99% against 96% at load 0.5, 87%
-  against 79% at 0.9). Two exceptions: tables small enough to live in L2, at loads up to
-  0.75, keep 32-byte buckets of 8-byte slots (from L2, bytes read are what a find costs), and
-  pair tables meant to run above load 0.95 get 8-slot buckets (two choices of 4-slot buckets
-  cannot be filled past about 0.976). The last two rows are the out-of-band slots for the two
-  keys that equal an internal sentinel (so no key is refused).
+  slots). HBM serves 64-byte pieces on the GPUs tuned for (a 32-byte read costs the DRAM traffic
+  of 64 bytes), so a 64-byte bucket costs about the same per access as a 32-byte one and keeps
+  more keys in their first bucket, the more so at high load. Two exceptions: tables small enough
+  to live in L2, at loads up to 0.75, keep 32-byte buckets of 8-byte slots (from L2, bytes read
+  are what a find costs), and pair tables meant to run above load 0.95 get 8-slot buckets (two
+  choices of 4-slot buckets cannot be filled past about 0.976). The last two rows are the
+  out-of-band slots for the two keys that equal an internal sentinel (so no key is refused).
 * ``values``: only for the ``rows`` layout, shape ``(num_slots + 2, *value_shape)``; row ``i``
   belongs to slot ``i``.
 * ``overflow``: int32 words holding 16 filter bits per bucket. A key placed outside its first
@@ -65,10 +64,10 @@ FORMAT_NAME = "gpuhash.table"
 FORMAT_VERSION = 2  # 2: random bucket steps after the second choice
 BUCKET_SLOTS = 4  # 64 bytes of 16-byte pair slots; 32 of 8-byte slots (small tables)
 WIDE_BUCKET_SLOTS = 8  # 64 bytes of 8-byte slots, 128 of pair slots
-# Measured on the H100 (bench/RESULTS.md): 8-slot buckets of 8-byte slots for 32M u32 keys at
-# load 0.5 insert at 11.9 against 11.1 G/s and miss at 0.96 against 0.87 of C_hbm, but a 1M-key
-# table in L2 finds at 0.59 / 0.51 of C_l2 (hits / misses) against 0.66 / 0.65 with 4-slot ones.
-L2_TABLE_BYTES = 32 * 2**20  # tables up to this size count as L2-resident (50 MB on the H100)
+# 8-slot buckets of 8-byte slots insert and miss faster than 4-slot ones in tables past L2
+# (one 64-byte read either way, and fewer keys leave their first bucket), but a table in L2
+# finds faster with 4-slot ones: from L2 the bytes read are what a find costs.
+L2_TABLE_BYTES = 32 * 2**20  # L2-resident up to this size (the GPUs tuned for have more L2)
 NARROW_MAX_LOAD = 0.75  # above it even small tables take 8-slot buckets (fewer overflows)
 PAIR_WIDE_ABOVE = 0.95  # pair slots: 4-slot buckets cannot reach such loads
 FILTER_BITS = 16  # per bucket: 8 "left its first bucket" + 8 "went past its second bucket"
@@ -169,7 +168,7 @@ class TableSpec:
     def sized_for(self, entries: int, *, bucket_slots: int | None = None) -> TableSpec:
         """This spec with the bucket width and count that hold ``entries`` keys at
         ``max_load_factor``. The width depends on the table's size (bucket_slots_for) unless
-        ``bucket_slots`` forces one (experiments, and tables saved with another width).
+        ``bucket_slots`` forces one (benchmarks, and tables saved with another width).
 
         Example:
             >>> spec = TableSpec(key_dtype=torch.int32, value_dtype=None, value_shape=(),

@@ -1,5 +1,6 @@
-"""The CPU engine's probe loop, compiled by numba: the scalar twin of kernels/open_addressing.cuh
-(gh_home, gh_next_bucket, gh_probe), one row at a time as one CUDA thread runs it.
+"""The CPU engine's probe loop, compiled by numba: the scalar twin of
+_common/kernels/open_addressing.cuh (gh_home, gh_next_bucket, gh_probe), one row at a time as
+one CUDA thread runs it.
 
 Every function takes the table's slot words as stored (``table``: ``TableState.slots``: int64,
 one row per slot, the key in the low bytes of its first word), buckets of ``width``
@@ -7,9 +8,9 @@ consecutive slots, the two sentinel keys out of band in slots ``num_slots`` and
 ``num_slots + 1``, and keys as int64 (a 32-bit key sign-extended, as its word's low half is
 read). One array type for every table keeps numba to one compile per function, not one per
 key width and layout. Reads run in parallel over rows (numba ``prange``); claims
-(engines/_cpu_claims.py) call the same probe from parallel passes over parts of the table's
+(table/cpu/claims.py) call the same probe from parallel passes over parts of the table's
 buckets. Compiled on first use and cached on disk (numba's ``cache=True``;
-engines/_cpu_runtime.py picks the directory and serialises calls where numba's threading layer
+_common/cpu/runtime.py picks the directory and serialises calls where numba's threading layer
 needs it).
 """
 
@@ -216,8 +217,8 @@ def lookup(table, overflow, keys, key_bytes, seed, num_buckets, width, empty, to
            offset, default, out, slots):
     """find / find_index in one pass: slots[i] = slot of keys[i] (-1 where absent) and, if
     ``out`` has columns, its value bytes (``default`` where absent): gh_lookup. The copies
-    loop over bytes with the branch outside (a branch per byte made a copy of 32-byte rows
-    four times slower).
+    loop over bytes with the branch outside (a branch per byte made copies of value rows far
+    slower).
 
     Rows go in groups of GROUP: first each row's b1 line is read, then each row probes, then
     each found row's value line is read, then values are copied. A probe is a chain of

@@ -1,6 +1,7 @@
-"""How the CPU engine runs its numba loops (engines/_cpu_loops.py, _cpu_claims.py): imported on
-first use (numba's import would slow ``import gpuhash``), compiled into a cache directory numba
-can write, and called under a lock where numba's threading layer cannot take two callers at once.
+"""How the CPU engines run their numba loops (_common/cpu/probe.py, table/cpu/claims.py,
+cache/cpu/loops.py): imported on first use (numba's import would slow ``import gpuhash``),
+compiled into a cache directory numba can write, and called under a lock where numba's threading
+layer cannot take two callers at once.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def _arch(device_index: int, arch: str | None) -> str:
 
 def has_cas128(device_index: int, arch: str | None = None) -> bool:
     """Whether kernels compiled for this GPU (or for ``arch``) swap 16-byte slots with one CAS:
-    they do from sm_90 on (kernels/open_addressing.cuh: GH_HAS_CAS128)."""
+    they do from sm_90 on (_common/kernels/open_addressing.cuh: GH_HAS_CAS128)."""
     return int(_arch(device_index, arch).split("_")[1]) >= 90
 
 

@@ -117,7 +117,7 @@ def _cooperative_config(blocks: int):
 def launch_cooperative(kernel, rows: int, *args: int, device: int) -> None:
     """Launch ``kernel`` as :func:`launch` does, but cooperatively, with no more blocks than
     fit on the GPU at once (a thread per row up to there; the kernel strides past it): its
-    blocks may then wait for each other (kernels/join_build.cuh: gh_grid_barrier), which
+    blocks may then wait for each other (join/kernels/join_build.cuh: gh_grid_barrier), which
     the driver refuses to launch otherwise."""
     blocks = min(max(1, (rows + THREADS - 1) // THREADS), _resident_blocks(kernel, device))
     _launch_on(device, _cooperative_config(blocks), kernel, args)

@@ -25,9 +25,10 @@ template <class A, class B> struct GhIf<false, A, B> { typedef B type; };
 //   bits 32..63  second bucket (multiply-high)
 //   bits  0..2   filter fingerprint (which of a bucket's 8 filter bits a key sets)
 // Radix partitions and shards must not reuse those bits, or every key of a partition would
-// crowd the same buckets; they take their own hash, gh_partition_hash (the same mix of the key with a salted seed),
-// whose high bits pick the partition and low bits the shard. The CPU engines compute the same
-// functions (_common/hashing.py for torch, _common/cpu/probe.py for numba).
+// crowd the same buckets; they take their own hash, gh_partition_hash (the same mix of the key
+// with a salted seed), whose high bits pick the partition and low bits the shard. The CPU
+// engines compute the same functions (_common/hashing.py for torch, _common/cpu/probe.py for
+// numba).
 __device__ __forceinline__ gh_u64 gh_mix64(gh_u64 x) {
     x ^= x >> GH_MIX_SHIFT;
     x *= GH_MIX_1;
@@ -127,7 +128,7 @@ __device__ __forceinline__ gh_u64 gh_load_relaxed(const gh_u64* p) {
 
 // --- counting --------------------------------------------------------------------------------
 // Adds two per-thread amounts to two global counters with one atomic per block each (per-warp
-// atomics on one address serialise: measured 4.5 G inserts/s instead of the table's rate).
+// atomics on one address serialise, and would bound a launch's rows by that one address).
 // Every thread of the block must call it; the block size must be a multiple of 32, at most 1024.
 __device__ __forceinline__ void gh_block_count(gh_i64* first, gh_i64 a, gh_i64* second, gh_i64 b) {
     __shared__ gh_i64 partial[2][32];

@@ -122,9 +122,9 @@ __device__ __forceinline__ bool gh_evict_in(const T& t, gh_u32* locks, gh_u64 bu
 // own first bucket: the key then sits at home and only the victim leaves its own.
 // Returns 0 if everything carried found a slot, 1 if the row's own key found none (it is not in
 // the table: the row is not marked inserted), 2 if the row's key was placed but a victim it
-// displaced found none (kept in `stash` / `stash_rows` for the host to put back). Only a table with no EMPTY
-// slot left (counters that lie about its use) can get there: the host's room check leaves at
-// least 1% of slots EMPTY.
+// displaced found none (kept in `stash` / `stash_rows` for the host to put back). Only a
+// table with no EMPTY slot left (counters that lie about its use) can get there: the host's
+// room check leaves at least 1% of slots EMPTY.
 // With `keep_own` (a rehash, whose own keys are entries of the table), an own key that found no
 // slot is stashed like a victim and 2 returned: no entry is ever lost without the host knowing.
 template <class T>

@@ -1,7 +1,19 @@
-// The one open-addressing core: the table type, its device-side view ("ref"), the bucket
-// sequence, the probe loop and the claim. Every structure (map, set, multimap; later the cache,
-// the join's build side and group-by targets) calls the operations below; none walks buckets
-// itself. The layout is _format.py's. A table type is a template instance,
+// The open-addressing core: the table type, its device-side view ("ref"), the bucket
+// sequence, the probe loop, the claim, row writes and erases. The map, set and multimap kernels
+// (table/kernels), the join's build and probe (join/kernels/join_build.cuh, join.cu) and the
+// dict-semantics scratch (last_rows.cuh) call the operations below and walk no buckets of
+// their own, so the invariant searches rely on (gh_walk) is kept here. Four files walk buckets
+// of their own, for reasons this walk cannot serve:
+//   _common/kernels/displacement.cuh  cuckoo placement of this table's keys: it moves keys
+//                                     between their two buckets under bucket locks, which no
+//                                     claim here does, and keeps the same invariant;
+//   cache/kernels/cache.cuh           the cache's table: a key lives in its two buckets only,
+//                                     found by digest bytes, and entries are evicted or moved;
+//   cache/kernels/cache_index.cuh     the cache's key-to-slot index: linear buckets of entries,
+//                                     each counting the keys stored past it;
+//   join/kernels/radix_join.cu        a partition's table in shared memory: linear probing over
+//                                     single slots, built and dropped by one block.
+// The layout is table/format.py's. A table type is a template instance,
 // GhTable<key bytes, value bytes, layout, bucket slots>, so one module may hold kernels for
 // several table types and one kernel may take refs of two different tables.
 #pragma once
@@ -32,7 +44,7 @@ struct GhTable {
     // One CAS makes key and value visible together: no thread can see the key before its value.
     static constexpr bool ATOMIC_PUBLISH = (LAYOUT == GH_PACKED) || CAS128;
     // Claims read a bucket in steps of this many 16-byte pieces (half a bucket of one-word
-    // slots), skipping the rest once a step ends in EMPTY (bench/RESULTS.md: +3-6% inserts).
+    // slots), skipping the rest once a step ends in EMPTY: inserts read fewer lines.
     static constexpr int LAZY_PIECES = BUCKET / 4;
 
     gh_u64* slots;
@@ -80,7 +92,8 @@ __device__ __forceinline__ GhHome gh_home(const T& t, gh_u64 key) {
 // A key's bucket sequence: b1, b2, then GH_RANDOM_STEPS buckets drawn from the key's hash,
 // then linear from the last of those (wrapping), so every bucket is reached and a claim always
 // ends when the host's room check passed. Random rather than linear steps after b2: linear runs
-// of full buckets cluster (bench/RESULTS.md). The CPU engine's _advance is the same function.
+// of full buckets cluster, and a key landing in one walks its whole length. The CPU engine's
+// next_bucket (_common/cpu/probe.py) is the same function.
 
 template <class T>
 __device__ __forceinline__ gh_u64 gh_next_bucket(const T& t, const GhHome& home, gh_u64 step,
@@ -186,7 +199,7 @@ __device__ __forceinline__ void gh_load_bucket(const T& t, gh_u64 bucket,
 }
 
 // COHERENT: read through L2, for searches of a table the same launch wrote (the read-only
-// path is defined only for data no thread of the launch writes; kernels/join_build.cuh).
+// path is defined only for data no thread of the launch writes; join/kernels/join_build.cuh).
 template <class T, bool COHERENT = false>
 __device__ __forceinline__ bool gh_overflowed(const T& t, gh_u64 filter_bit) {
     const gh_u32* word = t.overflow + (filter_bit >> 5);
@@ -274,8 +287,9 @@ constexpr gh_i64 GH_DEFERRED = -2;
 // EMPTY slot and found no copy, the key is absent, and no other row of the launch holds it
 // (distinct keys), so the first erased slot of its walk may take it, CAS'd from its erased word
 // (so two keys never take one slot). Insert/erase churn then leaves used slots flat instead of
-// forcing a compaction again and again. The two sentinel keys live out of band in slots num_slots and
-// num_slots + 1, where an "absent" marker (the other sentinel) plays the part of EMPTY.
+// forcing a compaction again and again. The two sentinel keys live out of band in slots
+// num_slots and num_slots + 1, where an "absent" marker (the other sentinel) plays the part of
+// EMPTY.
 template <class T, int MODE, bool COHERENT>
 __device__ GhSlot gh_probe(const T& t, gh_u64 key, gh_u64 vbits) {
     constexpr bool CLAIM = MODE != GH_SEARCH;
@@ -360,9 +374,8 @@ __device__ GhSlot gh_probe(const T& t, gh_u64 key, gh_u64 vbits) {
 // Whether a key's sequence visited `bucket` before `step` (small tables revisit buckets; a
 // multimap must count each copy once). Only the steps before the linear part can come back:
 // a walk (at most num_buckets steps past them) is too short for the linear part to come round
-// to itself, so at most 2 + GH_RANDOM_STEPS earlier steps are read. (Unbounded, the check made
-// a walk past one key's many copies quadratic: 54 s to probe ten rows of a key held 50,000
-// times, bench/RESULTS.md.)
+// to itself, so at most 2 + GH_RANDOM_STEPS earlier steps are read. (Unbounded, the check would
+// make a walk past one key's many copies quadratic in their number.)
 template <class T>
 __device__ __forceinline__ bool gh_visited_before(const T& t, const GhHome& home, gh_u64 step,
                                                   gh_u64 bucket) {
@@ -416,12 +429,12 @@ struct GhFirstLook {
 // The lanes of a warp read the first buckets of their keys together: in each of PIECES rounds,
 // groups of PIECES lanes read one bucket, a 16-byte piece a lane, so a load instruction of the
 // warp touches 32 / PIECES buckets, where a lane reading its own bucket touches 32 a piece. A
-// probe of a table past L2 is bound by those L1 wavefronts and its instruction count
-// (bench/RESULTS.md), so the rounds keep to ballots and a few shuffles. This is the walk's
-// first step only: a caller whose look does not end goes on with the walk (gh_for_each_match,
-// which reads b1 again). Every lane of the warp must call it together. Inactive lanes, and the
-// two sentinel keys (never stored in buckets: a multimap's rule), get no copy and ends = true.
-// Layouts with the value beside the key only.
+// probe of a table past L2 is bound by those L1 wavefronts and its instruction count, so the
+// rounds keep to ballots and a few shuffles. This is the walk's first step only: a caller whose
+// look does not end goes on with the walk (gh_for_each_match, which reads b1 again). Every lane
+// of the warp must call it together. Inactive lanes, and the two sentinel keys (never stored in
+// buckets: a multimap's rule), get no copy and ends = true. Layouts with the value beside the
+// key only.
 template <class T>
 __device__ __forceinline__ GhFirstLook gh_warp_first_bucket(const T& t, gh_u64 key, bool active) {
     static_assert(T::LAYOUT != GH_ROWS && T::VALUE_BYTES > 0, "the value must be in the slots");
@@ -477,7 +490,7 @@ __device__ __forceinline__ GhFirstLook gh_warp_first_bucket(const T& t, gh_u64 k
 // may write in the same launch (duplicates="any"), each copy happens under its bucket's lock
 // (num_buckets + 1 words: the last guards the two out-of-band slots), so one row wins whole.
 // A lock per bucket, not a few thousand striped ones: with every row of a launch taking a
-// lock, a small stripe set serialises the launch (4096 stripes: 1.2 G rows/s, bench/RESULTS.md).
+// lock, a small stripe set serialises the launch.
 // `locks` is null when the launch's keys are distinct.
 
 template <class T>

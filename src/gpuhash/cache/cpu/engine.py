@@ -1,6 +1,6 @@
-"""The CPU engine of CacheMap: its operations over the bytes of _cache_format.py, the rows run
-in row order by the loops of engines/_cpu_cache_loops.py. The reference the CUDA engine
-(engines/cache_cuda.py, same functions and signatures) is tested against.
+"""The CPU engine of CacheMap: its operations over the bytes of cache/format.py, the rows run
+in row order by the loops of cache/cpu/loops.py. The reference the CUDA engine
+(cache/cuda/engine.py, same functions and signatures) is tested against.
 
 Keys reach it as int64 bits. ``acting`` masks come from the caller (one row per key).
 """
@@ -56,7 +56,7 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
           accumulate: torch.Tensor | None, step: int, epoch: int, evict_capacity: int,
           out: torch.Tensor | None = None
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple | None]:
-    """One write per acting row (kernels/cache.cu: gh_cache_write, then gh_cache_evict for
+    """One write per acting row (cache/kernels/cache.cu: gh_cache_write, then gh_cache_evict for
     the rows whose buckets were full; here the same two passes, each in row order): status
     (int8), slot (int64, -1 where none) and found per row, and with ``evict_capacity`` the
     evicted entries (keys, values, scores, count); with ``out``, each acting row's value as

@@ -1,5 +1,6 @@
-"""The CPU engine's loops for CacheMap, compiled by numba: the scalar twin of kernels/cache.cuh,
-one row at a time as one CUDA thread runs it, over the bytes _cache_format.py describes.
+"""The CPU engine's loops for CacheMap, compiled by numba: the scalar twin of
+cache/kernels/cache.cuh, one row at a time as one CUDA thread runs it, over the bytes
+cache/format.py describes.
 
 Arrays arrive as NumPy views: keys and scores as uint64, digests as uint8, value rows as uint8
 ``(slots, value_bytes)``. A write runs in the CUDA engine's two passes (its two launches):
@@ -113,7 +114,7 @@ def new_score(policy, old, present, given, step, epoch):
 def _movable(keys, digests, width, num_buckets, seed, b1, b2, digest):
     """(slot of an entry of b1 or b2 that can move to its other bucket, the free slot it would
     take there), or (-1, -1): of 16 candidates a bucket, the one whose other bucket has the
-    most free slots, the earliest on a tie (_cache_format.py)."""
+    most free slots, the earliest on a tie (cache/format.py)."""
     step = width // 16
     offset = np.int64(digest) % step
     best, target, most = -1, -1, 0
@@ -179,7 +180,7 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
                 has_values, status, index, found, out, copy_out, ev_keys, ev_values, ev_scores,
                 evicted):
     """Apply each acting row of a write (mode UPSERT, FIND_OR_INSERT, ASSIGN or ACCUMULATE) in
-    two passes, as the CUDA engine's two launches (kernels/cache.cu): first every row in row
+    two passes, as the CUDA engine's two launches (cache/kernels/cache.cu): first every row in row
     order finds its key or takes a free slot, then the rows whose two buckets were full move
     an entry or evict, in row order; so every row sees its key as it was before the call's
     evictions. status / index / found per acting row, and with ``copy_out`` its value as it

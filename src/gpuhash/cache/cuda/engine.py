@@ -1,10 +1,10 @@
-"""The CUDA engine of CacheMap: the functions of engines/cache_cpu.py as kernels of
-kernels/cache.cu over the same bytes, outputs made with torch on the current stream of the
+"""The CUDA engine of CacheMap: the functions of cache/cpu/engine.py as kernels of
+cache/kernels/cache.cu over the same bytes, outputs made with torch on the current stream of the
 cache's device. Nothing here synchronises with the host.
 
 Beside the bytes both engines share, a CUDA cache keeps an index from key to slot
-(kernels/cache_index.cuh: 32 bytes a slot), through which finds read one 64-byte bucket a key; the
-writes keep it exact. ``refresh`` makes it from the key words, on the current stream: the
+(cache/kernels/cache_index.cuh: 32 bytes a slot), through which finds read one 64-byte bucket a
+key; the writes keep it exact. ``refresh`` makes it from the key words, on the current stream: the
 cache calls it where it adopts a state and after changing key words with torch, inside
 operations ordered as writes, so no read meets an index being made.
 """
@@ -60,7 +60,7 @@ def _kernels(value_bytes: int, bucket_slots: int, device_index: int, arch: str |
 
 def index_buckets(slots: int) -> int:
     """Buckets of the key-to-slot index of a cache of ``slots`` slots (at most 2**32, the
-    kernels' 32-bit hash range: _cache_format.MAX_SLOTS keeps it there)."""
+    kernels' 32-bit hash range: cache/format.py's MAX_SLOTS keeps it there)."""
     buckets = -(-INDEX_PER_SLOT * slots // INDEX_ENTRIES)
     assert buckets <= 2**32, buckets
     return buckets
@@ -166,7 +166,7 @@ def lookup(state: CacheState, keys: torch.Tensor, *, only: torch.Tensor | None =
            index: torch.Tensor | None = None, found: torch.Tensor | None = None,
            out: torch.Tensor | None = None, verify: torch.Tensor | None = None
            ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-    """As engines/cache_cpu.lookup (gh_cache_lookup)."""
+    """As cache/cpu/engine.py's lookup (gh_cache_lookup)."""
     if verify is not None and (default is not None or out is not None or update is not None):
         raise ValueError("verify is for lookups of slots alone (no default, out or update)")
     kernels, table, device = _launch_info(state)

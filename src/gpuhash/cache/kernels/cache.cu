@@ -1,11 +1,11 @@
 // The CacheMap kernels, templated on the cache type (cache.cuh: GhCache) and instantiated by
-// name through NVRTC (engines/cache_cuda.py: kernel_names). One thread per row, each a thin
+// name through NVRTC (cache/cuda/engine.py: kernel_names). One thread per row, each a thin
 // caller of the cache's probe and its index (cache_index.cuh); the host keeps one acting row
 // per key (gh_last_rows).
 #include "cache.cuh"
 #include "last_rows.cuh"
 
-// write modes (engines/_cpu_cache_loops.py: UPSERT ...)
+// write modes: GhWriteMode (gh_constants.cuh, from _common/constants.py: WRITE_MODES)
 
 // One write per acting row: insert-or-assign (UPSERT), insert if absent (FIND_OR_INSERT: a
 // present key's value is left alone), assign to present keys only (ASSIGN), or, on rows with
@@ -19,10 +19,10 @@
 // row's slot is its own from the moment it finds its key or wins a free slot by CAS: it
 // writes value, score and digest with plain stores, no lock, no fence (the launch boundary
 // publishes them). (Locking each slot and publishing it with a release store, as evictors
-// must, cost the whole write path: bench/RESULTS.md.) A free slot is one whose digest is 0:
+// must, slowed the whole write path.) A free slot is one whose digest is 0:
 // a claimer that sees 0 after another row took the slot fails its CAS and looks further.
 // New entries are counted by gh_tally (no barrier: one per block ended each block waiting for
-// its slowest row, a tenth of the kernel's stalls by ncu).
+// its slowest row, a visible share of the kernel's stalls).
 // With `out` (FIND_OR_INSERT), each acting row's value as it found it (else its own).
 template <class C, int MODE>
 __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const gh_u64* rows, const gh_u8* acting,
@@ -99,9 +99,9 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
     gh_tally_end(tally, &t.counts[0], added);
 }
 
-// The second launch of a write: the rows gh_cache_write marked GH_TO_EVICT (both buckets
-// full). While the cache holds fewer than `move_below` entries (read once per warp), a row
-// first moves an entry of its buckets to that entry's other bucket and takes the slot it left
+// The second launch of a write: the rows gh_cache_write marked GH_TO_EVICT (both buckets full).
+// While the cache holds fewer than `move_below` entries (read once per warp), a row first moves
+// an entry of its buckets to that entry's other bucket and takes the slot it left
 // (gh_cache_movable, gh_cache_move: INSERTED); otherwise, or when no entry can move, it takes
 // the lowest-scored entry of its two buckets, or is REFUSED when it scores below it (HKV's
 // rule). Rows race for entries, so here a slot is locked (its key word GH_LOCKED, taken with
@@ -109,18 +109,18 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
 // locked (gh_cache_try_evict). A warp's lanes take consecutive rows and leave the loop
 // together. The warp finds the candidates of up to GH_EVICT_BATCH waiting rows in turn
 // (gh_cache_lowest: whole-warp reads; one row at a time while entries may move), then those
-// rows' lanes lock and write together, so their chains of round trips overlap; a row that
-// lost a race is served again. A lane locks by exchange and reads the old value with the old score; where values
-// fit registers (HOLD: up to 32 bytes) each lane keeps its evicted entry until the warp's rows
-// are served, then the warp writes them to ev_* at slots taken by one atomicAdd, so no publish
-// waits on an output store nor on the shared counter. Larger values are copied out before the
-// slot is rewritten. Evicted entries go to ev_* while they have room. 3 blocks of 256 a SM (80
-// registers: at 4 blocks the batch spilled and gained little; in-process A/Bs in
-// bench/RESULTS.md). The launch's time at full load is mostly the scans' 2 KB a row.
+// rows' lanes lock and write together, so their chains of round trips overlap; a row that lost
+// a race is served again. A lane locks by exchange and reads the old value with the old score;
+// where values fit registers (HOLD: up to 32 bytes) each lane keeps its evicted entry until the
+// warp's rows are served, then the warp writes them to ev_* at slots taken by one atomicAdd, so
+// no publish waits on an output store nor on the shared counter. Larger values are copied out
+// before the slot is rewritten. Evicted entries go to ev_* while they have room. 3 blocks of
+// 256 an SM: at 4 the batch's registers spilled and the launch gained little. At full load the
+// launch's time is mostly the scans, two buckets' scores a row.
 // A move changes the index at once (its entry's slot, the new key's entry); an eviction
 // leaves the evicted key in replaced[r] and both index changes to gh_cache_index_settle, the
-// launch after: made here, inside the rows' chains of round trips, they cost the launch half
-// its time again (bench/RESULTS.md, twenty-second session).
+// launch after: made here, inside the rows' chains of round trips, they lengthen every chain,
+// which slowed the launch by more than a launch of their own costs.
 constexpr gh_u32 GH_EVICT_BATCH = 4;  // rows whose chains run together (gh_cache_evict)
 
 template <class C>
@@ -141,9 +141,9 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
         0xffffffffu, lane == 0 && static_cast<gh_u64>(__ldcg(t.counts)) < move_below, 0);
     // A move puts a new entry, of any score, in a slot of its row's bucket without comparing
     // scores, so a batch-mate sharing that bucket would decide on the table as it was: while
-    // entries may move, the warp serves one row at a time, as the CPU twin does (found by a
-    // review). An eviction needs no such care: the entry it puts in scores at least the
-    // lowest that the batch-mates saw, and a shared victim is caught by the lock's re-check.
+    // entries may move, the warp serves one row at a time, as the CPU twin does. An eviction
+    // needs no such care: the entry it puts in scores at least the lowest that the
+    // batch-mates saw, and a shared victim is caught by the lock's re-check.
     const gh_u32 batch_rows = moves ? 1 : GH_EVICT_BATCH;
     for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
         const gh_u64 r = base + lane;
@@ -264,8 +264,8 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
 // launch: read-only loads.
 // COPY: whether `out` may be given; find_index's instance leaves the warp copy out, whose
 // loads in flight cost registers (and occupancy) a lookup of slots alone does not need.
-// (Five blocks an SM was chosen for the digest walk's 54 registers, nineteenth session in
-// bench/RESULTS.md; through the index both instances take 28, so the bound does not bind.)
+// (The bound of five blocks an SM was set for the digest walk's registers; through the index
+// both instances use fewer registers than it allows, so it does not bind.)
 // verify (find_index's instance only; the acting rows of a write just made, index holding
 // their slots): rows with it set keep their slot while it still holds their key.
 template <class C, bool COPY>

@@ -2,13 +2,13 @@
 // buckets (the core's gh_home), placed in the emptier bucket, or, when both are full, in a
 // slot an entry left for its other bucket, or in place of the lowest score of both; one
 // digest byte a slot marks the free slots and lets the digest walk find a key.
-// _cache_format.py states the rules; engines/_cpu_cache_loops.py is the CPU twin, row by
+// cache/format.py states the rules; cache/cpu/loops.py is the CPU twin, row by
 // row. On the GPU, finds and writes find a key through the index beside the slots
 // (cache_index.cuh); the digest walk remains for erase and for an index change that follows
 // a moved entry.
 //
 // Concurrency within a launch (rows hold distinct keys: the host keeps one row per key).
-// A write is two launches (kernels/cache.cu), and a third for the index where it evicted.
+// A write is two launches (cache.cu), and a third for the index where it evicted.
 // The first evicts nothing, so a row owns the slot
 // of its key, or the free slot whose key word its CAS took from EMPTY, and fills it with plain
 // stores. The second moves an entry or evicts for the rows whose buckets were full; they race
@@ -90,7 +90,7 @@ __device__ __forceinline__ void gh_store_release(gh_u64* p, gh_u64 v) {
 // One bit a slot of a bucket: whose digest equals the key's, and which are free (digest 0),
 // made from the bucket's digests loaded in one go: a scan costs one round trip, and the loops
 // that follow walk set bits. (Walking the digest bytes themselves made the write kernel too
-// large for the instruction cache: bench/RESULTS.md.)
+// large for the instruction cache.)
 template <class C>
 struct GhMasks {
     static constexpr int WORDS = (C::BUCKET + 31) / 32;
@@ -210,12 +210,12 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
 // Copies one value per lane, src to dst (a lane with a null src copies nothing), with the
 // whole warp: each lane moves one copy word of one lane's value a step, so a step reads and
 // writes whole pieces of values instead of each thread walking its own (a thread copying its
-// own 256-byte row left finds of 64-float rows at 0.35x HierarchicalKV's speed). One step's
-// loads are in flight at a time: issuing 8 steps' loads before their stores made finds of rows
-// in host memory 1.2x faster but finds in GPU memory 0.8-0.85x (registers, so occupancy; A/B
-// in one H100 call, bench/RESULTS.md). Every lane of the warp must call it. (The evict launch
-// cannot use it: a lane would hold its slot LOCKED at the warp's barrier while another lane
-// of the warp waits for that slot. gh_cache_write, which locks nothing, could; not measured.)
+// own wide row left finds of wide rows far behind HierarchicalKV's). One step's loads are in
+// flight at a time: issuing several steps' loads before their stores sped finds of rows in
+// host memory but slowed finds of rows in GPU memory, the common case (the held loads take
+// registers, so occupancy). Every lane of the warp must call it. (The evict launch cannot use
+// it: a lane would hold its slot LOCKED at the warp's barrier while another lane of the warp
+// waits for that slot. gh_cache_write, which locks nothing, could; untried.)
 template <int BYTES>
 __device__ __forceinline__ void gh_warp_copy(const char* src, char* dst) {
     constexpr int W = (BYTES % 16 == 0) ? 16 : (BYTES % 8 == 0) ? 8
@@ -300,8 +300,8 @@ __device__ __forceinline__ gh_i64 gh_cache_claim_free(const C& t, const GhHome& 
 // slots are numbered 0 .. 2 BUCKET - 1 (b1's, then b2's) and lane l reads positions l, l + 32,
 // l + 64, ...: each load instruction of the warp reads 32 consecutive scores (256 bytes, whole
 // sectors), so the 2 KB of two 128-slot buckets take 64 sector requests. (Each lane reading a
-// run of its own made every instruction touch 32 sectors, each sector requested four times:
-// ncu read the L2 78% busy in the full-load evict launch; bench/RESULTS.md.)
+// run of its own made every instruction touch 32 sectors, each sector requested four times,
+// and the L2 became what bounds the full-load evict launch.)
 template <class C>
 __device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2,
                                                 gh_i64* victim, gh_u64* lowest) {
@@ -338,7 +338,7 @@ __device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2
 }
 
 // The entry of b1 or b2 that can move to its own other bucket to make room for a key whose
-// two buckets are full (_cache_format.py), found by the whole warp (every lane calls it with
+// two buckets are full (cache/format.py), found by the whole warp (every lane calls it with
 // the same buckets and digest): lane i < 16 reads b1's candidate i, lane 16 + i b2's (none
 // when b2 is b1), and counts the free slots of that entry's other bucket. The lane with the
 // most (the lowest lane on a tie) wins: its slot, with the entry's key in *key and the bucket

@@ -1,10 +1,8 @@
 // The CUDA engine's exact index from key to slot beside a cache's slots. A search through it
-// reads one 64-byte bucket a key, where the digest walk reads b1's 128 digest bytes, b2's for
+// reads one 64-byte bucket a key, where the digest walk reads b1's digest bytes, b2's for
 // every miss and for keys placed in b2, and a key word for every false digest match, whose
-// number grows with load: on the H100, find_index's kernel at 128M slots went from 133 to 87
-// us at load 0.5 and from 174 to 90 at load 1.0 with 128-byte buckets (bench/RESULTS.md,
-// twenty-second session); 64-byte buckets took find_index from 6.9-8.5 to 9.2-11.1 B-KV/s
-// (twenty-third session).
+// number grows with load: finds through the index are faster at every load, and most at full
+// load (docs/measurements.md).
 // Finds and writes search through it; a write's absent keys read their buckets' digests for
 // the free slots a claim needs; erase keeps the digest walk. Every change of a slot's key
 // word changes the index with it, so it stays exact: a claim adds the key's entry (write
@@ -16,14 +14,13 @@
 // 40..63 of a bucket's first entry's second word count the keys stored past the bucket (a
 // key goes to the next bucket, wrapping, when its own is full). A search reads its key's
 // bucket and stops there unless that count is nonzero (the index is at most half full). Four
-// entries, not eight or two: in in-process A/Bs on the H100
-// (bench/results/cache_index_width_ab_h100.jsonl, cache_index_warp_ab_h100.jsonl) finds ran
-// 14-42% faster than with 128-byte buckets and 2-15% faster than with 32-byte ones, whose
-// keys pass their bucket more often; writes 1-7% faster. A bucket is read by its key's thread
-// alone: four lanes reading it together, an entry each, were 1-7% slower, although 1M random
-// 64-byte reads took 37-41 us so and 51-55 us one thread a read
-// (bench/results/random_access_4gib_h100.txt). A second word is changed by atomics alone
-// (AND, OR, XOR, ADD), so a slot's bits and a count's never overwrite each other.
+// entries a bucket, not eight or two: eight (128 bytes) read twice the bytes a find for no
+// fewer buckets, and two (32 bytes) let more keys pass their bucket, each then reading a
+// second; finds and writes ran fastest at four. A bucket is read by its key's thread alone:
+// four lanes reading it together, an entry each, made finds slower, although random 64-byte
+// reads alone run faster shared by four lanes than one thread a read (the shuffles cost more
+// than the loads save). A second word is changed by atomics alone (AND, OR, XOR, ADD), so a
+// slot's bits and a count's never overwrite each other.
 //
 // Concurrency: lookups run when no write does (the host orders them) and read through the
 // read-only path. Within a launch, index changes are for distinct keys: in the write and
@@ -35,7 +32,7 @@
 // claimer, or the owner of its key's slot, touches it after; a writer changes a key's entry
 // before it publishes the slot (gh_cache_publish's release store), so a later owner of that
 // slot, who acquires it, finds the entry.
-// The CPU engine keeps no index: its searches walk the digests (engines/_cpu_cache_loops.py).
+// The CPU engine keeps no index: its searches walk the digests (cache/cpu/loops.py).
 #pragma once
 #include "common.cuh"
 

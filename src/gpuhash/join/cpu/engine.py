@@ -14,7 +14,7 @@ from gpuhash.table.format import TableState
 def join_codes(key_bytes: int, keys: torch.Tensor, valid: torch.Tensor | None, shape: int,
                low: int, high: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row's key code as ``key_bytes`` of key bits, and whether the row can match at
-    all: the rule of the CUDA kernels' gh_join_code (kernels/join_code.cuh). ``shape`` 0: the
+    all: the rule of the CUDA kernels' gh_join_code (join/kernels/join_code.cuh). ``shape`` 0: the
     column holds codes already; 1: signed values, code = value - low within [low, high]; 2:
     the same for unsigned 32-bit values."""
     if shape == 0:
@@ -50,7 +50,7 @@ def _usable_rows(codes: torch.Tensor, usable: torch.Tensor
 
 def _direct_build(direct: torch.Tensor, codes: torch.Tensor, usable: torch.Tensor,
                   valid: torch.Tensor | None) -> bool:
-    """Fill the direct array as kernels/join_build.cuh's gh_join_direct_rows does; whether it
+    """Fill the direct array as join/kernels/join_build.cuh's gh_join_direct_rows does; whether it
     holds the build side. Where it does not, only its last word (failed = 1) is defined."""
     failed = bool((~usable).any()) if valid is None else bool((valid & ~usable).any())
     codes, rows = _usable_rows(codes, usable)
@@ -73,10 +73,10 @@ def _direct_build(direct: torch.Tensor, codes: torch.Tensor, usable: torch.Tenso
 
 def _ranked_build(words: torch.Tensor, ranked: torch.Tensor, codes: torch.Tensor,
                   usable: torch.Tensor, valid: torch.Tensor | None) -> bool:
-    """Fill a ranked array (``words``: its bits and ranks, then the failed word; ``ranked``:
-    the base's complement, the rows in code order, a word a chunk) as kernels/join_build.cuh
-    does (gh_join_ranked_base, gh_join_ranked_bits, gh_join_ranks, gh_join_ranked_rows);
-    whether it holds the build side. Where it does not, only the failed word is defined."""
+    """Fill a ranked array (``words``: its bits and ranks, then the failed word; ``ranked``: the
+    base's complement, the rows in code order, a word a chunk) as join/kernels/join_build.cuh
+    does (gh_join_ranked_base, gh_join_ranked_bits, gh_join_ranks, gh_join_ranked_rows); whether
+    it holds the build side. Where it does not, only the failed word is defined."""
     count = words.shape[0] - 1
     failed = bool((~usable).any()) if valid is None else bool((valid & ~usable).any())
     rows_words = (usable.shape[0] + 1) // 2
@@ -155,9 +155,9 @@ def build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
 
 def _group_rows(state: TableState, slots: torch.Tensor, rows: torch.Tensor,
                 groups: torch.Tensor) -> None:
-    """The group array of a build whose codes repeat (kernels/join_build.cuh: gh_join_group_rows;
-    here in row order, there in no set order): ``slots`` and ``rows`` say where each stored
-    row's code is."""
+    """The group array of a build whose codes repeat (join/kernels/join_build.cuh:
+    gh_join_group_rows; here in row order, there in no set order): ``slots`` and ``rows`` say
+    where each stored row's code is."""
     grouped = torch.bincount(slots, minlength=state.spec.num_slots).index_select(0, slots) > 1
     order = torch.argsort(slots[grouped], stable=True)
     group_slots, sizes = torch.unique_consecutive(slots[grouped][order], return_counts=True)
@@ -175,7 +175,7 @@ def _group_rows(state: TableState, slots: torch.Tensor, rows: torch.Tensor,
 def _expand_groups(state: TableState, probe: torch.Tensor, build: torch.Tensor
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Pairs (probe position, build row) from one value a match: a row number, or ~start of
-    a group, whose rows each make a pair (kernels/multimap.cu: gh_multi_join_probe)."""
+    a group, whose rows each make a pair (join/kernels/join.cu: gh_join_probe)."""
     group = build < 0
     if not bool(group.any()):
         return probe, build

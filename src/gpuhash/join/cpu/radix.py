@@ -1,5 +1,5 @@
 """The CPU engine of the radix-partitioned join: ``partition`` and ``join_partitions``, the
-twins of engines/radix_cuda.py over the same bytes, in torch. A partition's rows come in row
+twins of join/cuda/radix.py over the same bytes, in torch. A partition's rows come in row
 order here and in any order from the GPU; the partitions, their bounds, the pairs and the
 overflowed partitions are the same (a test compares them).
 
@@ -24,8 +24,9 @@ from gpuhash.join.cpu.engine import join_codes
 
 
 def partition_of(codes: torch.Tensor, bits: int) -> torch.Tensor:
-    """Each code's partition: the top ``bits`` bits of its partition hash (kernels/common.cuh:
-    gh_partition_hash with seed 0; radix_join.cu: gh_radix_bin), as int64."""
+    """Each code's partition: the top ``bits`` bits of its partition hash
+    (_common/kernels/common.cuh: gh_partition_hash with seed 0; radix_join.cu: gh_radix_bin), as
+    int64."""
     words = codes.to(torch.int64)
     if codes.dtype == torch.int32:
         words &= 0xFFFFFFFF  # the code's 32 bits, zero-extended as the kernels read them
@@ -35,7 +36,7 @@ def partition_of(codes: torch.Tensor, bits: int) -> torch.Tensor:
 def partition(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: int, high: int,
               *, code_bytes: int, bits: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A side's usable rows split into ``2**bits`` partitions: (codes, int32 rows, bounds), as
-    engines/radix_cuda.py: partition."""
+    join/cuda/radix.py: partition."""
     codes, usable = join_codes(code_bytes, keys, valid, shape, low, high)
     rows = usable.nonzero().squeeze(1)
     codes = codes.index_select(0, rows)
@@ -59,7 +60,7 @@ def join_partitions(build: tuple, probe: tuple, *, bits: int,
                     probe_hit: torch.Tensor | None = None
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, int]]:
     """Every (probe row, build row) pair of equal codes outside the overflowed partitions (those
-    of more than LIMIT build rows), as engines/radix_cuda.py: join_partitions: (probe rows,
+    of more than LIMIT build rows), as join/cuda/radix.py: join_partitions: (probe rows,
     build rows, overflowed partitions ascending, (usable build rows, usable probe rows))."""
     build_codes, build_rows, build_bounds = build
     probe_codes, probe_rows, probe_bounds = probe

@@ -59,21 +59,21 @@ def build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
     """Store every usable row of a build key column: each key code once, its row number as
     value, or for a code of several rows ~start of their group in an array of row numbers
     (``state.join_groups``: that array, then ``groups``). ``shape``, ``low`` and ``high`` say
-    how a row's code derives from its key (kernels/join_build.cuh: gh_join_code; the CPU engine's
-    join_codes is the same rule). ``groups``: zeroed words (join.py: _group_words): the
-    number of rows that repeat a code, the group array's fill, a counter a slot. ``direct``
-    (int64, zeroed: a power of two entries and one word more) is tried first, and the table
-    is left empty where it holds every row; with ``ranked`` (its rows and chunk words:
-    _join_plan.ranked_extra_words), ``direct`` is the bits of a ranked array instead
-    (kernels/join_build.cuh: gh_join_ranked_bits). One cooperative launch does it all, filling the
-    table first where it was made unfilled (empty_state), since a small join's time is
-    mostly launches (kernels/join_build.cuh: gh_join_build). Nothing is synchronised: the
-    host never learns whether codes repeat, so the group array is sized for the worst case,
+    how a row's code derives from its key (join/kernels/join_code.cuh: gh_join_code; the CPU
+    engine's join_codes is the same rule). ``groups``: zeroed words (join/build.py:
+    group_words): the number of rows that repeat a code, the group array's fill, a counter a
+    slot. ``direct`` (int64, zeroed: a power of two entries and one word more) is tried first,
+    and the table is left empty where it holds every row; with ``ranked`` (its rows and chunk
+    words: join/plan.py: ranked_extra_words), ``direct`` is the bits of a ranked array instead
+    (join/kernels/join_build.cuh: gh_join_ranked_bits). One cooperative launch does it all,
+    filling the table first where it was made unfilled (empty_state), since a small join's time
+    is mostly launches (join/kernels/join_build.cuh: gh_join_build). Nothing is synchronised:
+    the host never learns whether codes repeat, so the group array is sized for the worst case,
     half again the rows."""
     kernels, table, device = _join_launch_info(state)
     width, rows = keys.element_size(), keys.shape[0]
     unfilled = state.caches.pop("_unfilled", (0, 0, 0, 0))  # (0, ...): filled already
-    # a table kept for another join (join.py: _join_pool) keeps its last group array
+    # a table kept for another join (join/pool.py) keeps its last group array
     ordered = (state.join_groups or (None,))[0]
     if ordered is None or ordered.shape[0] < rows + rows // 2 + 1:
         ordered = keys.new_empty(rows + rows // 2 + 1, dtype=state.spec.value_dtype)
@@ -89,7 +89,7 @@ def build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
 
 def _barrier_word(device: int, stream: int) -> int:
     """The address of a zeroed word for the grid barriers of join builds on one stream of
-    ``device`` (kernels/join_build.cuh: gh_grid_barrier): launches on one stream run one at
+    ``device`` (join/kernels/join_build.cuh: gh_grid_barrier): launches on one stream run one at
     a time, and each leaves the word's low 31 bits at zero, as it found them. Made once a
     stream handle (one fill launch on that stream) and kept for the process. (A stream
     destroyed with a build still queued, its handle reused at once, would share a word; a
@@ -123,7 +123,7 @@ def probe(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
     for the pairs to be complete. ``build_hit`` (a byte per build row) gets 1 at every matched
     build row. With ``probe_hit`` (a bool per probe row) only that mask is written and no
     pairs are made. ``direct`` (and ``ranked``): the build's direct or ranked array
-    (multi_join_build), read instead of the table where it holds the build side. Last, with
+    (build), read instead of the table where it holds the build side. Last, with
     ``unmatched_build`` (and ``build_hit``), the build rows ``build_hit`` leaves unmarked
     after this probe, ascending (else None). Synchronises once: the pair count, the unplaced
     count and the unmatched build rows' count in one read."""

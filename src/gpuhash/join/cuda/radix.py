@@ -1,9 +1,9 @@
 """The CUDA engine of the radix-partitioned join: ``partition`` and ``join_partitions`` as
-kernels of kernels/radix_join.cu, the glue between them in torch on the current stream of the
-keys' device. engines/radix_cpu.py has the same two operations over the same bytes.
+kernels of join/kernels/radix_join.cu, the glue between them in torch on the current stream of
+the keys' device. join/cpu/radix.py has the same two operations over the same bytes.
 
 A side is partitioned by two passes, each a histogram launch and a scatter launch over tiles
-(_radix_format.py: TILE rows each). The first pass sorts the rows by the partition number's
+(join/radix_format.py: TILE rows each). The first pass sorts the rows by the partition number's
 high bits into runs; the second pass's tiles are laid out on the device so that none spans
 two runs, and sort each run by the low bits. Neither pass, nor the layout between them, reads
 anything back to the host: a join synchronises once, in ``join_partitions``.
@@ -108,7 +108,7 @@ def partition(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: i
     """A side's usable rows split into ``2**bits`` partitions: (codes, rows, bounds), the
     codes (int32 or int64 by ``code_bytes``) and int32 row numbers of partition p at
     ``bounds[p]:bounds[p + 1]``, in no order within it; rows past ``bounds[-1]`` are unused.
-    A row is usable where its key has a code (kernels/join_build.cuh: gh_join_code's rule of
+    A row is usable where its key has a code (join/kernels/join_code.cuh: gh_join_code's rule of
     ``shape``, ``low``, ``high``, ``valid``). Nothing is read back to the host."""
     high_bits, low_bits = fmt.pass_bits(bits)
     n = keys.shape[0]

@@ -9,9 +9,9 @@
 // buckets read by the warp together; GH_JOIN_SEMI / GH_JOIN_ANTI, one (row, -1) for a probe
 // row with / without a match, none else. GH_JOIN_ITEMS: probe rows per thread per tile.
 // Groups of at least this many build rows are written (or marked) by the whole warp, a lane a
-// row: one probe row of a key held 200,000 times was one thread's 200,000 stores (20 ms,
-// bench/RESULTS.md). Smaller ones by their own lane: ten rows a lane (m:n x10) take fewer
-// turns than the warp going through its lanes' groups one by one.
+// row: else one probe row of a key held many times is one thread's stores, one after another,
+// while its warp waits. Smaller ones by their own lane: a few rows a lane take fewer turns
+// than the warp going through its lanes' groups one by one.
 constexpr gh_u32 GH_JOIN_WARP_GROUP = 32;
 
 // Calls f(a, b, j, ordered[start + 1 + j]) for every row j of the group of each lane with
@@ -33,7 +33,7 @@ __device__ __forceinline__ void gh_warp_group_rows(bool big, gh_i64 start, gh_u3
         }
     }
 }
-#define GH_JOIN_BLOCKS 4  // resident blocks per SM: 64 registers (4-8 measured, bench/RESULTS.md)
+#define GH_JOIN_BLOCKS 4  // resident blocks per SM (64 registers): more spilled and ran slower
 
 // Probes every row and appends its (probe row, build row) pairs to out_probe / out_build
 // (semi / anti: one (row, -1) for each row that has / lacks a match, so the host learns the
@@ -60,7 +60,7 @@ gh_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u64 n,
                     const gh_u64* ranked, const GhJoinRow<T>* ordered) {
     using Row = GhJoinRow<T>;
     const T t = GH_REF(T);
-    __shared__ Row first[GH_JOIN_ITEMS][256];     // blocks of 256 threads (_cuda/launch.py)
+    __shared__ Row first[GH_JOIN_ITEMS][256];     // blocks of 256 threads (_common/cuda/launch.py)
     __shared__ gh_u32 count[GH_JOIN_ITEMS][256];  // a row's matches: < 2**32 (the build rows)
     __shared__ gh_i64 warp_base[32];
     __shared__ gh_i64 block_base;
@@ -86,9 +86,8 @@ gh_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u64 n,
                 row < n && gh_join_code<IN_BYTES>(keys, valid, row, shape, low, high, &code);
             bool walk = usable && !direct_used;
             // one entry: this code's, another's, or none. In the item loop, not unrolled
-            // apart: eight reads in flight a thread took the kernel from 48 registers to 64,
-            // five resident blocks an SM to four, and the table's probe of J3 with sparse keys
-            // from 198 to 221 us (bench/RESULTS.md)
+            // apart: eight reads in flight a thread cost registers, so a resident block an
+            // SM, and slowed the table's probe
             if (direct_used && usable && ranked == nullptr) {
                 const gh_u64 entry = direct[code & direct_mask];
                 if (entry != 0 && (entry & 0xffffffffull) == code) {
@@ -111,8 +110,7 @@ gh_join_probe(GH_TABLE_PARAMS, const char* keys, const gh_u8* valid, gh_u64 n,
                 }
             }
             // Tables past L2: the warp reads first buckets together. From L2 the shuffles
-            // cost more than the wavefronts they save, so there each lane walks alone
-            // (both measured: bench/RESULTS.md, fourteenth session).
+            // cost more than the wavefronts they save, so there each lane walks alone.
             if constexpr (T::LAYOUT != GH_ROWS) {
                 if (together && !direct_used) {
                     const GhFirstLook look = gh_warp_first_bucket(t, code, usable);

@@ -1,9 +1,9 @@
 // The join kernels' shared rules (a row's key code, a table value's meaning) and the build:
-// one cooperative launch (engines/cuda.py: multi_join_build) that fills the new table's
-// memory, tries the direct array, builds the hash table where the array failed and groups the
-// rows of repeated codes, its phases separated by grid barriers. A small join's time is mostly
-// host launches (bench/RESULTS.md): these were four launches, each a few microseconds of
-// Python, of which at most one has work for dense distinct keys.
+// one cooperative launch (join/cuda/engine.py: build) that fills the new table's memory, tries
+// the direct array, builds the hash table where the array failed and groups the rows of
+// repeated codes, its phases separated by grid barriers. A small join's time is mostly the
+// host's, and every launch costs host time: one launch stands for four, of which at most one
+// has work for dense distinct keys.
 #pragma once
 #include "fill.cuh"
 #include "block_sum.cuh"
@@ -11,7 +11,7 @@
 
 // A join table's value, sign-extended: a build row number, or ~start of a group of rows
 // (gh_join_group_rows). Row numbers of tables with 4-byte values stay below 2**30, so neither a
-// row nor a group start reads with the wrong sign (join.py: _build_spec).
+// row nor a group start reads with the wrong sign (join/build.py: build_spec).
 template <class T>
 __device__ __forceinline__ gh_i64 gh_join_value(gh_u64 bits) {
     if (T::VALUE_BYTES == 4) return static_cast<int>(static_cast<gh_u32>(bits));
@@ -39,13 +39,13 @@ __device__ __forceinline__ constexpr gh_i64 gh_join_opening() {
 }
 
 // A barrier across every block of a cooperative launch (all of them resident at once). The
-// first thread of each block adds to *word: block 0 adds 2**31 - (blocks - 1), the others 1,
-// so once all have added, bit 31 differs from what each one saw. The low 31 bits must start
-// at zero (else the ones can carry into bit 31 before block 0 adds, and the blocks fall out
-// of step and wait forever); they are back at zero after every barrier, so a word serves
-// any number of barriers and launches, one launch at a time (engines/cuda.py: a word per
-// stream). Release on the add and acquire on the polls order each block's writes before the
-// others' reads.
+// first thread of each block adds to *word: block 0 adds 2**31 - (blocks - 1), the others 1, so
+// once all have added, bit 31 differs from what each one saw. The low 31 bits must start at
+// zero (else the ones can carry into bit 31 before block 0 adds, and the blocks fall out of
+// step and wait forever); they are back at zero after every barrier, so a word serves any
+// number of barriers and launches, one launch at a time (join/cuda/engine.py: a word per
+// stream, _barrier_word). Release on the add and acquire on the polls order each block's writes
+// before the others' reads.
 __device__ __forceinline__ void gh_grid_barrier(unsigned int* word) {
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -65,13 +65,12 @@ __device__ __forceinline__ void gh_grid_barrier(unsigned int* word) {
 // the entry at code & mask of an array of 64-bit words, ((build row + 1) << 32) | code, 0 when
 // empty. The array is tried first, without the keys' range (learning it would cost the host a
 // sync): an entry claimed twice (a repeated key, or two codes equal modulo the size) or a
-// non-null row without a 32-bit code sets the word past the array (`failed`), and then the
-// hash table is built and probed as if there were no array. So the array is used only when
-// it holds every non-null build row. One word read or written by every warp costs as much as
-// the claims (a 1M-row build: 22 us with dense keys, 111 with sparse ones, whose claims
-// collide), so nothing reads `failed` here, and a block writes it once, when a claim of its
-// fails; it then stops, since the array is given up (sparse keys collide in a block's first
-// round).
+// non-null row without a 32-bit code sets the word past the array (`failed`), and then the hash
+// table is built and probed as if there were no array. So the array is used only when it holds
+// every non-null build row. One word read or written by every warp costs as much as the claims
+// themselves (which collide only for sparse keys), so nothing reads `failed` here, and a block
+// writes it once, when a claim of its fails; it then stops, since the array is given up (sparse
+// keys collide in a block's first round).
 // The rounds of an array's try, shared by the direct and the ranked array: each thread of a
 // block takes a row a round, `claim(row, code)` stores a non-null row whose code has 32 bits
 // and returns false where it could not, and the block stops at the first round one of its
@@ -117,8 +116,8 @@ __device__ __forceinline__ void gh_join_direct_rows(const char* keys, const gh_u
 // a code, 32 of them a word, the word's high half the number of bits set in the words before
 // it (its rank), and beside it the build rows in code order (a 4-byte row a code held). A
 // probe row reads its code's word, and where the bit is set, the row at the rank: 8 bytes a
-// word for 32 codes and 4 a row, so J4's 10M-row build (codes spanning 2 * 10M) takes 8 + 40
-// MB, mostly L2, against 256 MB of direct entries or the table's 160 MB of slots. The bits
+// word for 32 codes and 4 a row, so a 10M-row build whose codes span 20M takes 8 + 40 MB,
+// mostly L2-resident, against 256 MB of direct entries or the table's 160 MB of slots. The bits
 // count from the build's smallest code (the base, found first), since the entry does not
 // hold the code; a code past the bits, a repeated code or a row without a 32-bit code gives
 // the array up, as for the direct array: then `words[words count]`, the failed word, is set
@@ -239,8 +238,8 @@ __device__ __forceinline__ void gh_join_ranked_rows(const char* keys, const gh_u
 // writes its row number. A row that finds its code there already adds one to the slot's
 // counter (group_count: a word of the values' width a slot, zeroed with the table) and to
 // group_words[0]; those codes' rows are then grouped (gh_join_group_rows). Stored as copies,
-// a key's K rows walked past each other, Theta(K^2 / B) bucket reads, and so did every probe
-// row of it (bench/RESULTS.md, sixteenth session).
+// a key's K rows would walk past each other, Theta(K^2 / B) bucket reads, and so would every
+// probe row of it.
 template <class T, int IN_BYTES>
 __device__ __forceinline__ void gh_join_claim_rows(const T& t, const char* keys,
                                                    const gh_u8* valid, gh_u64 n, gh_u64 shape,
@@ -326,14 +325,14 @@ __device__ __forceinline__ void gh_join_group_rows(const T& t, const char* keys,
     }
 }
 
-// A join's build, one cooperative launch (every block resident; engines/cuda.py sizes the
-// grid from the kernel's occupancy): the table's memory filled (`words`, `fill_words` of
-// them, none for a table filled already; with a direct array, the slots' part only where the
-// array fails), then the direct array tried where
-// there is one (`direct`, else null; with `ranked`, `direct` holds a ranked array's bits:
-// gh_join_ranked_bits), then, where it failed or there is none, every usable
-// row's code claimed, then, where codes repeat, their rows grouped. group_words: the number
-// of rows that repeat a code, the group array's fill, then the counters a slot.
+// A join's build, one cooperative launch (every block resident; _common/cuda/launch.py:
+// launch_cooperative sizes the grid from the kernel's occupancy): the table's memory filled
+// (`words`, `fill_words` of them, none for a table filled already; with a direct array, the
+// slots' part only where the array fails), then the direct array tried where there is one
+// (`direct`, else null; with `ranked`, `direct` holds a ranked array's bits:
+// gh_join_ranked_bits), then, where it failed or there is none, every usable row's code
+// claimed, then, where codes repeat, their rows grouped. group_words: the number of rows that
+// repeat a code, the group array's fill, then the counters a slot.
 template <class T, int IN_BYTES>
 __global__ void gh_join_build(GH_TABLE_PARAMS, long long* words, gh_u64 slot_words,
                               gh_u64 fill_words, gh_u64 tombstone_word, const char* keys,
@@ -348,7 +347,8 @@ __global__ void gh_join_build(GH_TABLE_PARAMS, long long* words, gh_u64 slot_wor
         // Where the array holds every row, nothing reads the slots or the counters a slot
         // (the probe reads the array and the table's counters), so those are filled only if
         // it fails: 24 of a 1M-row build's 40 MB. The spare words end with the counters a
-        // slot, after the group words' two (engines/cuda.py: empty_state, join.py).
+        // slot, after the group words' two (table/cuda/engine.py: empty_state;
+        // join/build.py: group_words).
         const gh_u64 slot_counters =
             fill_words ? static_cast<gh_u64>(reinterpret_cast<long long*>(group_words + 2) - words)
                        : 0;

@@ -1,6 +1,6 @@
 // A join row's key code, the one rule every join kernel (the hash-table join's build and probe,
-// join_build.cuh and multimap.cu, and the radix join, radix_join.cu) derives codes by; the
-// CPU engine's twin is engines/cpu.py: join_codes.
+// join_build.cuh and join.cu, and the radix join, radix_join.cu) derives codes by; the CPU
+// engine's twin is join/cpu/engine.py: join_codes.
 #pragma once
 #include "common.cuh"
 

@@ -1,4 +1,4 @@
-// Seed 001's radix-partitioned join (the planner's "gpu-radix": _join_radix.py). Both sides are
+// The radix-partitioned join (the planner's "gpu-radix": join/strategies/radix.py). Both sides are
 // split by the high bits of each key code's partition hash into partitions small enough that a
 // partition's build rows fit a table in shared memory; one block then builds that table and
 // probes it with the partition's probe rows, writing its matches with one global atomic a
@@ -9,15 +9,15 @@
 // Rows are 4-byte numbers of the caller's side (sides of fewer than 2**31 rows), so a row of -1
 // marks an empty shared-memory slot and a code may take any value: the join's key codes
 // (join_code.cuh: gh_join_code), 4 or 8 bytes, where a 32-bit key column is its own code over
-// the whole 32-bit range. The layout constants are _radix_format.py's; the CPU engine's twin
-// is engines/radix_cpu.py.
+// the whole 32-bit range. The layout constants are join/radix_format.py's; the CPU engine's
+// twin is join/cpu/radix.py.
 #include "block_sum.cuh"
 #include "join_code.cuh"
 
 // GH_RADIX_THREADS (every radix launch) and GH_RADIX_PROBE_CHUNK (probe rows a join block
 // takes at most) come from gh_constants.cuh
-// probe rows a join thread takes a round: 4 ran J5 (100M x 100M) the same as 1 and a join of
-// 10 build rows a key 1.44x slower on the H100 (bench/RESULTS.md, twenty-fourth session)
+// probe rows a join thread takes a round: four ran joins of distinct keys no faster than one,
+// and joins of repeated build keys slower
 constexpr int GH_RADIX_ITEMS = 1;
 
 template <int CODE_BYTES>
@@ -26,7 +26,7 @@ struct GhRadix {
     // rows a partition block stages, its codes and rows in dynamic shared memory (48 KB and
     // 64 KB, within what every GPU since sm_75 lets a block take): a tile's run of a bin
     // averages TILE / 256 rows a pass, a 128-byte line of codes (half a line, 4096 rows of
-    // 4-byte codes, ran the scatters 15-25% slower on the H100)
+    // 4-byte codes, ran the scatters slower)
     static constexpr int TILE = CODE_BYTES == 4 ? GH_RADIX_TILE_4 : GH_RADIX_TILE_8;
     static constexpr int STAGED_BYTES = TILE * (CODE_BYTES + 4);
     // a partition's table: 32 KB (36 KB for 8-byte codes), so several blocks share an SM
@@ -67,7 +67,7 @@ __device__ __forceinline__ gh_u32 gh_radix_bin(gh_u64 code, gh_u64 bits, gh_u64 
 // Counts a tile's usable rows a bin: counts[bin * blocks + block] (bin-major, so the host's
 // scan of the counts in that order places every tile's run of every bin; tile-major counts,
 // read in one run a block, made the host's scans slower than they made these launches
-// faster: bench/RESULTS.md).
+// faster).
 template <int IN_BYTES, int CODE_BYTES>
 __global__ void __launch_bounds__(GH_RADIX_THREADS)
 gh_radix_hist(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low, gh_i64 high,
@@ -93,8 +93,8 @@ gh_radix_hist(const char* keys, const gh_u8* valid, gh_u64 shape, gh_i64 low, gh
 
 // Writes a tile's usable rows (code, row number) to their bins' runs: staged in shared memory
 // in bin order first, then written so that consecutive threads write consecutive places of a
-// run (a scatter writing each row straight to its bin, 32 bins a warp store, ran 5x slower:
-// bench/RESULTS.md). `offsets[bin * blocks + block]`: where the tile's run of the bin starts;
+// run (a scatter writing each row straight to its bin, 32 bins a warp store, ran far
+// slower). `offsets[bin * blocks + block]`: where the tile's run of the bin starts;
 // `counts`: the histogram's. `rows_in`: the row numbers of the input (null: the input is the
 // side itself, row i being row i).
 template <int IN_BYTES, int CODE_BYTES>
@@ -206,7 +206,7 @@ template <> struct GhRadixTable<8> {
     }
 };
 
-// Flags of a join launch (engines/radix_cuda.py: JOIN_FLAGS).
+// Flags of a join launch (join/cuda/radix.py: JOIN_FLAGS, _common/constants.py: RADIX_FLAGS).
 // flags (gh_constants.cuh): GH_RADIX_MARK_BUILD, build_hit[row] = 1 at every matched build
 // row; GH_RADIX_HITS_ONLY, probe_hit[row] = matched, no pairs written
 

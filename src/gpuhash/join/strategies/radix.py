@@ -1,9 +1,9 @@
-"""The radix-partitioned join strategy ("gpu-radix", seed 001): both sides split by the hash of
-their key codes into partitions whose build rows fit a table in shared memory, each partition
-then joined by one block (kernels/radix_join.cu; the CPU engine's twin runs the same steps,
-so the strategy is tested without a GPU). It pays where one global table would be far past
-L2, so that each probe row's random read goes to HBM: the planner chooses it from
-RADIX_MIN_BUILD_ROWS rows a side (_join_plan.py).
+"""The radix-partitioned join strategy ("gpu-radix"): both sides split by the hash of their key
+codes into partitions whose build rows fit a table in shared memory, each partition then joined
+by one block (join/kernels/radix_join.cu; the CPU engine's twin runs the same steps, so the
+strategy is tested without a GPU). It pays where one global table would be far past L2, so
+that each probe row's random read goes to HBM: the planner chooses it from
+RADIX_MIN_BUILD_ROWS rows a side (join/plan.py).
 
 Partitions of more than LIMIT build rows (one key in many rows, or a build side larger than
 the partitions are sized for) are joined by the global table instead, over their rows only;

@@ -9,9 +9,8 @@ goes back through a ring of pinned buffers on another side stream into its place
 (new host memory, in huge pages: host_empty), so the link carries data both ways while
 kernels run and the host writes the result as it comes. A chunk's output size must reach
 Python before its pairs can be copied, so the streamed join synchronises with the GPU at least
-once per chunk (semi / anti twice; a chunk with more pairs than rows probes again). On
-the H100 host the link is not what bounds it: writing a result of many GB into new host
-memory is (bench/RESULTS.md).
+once per chunk (semi / anti twice; a chunk with more pairs than rows probes again). On a fast
+host the link is not what bounds it: writing a result of many GB into new host memory is.
 
 When the build side's table passes half the budget, both sides are first split on the host
 by a hash of their key values (equal keys, whatever their integer width, in the same part;
@@ -49,15 +48,13 @@ from gpuhash.join.sides import Side
 from gpuhash.join.strategies.parts import _MIX, _PART_SHIFT
 
 # chunks queued ahead of the one being joined (the planner counts them and the copies in
-# flight against the budget: _join_plan.STAGED_CHUNKS)
+# flight against the budget: join/plan.py: STAGED_CHUNKS)
 _AHEAD = _join_plan.STAGED_AHEAD
 # The result's staging ring and the threads that land it. Landing is bound by the host's page
-# faults in new memory, which scale with threads (12.9 GB: 4.4 GB/s on one, 33 on 16 on the
-# H100 host): one worker a core up to 16, and half again as many stages, so that a worker
-# rarely waits for a copy to arrive (the return path alone, 12.9 GB: 0.78 s at 8 stages x 8
-# workers, 0.57 at 16 x 16, 0.51 at 24 x 16, 0.54 at 32 x 16; bench/RESULTS.md). At 24 stages
-# the ring is 768 MB of pinned memory, which torch's pinned-memory cache keeps for the next
-# join.
+# faults in new memory, which scale with threads: one worker a core up to 16, and half again as
+# many stages, so that a worker rarely waits for a copy to arrive (fewer stages or workers
+# landed slower; more stages gained nothing). At 24 stages the ring is 768 MB of pinned memory,
+# which torch's pinned-memory cache keeps for the next join.
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 _WORKERS = min(16, _CORES or 1)
 _STAGES, _STAGE_BYTES = max(2, _WORKERS + _WORKERS // 2), 32 << 20  # 2: a copy beside a landing
@@ -77,7 +74,7 @@ def _pinned(tensor: torch.Tensor) -> torch.Tensor:
 def host_empty(rows: int, dtype: torch.dtype) -> torch.Tensor:
     """A new 1-D host tensor, in transparent huge pages where the OS offers them: a result of
     many GB is first written at the rate the host can fault its pages in, faster in 2 MB
-    pages than in 4 KB ones (bench/RESULTS.md). Small ones: torch.empty.
+    pages than in 4 KB ones. Small ones: torch.empty.
 
     Example:
         >>> host_empty(3, torch.int64).shape
@@ -94,7 +91,7 @@ def host_empty(rows: int, dtype: torch.dtype) -> torch.Tensor:
 
 class _ToHost:
     """Moves result pieces from the GPU into host memory without pinning the result (pinning
-    costs about 0.5 s a GB, more than the copies: bench/RESULTS.md). Each lane's pieces go one
+    new memory costs more than the copies). Each lane's pieces go one
     after another into an arena of new host memory (host_empty; room for ``rows`` rows, the
     probe side's, which bounds a lane unless build keys repeat; a piece past it starts a new
     arena), so the result needs no concatenation (_Matches._joined makes a view). A piece

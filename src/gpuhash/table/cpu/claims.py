@@ -1,6 +1,6 @@
 """The CPU engine's claims, compiled by numba: a batch's keys placed in the table and their
-values written as they settle (the twin of kernels/map.cu's insert), over the probe loop of
-engines/_cpu_loops.py.
+values written as they settle (the twin of table/kernels/map.cu's insert), over the probe loop
+of _common/cpu/probe.py.
 
 No two threads may write one bucket, and a key's rows must settle in row order (the last row's
 value stays, the last row of a new key is marked: dict semantics) whatever the thread count.
@@ -52,7 +52,7 @@ ROWS_PER_THREAD = 1 << 12  # the fewest rows of a pass worth another thread
 SWEEP_ROWS = 4          # a part with a row for 1 in SWEEP_ROWS of its buckets reads them all
 _JIT = {"cache": True, "nogil": True}
 # The parallel passes inline the probe (the same source, compiled into the pass: a call per row
-# cost a fifth of the pass); everything else calls it, which compiles faster.
+# costs the pass a good share of its time); everything else calls it, which compiles faster.
 _probe_inline = numba.njit(inline="always", **_JIT)(probe.py_func)
 
 
@@ -169,9 +169,8 @@ def _partition(keys_in, rows_in, count, walk, step, keys_out, rows_out, starts):
 
 # Each parallel loop below runs one compiled call per thread range on numba's pool: a loop
 # body of one call keeps numba's parallel compile small (parallel loops with the work in
-# their bodies took the test suite from a cold cache from 56 to 66-70 s), and numba's pool
-# ran the claims twice as fast as a Python thread pool on 16 cores (one GIL-held dispatch a
-# thread per call there).
+# their bodies compile markedly slower from a cold cache), and numba's pool ran the claims
+# faster than a Python thread pool, whose dispatch holds the GIL once a thread a call.
 @numba.njit(parallel=True, **_JIT)
 def _count_in_parallel(keys_in, count, walk, step, bounds, part, fill):
     for t in numba.prange(bounds.shape[0] - 1):
@@ -238,7 +237,7 @@ def _settle_in_parallel(table, overflow, keyed, rowed, walk, mode, starts, slots
 def _write_back(rowed, pass_slots, pass_flags, slots, flags, low, high):
     """Positions [low, high) of a pass: their outcomes back in row order (flags; slots only if
     asked for: they cost a scattered store a row). Kept out of the pass, where stores scattered
-    over the batch between the probes ran it three times slower."""
+    over the batch between the probes ran it far slower."""
     want_slots = slots.shape[0] > 0
     for j in range(low, high):
         flags[rowed[j]] = pass_flags[j]
@@ -258,8 +257,8 @@ def _after_pass(overflow, keyed, rowed, settled, walk, step, pass_slots, waiting
     """After the pass of step ``step`` over ``settled`` positions: the filter bits of keys it
     settled past b1 (shared words: set here, not in the pass), the rows still waiting back in
     waiting_keys / waiting_rows and the rows that met an erased slot their key may take
-    appended to rest[aside:], for the walk, both in their order. One thread: in parallel
-    chunks it took as long on two cores. Returns (waiting, aside)."""
+    appended to rest[aside:], for the walk, both in their order. One thread: parallel chunks
+    were no faster. Returns (waiting, aside)."""
     key_bytes, seed, num_buckets = walk[0], walk[1], walk[2]
     waiting = 0
     for j in range(settled):
@@ -285,7 +284,7 @@ def _parallel_passes(table, overflow, keys, walk, multi, slots, flags, raw, offs
     how many rows went on to rest[:count] (rows still waiting or that met an erased slot in a
     full bucket), in an order keeping each key's rows in row order. Driven from Python: a
     cached compiled function that calls a parallel one crashes when loaded from numba's cache
-    (numba issue 8578; seen here)."""
+    (a known numba bug: numba/numba#8578)."""
     rows = keys.shape[0]
     parts = (walk[2] + PART_BUCKETS - 1) // PART_BUCKETS
     waiting_keys, waiting_rows = np.empty(rows, np.int64), np.empty(rows, np.int64)

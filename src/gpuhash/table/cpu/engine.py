@@ -1,11 +1,12 @@
 """The CPU engine: the table operations over the shared table format, their probe loops
-compiled by numba (engines/_cpu_loops.py, engines/_cpu_claims.py).
+compiled by numba (_common/cpu/probe.py, table/cpu/claims.py).
 
 It serves machines without a GPU and is the reference the CUDA engine is tested against. The
-probe order, hash and bucket choice are exactly the CUDA engine's (kernels/open_addressing.cuh),
-so a table built by either engine answers identically on the other. Reads run the scalar probe
-loop in parallel over rows; claims run in parallel passes by part of the table's buckets and
-the rest in row order (engines/_cpu_claims.claim), writing values as they settle: no two rows
+probe order, hash and bucket choice are exactly the CUDA engine's
+(_common/kernels/open_addressing.cuh), so a table built by either engine answers identically on
+the other. Reads run the scalar probe loop in parallel over rows; claims run in parallel passes
+by part of the table's buckets and the rest in row order (table/cpu/claims.py: claim), writing
+values as they settle: no two rows
 race for a slot, which the CUDA engine's compare-and-swap achieves without an order, and a
 key's rows settle in row order, so the last row wins without the sort the CUDA engine replaces
 by gh_last_rows. What is not a probe (value combination, the deduplication of a room check)
@@ -68,7 +69,8 @@ def bucket_choices(state: TableState, keys: torch.Tensor, *, hashes: torch.Tenso
 
 def bucket_reads(state: TableState, keys: torch.Tensor, buckets: torch.Tensor) -> torch.Tensor:
     """How many buckets a search for each key reads to reach ``buckets`` (where the key sits),
-    following its sequence (_advance). Device-neutral: the benchmark uses it on GPU tables."""
+    following its sequence (_common/cpu/probe.py: next_bucket). Device-neutral: the benchmark
+    uses it on GPU tables."""
     hashes = _hash(state, keys)
     first, second, _, _ = bucket_choices(state, keys, hashes=hashes)
     reads = torch.where(buckets == first, 1, torch.where(buckets == second, 2, 0))
@@ -105,8 +107,8 @@ def _value_region(state: TableState) -> tuple[np.ndarray, int, int]:
     """(bytes of every slot row, offset of the value in a row, width of the value area): the
     value and, for packed and pair slots, the zero bytes above it (both engines write them
     zero). One array type for every layout: numba compiles each loop once (a copy by 8-byte
-    words ran 12% faster than by bytes in a find of 32-byte rows, not worth a second compile
-    of every loop)."""
+    words ran only a little faster than by bytes, not worth a second compile of every
+    loop)."""
     spec = state.spec
     if spec.layout == ROWS:
         return value_bytes_view(state).numpy(), 0, spec.value_bytes
@@ -147,11 +149,11 @@ def _place(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
     adding its key (the last row of a repeated new key). Counts the new entries and the bucket
     slots they use.
 
-    The compiled loop (_cpu_claims.claim) fills first buckets before any key walks on, as the
-    CUDA engine's first pass does; it does not displace keys, which the CUDA engine may do: both
-    keep the invariant the probe relies on. If some key finds no slot at all (only a table whose
-    counters lie about its use), every slot this call took is given back and RuntimeError
-    raised."""
+    The compiled loop (table/cpu/claims.py: claim) fills first buckets before any key walks on,
+    as the CUDA engine's first pass does; it does not displace keys, which the CUDA engine may
+    do: both keep the invariant the probe relies on. If some key finds no slot at all (only a
+    table whose counters lie about its use), every slot this call took is given back and
+    RuntimeError raised."""
     rows = keys.shape[0]
     slot = torch.full((rows if want_slots else 0,), -1, dtype=torch.int64)
     flags = torch.zeros(rows, dtype=torch.uint8)

@@ -1,11 +1,11 @@
 """The CUDA engine: the table operations as kernels over the shared table format.
 
-Same operation names and signatures as engines/cpu.py (the Engine protocol of
-engines/__init__.py). Each operation allocates its outputs with torch on the current stream of
+Same operation names and signatures as table/cpu/engine.py (the Engine protocol of
+table/engine.py). Each operation allocates its outputs with torch on the current stream of
 the table's device (a join's first probe counts in two zero words of its table's allocation,
-ordered with the table) and launches kernels from kernels/map.cu or kernels/multimap.cu, the
+ordered with the table) and launches kernels from table/kernels/map.cu or multimap.cu, the
 template instances for the table's type. Nothing here synchronises with the host except
-``multi_find_all`` and ``multi_join_probe``, which must learn how many matches to allocate.
+``multi_find_all``, which must learn how many matches to allocate.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ def table_type(spec: TableSpec) -> str:
 def last_rows_scratch_type(key_bytes: int, *, wide: bool = False) -> str:
     """The scratch table of gh_last_rows (map.cu): key -> largest row (smallest with
     ``first``) as int32, 8-slot buckets, packed for 32-bit keys, rows (values beside the slot
-    words) for 64-bit ones. (4-byte rows there, not 8: a 1M-key check took 71 us against 84 on
-    the H100, its scratch 24 MB against 32; bench/RESULTS.md.) ``wide``: 8-byte rows, for a
+    words) for 64-bit ones. (4-byte rows there, not 8: a quarter less scratch, and a faster
+    pass.) ``wide``: 8-byte rows, for a
     batch of 64-bit keys past LAST_ROWS_LIMIT rows (a cache's write takes any batch whole)."""
     if key_bytes == 4:
         return "GhTable<4, 4, 0, 8>"
@@ -99,14 +99,14 @@ def _fill_kernel(device_index: int, arch: str | None):
 
 def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0,
                 filled: bool = True) -> TableState:
-    """A table with no entries, byte for byte _format.empty_state's, in one allocation set by
-    one launch (kernels/fill.cu): slot words, then the counters, then the overflow bits,
-    each tensor a view of its part. (A value row table's rows are a second allocation.)
-    Two more zero words close the allocation, outside every view: the counters of the
-    table's first join probe (multi_join_probe), which would otherwise cost a launch; then
-    ``spare_words`` zero words for the caller (``state.spare``: a join build's
-    direct array and groups), which would too. Not ``filled``: the memory is left as it is
-    for a join build, which fills it in its own launch (multi_join_build)."""
+    """A table with no entries, byte for byte table/format.py's empty_state's, in one allocation
+    set by one launch (_common/kernels/fill.cu): slot words, then the counters, then the
+    overflow bits, each tensor a view of its part. (A value row table's rows are a second
+    allocation.) Two more zero words close the allocation, outside every view: the counters of
+    the table's first join probe (join/cuda/engine.py: probe), which would otherwise cost a
+    launch; then ``spare_words`` zero words for the caller (``state.spare``: a join build's
+    direct array and groups), which would too. Not ``filled``: the memory is left as it is for a
+    join build, which fills it in its own launch (join/cuda/engine.py: build)."""
     check_buckets(spec)
     device = torch.device(device)
     index = device.index if device.index is not None else torch.cuda.current_device()

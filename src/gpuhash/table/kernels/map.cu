@@ -1,15 +1,15 @@
 // The HashMap / HashSet kernels, templated on the table type (open_addressing.cuh: GhTable) and
-// instantiated by name through NVRTC (engines/cuda.py: kernel_names). One thread per row, each
-// a thin caller of the core.
+// instantiated by name through NVRTC (table/cuda/engine.py: kernel_names). One thread per row,
+// each a thin caller of the core.
 //
 // Counting: a plain insert adds its counts once per block (per-warp atomics on one counter
-// serialised inserts: 4.5 G/s on the H100). A deferred insert leaves them to the host, which
-// adds the number of rows marked inserted after both launches: the displacing pass's rows take
-// very different times, and a per-block count would end each block at a barrier waiting for
-// its slowest row (bench/RESULTS.md: +11-14% default inserts at load 0.9-0.99). The first,
+// serialise every insert of the launch on that counter). A deferred insert leaves them to the
+// host, which adds the number of rows marked inserted after both launches: the displacing
+// pass's rows take very different times, and a per-block count would end each block at a
+// barrier waiting for its slowest row, which slowed default inserts at high load. The first,
 // plain pass then corrects the host's used-slot count per block for claims that used no new
 // bucket slot (out-of-band keys, reused erased slots); its rows take similar times, so that
-// barrier should cost little (to be measured: a per-warp atomic would avoid it).
+// barrier should cost little (a per-warp atomic would avoid it; untried).
 #include "apply.cuh"
 #include "displacement.cuh"
 #include "last_rows.cuh"
