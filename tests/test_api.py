@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import KEY_DTYPES, adversarial_keys, key_list, key_tensor
 
 import gpuhash as gh
+from conftest import KEY_DTYPES, adversarial_keys, key_list, key_tensor
 
 
 def small_map(**options) -> gh.HashMap:

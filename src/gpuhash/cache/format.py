@@ -79,6 +79,7 @@ class CacheSpec:
     """What a cache stores and how.
 
     Example:
+        >>> import torch
         >>> spec = CacheSpec(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(8,),
         ...                  num_buckets=4)
         >>> spec.capacity, spec.value_bytes

@@ -338,6 +338,8 @@ class _Table:
         """True where the key is in the table. No host synchronisation.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int64)
             >>> _ = s.insert(torch.tensor([4, 9]))
             >>> s.contains(torch.tensor([9, 5])).tolist()
@@ -354,6 +356,8 @@ class _Table:
         unspecified). Missing keys are ignored. No host synchronisation.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int32)
             >>> _ = s.insert(torch.tensor([1, 2], dtype=torch.int32))
             >>> s.erase(torch.tensor([2, 3], dtype=torch.int32)).tolist()
@@ -367,6 +371,8 @@ class _Table:
         """Remove every entry, keeping the capacity (and any views of the value storage).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int64)
             >>> _ = s.insert(torch.tensor([1]))
             >>> s.clear(); len(s)
@@ -384,6 +390,8 @@ class _Table:
         ``growable=False`` too: that stops only the growth a write would start).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int64, capacity=10)
             >>> s.reserve(1000); s.capacity >= 1000
             True
@@ -413,6 +421,8 @@ class _Table:
         """Write the table to ``path`` (format version and checksum included).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int64)
             >>> s.save("/tmp/gpuhash_doc_set.pt")
         """
