@@ -42,3 +42,31 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# --- the slow tests --------------------------------------------------------------------------
+# `python -m pytest` leaves out the tests marked slow (pyproject's addopts); `-m slow` runs them
+# and CI runs both. A test is slow for its depth, not its subject: every structure and engine
+# keeps fast tests, and the slow ones take the same checks further (more examples, every
+# combination of a matrix).
+SLOW = pytest.mark.slow
+
+
+def few_then_many(few: int, many: int):
+    """A property test's number of examples as its parameter ``examples``: ``few`` in the
+    default run, ``many`` under ``-m slow``."""
+    return pytest.mark.parametrize("examples", [
+        pytest.param(few, id=f"{few}-examples"),
+        pytest.param(many, id=f"{many}-examples", marks=SLOW)])
+
+
+def covering(*axes: list) -> list:
+    """Every combination of the axes' values, as parametrize's list, all but a few marked
+    slow: the fast ones take each value of every axis at least once (the i-th combination
+    takes the i-th value of each axis, wrapping round the shorter axes)."""
+    import itertools
+
+    fast = {tuple(i % len(axis) for axis in axes) for i in range(max(map(len, axes)))}
+    return [pytest.param(*(axis[i] for axis, i in zip(axes, picks)),
+                         marks=() if picks in fast else SLOW)
+            for picks in itertools.product(*(range(len(axis)) for axis in axes))]

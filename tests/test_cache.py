@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 from model_cache import CacheModel, check_placement, make_cache_machine
 
 import gpuhash as gh
+from conftest import SLOW, few_then_many
 from gpuhash.cache.format import POLICIES
 from gpuhash.table.format import _checksum as gpuhash_checksum
 
@@ -19,9 +20,10 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-def test_cache_matches_its_model_slot_by_slot(policy):
+@few_then_many(8, 30)
+def test_cache_matches_its_model_slot_by_slot(policy, examples):
     machine = make_cache_machine(policy=policy, device="cpu", exact=True)
-    machine.TestCase.settings = settings(max_examples=30, stateful_step_count=15, **SETTINGS)
+    machine.TestCase.settings = settings(max_examples=examples, stateful_step_count=15, **SETTINGS)
     machine.TestCase().runTest()
 
 
@@ -241,7 +243,7 @@ def test_every_write_mode_at_full_load_keeps_the_table_whole(width, policy, hbm_
         assert torch.equal(rows_held.cpu(), torch.stack([stored.cpu(), 3 * stored.cpu()], 1))
 
 
-@pytest.mark.parametrize("width", [16, 32, 128])
+@pytest.mark.parametrize("width", [16, 32, pytest.param(128, marks=SLOW)])
 def test_two_full_buckets_move_an_entry_before_they_evict(width):
     """Slot by slot against the model, filled well past capacity in small batches: while the
     cache is below its relocation limit, a key whose two buckets are full moves an entry of

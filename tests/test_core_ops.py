@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, settings
 from model_ops import make_apply_machine, make_multimap_machine
 
 import gpuhash as gh
+from conftest import few_then_many
 from gpuhash.table.cpu import engine as cpu_engine
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -17,9 +18,10 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @pytest.mark.parametrize(("key_dtype", "value_shape"),
                          [(torch.int64, ()), (torch.uint32, None), (torch.int32, (3,)),
                           (torch.uint64, (1,))], ids=str)
-def test_multimap_behaves_like_a_multiset(key_dtype, value_shape):
+@few_then_many(5, 25)
+def test_multimap_behaves_like_a_multiset(key_dtype, value_shape, examples):
     machine = make_multimap_machine(key_dtype=key_dtype, value_shape=value_shape, device="cpu")
-    machine.TestCase.settings = settings(max_examples=25, stateful_step_count=20, **SETTINGS)
+    machine.TestCase.settings = settings(max_examples=examples, stateful_step_count=20, **SETTINGS)
     machine.TestCase().runTest()
 
 
@@ -27,10 +29,11 @@ def test_multimap_behaves_like_a_multiset(key_dtype, value_shape):
                          [(torch.int32, torch.int32, ()), (torch.int64, torch.float64, ()),
                           (torch.uint32, torch.float32, (4,)), (torch.int64, torch.int64, (2,))],
                          ids=str)
-def test_insert_or_apply_folds_like_a_dict(key_dtype, value_dtype, value_shape):
+@few_then_many(5, 25)
+def test_insert_or_apply_folds_like_a_dict(key_dtype, value_dtype, value_shape, examples):
     machine = make_apply_machine(key_dtype=key_dtype, value_dtype=value_dtype,
                                  value_shape=value_shape, device="cpu")
-    machine.TestCase.settings = settings(max_examples=25, stateful_step_count=15, **SETTINGS)
+    machine.TestCase.settings = settings(max_examples=examples, stateful_step_count=15, **SETTINGS)
     machine.TestCase().runTest()
 
 
