@@ -35,6 +35,19 @@ def adversarial_keys(dtype: torch.dtype) -> list[int]:
     return sorted(keys)
 
 
+def contents(table) -> tuple:
+    """What a user can see of a table or a cache: its len, its capacity and its entries (keys
+    with their values, a cache's with their scores), in a fixed order; to check that a call
+    that failed changed nothing."""
+    if hasattr(table, "export"):  # a CacheMap
+        columns = table.export()
+    else:
+        got = table.items()
+        columns = got if isinstance(got, tuple) else (got,)
+    rows = [c.cpu().reshape(c.shape[0], -1).tolist() for c in columns if c is not None]
+    return len(table), table.capacity, sorted(zip(*rows), key=repr)
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return

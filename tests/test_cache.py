@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 from model_cache import CacheModel, check_placement, make_cache_machine
 
 import gpuhash as gh
-from conftest import SLOW, few_then_many
+from conftest import SLOW, contents, few_then_many
 from gpuhash.cache.format import POLICIES
 from gpuhash.table.format import _checksum as gpuhash_checksum
 
@@ -43,7 +43,7 @@ def test_bad_cache_input_names_the_problem_and_changes_nothing():
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(2,),
                         capacity=64)
     cache.insert_or_assign(torch.tensor([1, 2]), torch.ones(2, 2))
-    before = [t.clone() for t in cache._state.tensors().values()]
+    before = contents(cache)
     cases = [
         (lambda: cache.insert_or_assign(torch.tensor([1], dtype=torch.int32), torch.ones(1, 2)),
          TypeError, "key_dtype"),
@@ -60,7 +60,7 @@ def test_bad_cache_input_names_the_problem_and_changes_nothing():
     for call, error, message in cases:
         with pytest.raises(error, match=message):
             call()
-    assert all(torch.equal(a, b) for a, b in zip(before, cache._state.tensors().values()))
+    assert contents(cache) == before
     custom = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
                          policy="custom")
     with pytest.raises(ValueError, match="needs scores"):
@@ -327,9 +327,9 @@ def test_find_or_insert_index_gives_each_key_its_slot_as_the_call_leaves_it(widt
         index, found = cache.find_or_insert_index(keys.to(device), init=1.0,
                                                   scores=scores.to(device))
         index = index.cpu()
-        held = cache._state.keys.cpu()
         placed = index >= 0
-        assert torch.equal(held[index[placed]], keys[placed])
+        now, found = cache.find_index(keys[placed].to(device))
+        assert bool(found.all()) and torch.equal(now.cpu(), index[placed])
         assert not bool(cache.contains(keys[~placed].to(device)).any())
 
 
