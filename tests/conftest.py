@@ -1,6 +1,9 @@
-"""Shared test helpers: key generators and a dict model of a table."""
+"""Shared test helpers: key generators, what a user sees of a table, and the marks that put
+the long tests behind ``-m slow``."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 import torch
@@ -77,8 +80,6 @@ def covering(*axes: list) -> list:
     """Every combination of the axes' values, as parametrize's list, all but a few marked
     slow: the fast ones take each value of every axis at least once (the i-th combination
     takes the i-th value of each axis, wrapping round the shorter axes)."""
-    import itertools
-
     fast = {tuple(i % len(axis) for axis in axes) for i in range(max(map(len, axes)))}
     return [pytest.param(*(axis[i] for axis, i in zip(axes, picks)),
                          marks=() if picks in fast else SLOW)

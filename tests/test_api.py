@@ -223,7 +223,7 @@ def test_load_factor_and_len():
 def test_a_table_made_for_n_entries_takes_them_without_growing_at_any_load(load):
     for key_dtype, value_dtype in ((torch.int32, torch.int32), (torch.int64, torch.int64),
                                    (torch.int64, torch.float32)):
-        for entries in (1, 1000, 30_000):
+        for entries in (1, 1000, 10_000):
             table = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, capacity=entries,
                                max_load_factor=load, growable=False)
             assert table.capacity >= entries
