@@ -1,6 +1,9 @@
-"""Shared test helpers: key generators and a dict model of a table."""
+"""Shared test helpers: key generators, what a user sees of a table, and the marks that put
+the long tests behind ``-m slow``."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 import torch
@@ -35,6 +38,19 @@ def adversarial_keys(dtype: torch.dtype) -> list[int]:
     return sorted(keys)
 
 
+def contents(table) -> tuple:
+    """What a user can see of a table or a cache: its len, its capacity and its entries (keys
+    with their values, a cache's with their scores), in a fixed order; to check that a call
+    that failed changed nothing."""
+    if hasattr(table, "export"):  # a CacheMap
+        columns = table.export()
+    else:
+        got = table.items()
+        columns = got if isinstance(got, tuple) else (got,)
+    rows = [c.cpu().reshape(c.shape[0], -1).tolist() for c in columns if c is not None]
+    return len(table), table.capacity, sorted(zip(*rows), key=repr)
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return
@@ -42,3 +58,29 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# --- the slow tests --------------------------------------------------------------------------
+# `python -m pytest` leaves out the tests marked slow (pyproject's addopts); `-m slow` runs them
+# and CI runs both. A test is slow for its depth, not its subject: every structure and engine
+# keeps fast tests, and the slow ones take the same checks further (more examples, every
+# combination of a matrix).
+SLOW = pytest.mark.slow
+
+
+def few_then_many(few: int, many: int):
+    """A property test's number of examples as its parameter ``examples``: ``few`` in the
+    default run, ``many`` under ``-m slow``."""
+    return pytest.mark.parametrize("examples", [
+        pytest.param(few, id=f"{few}-examples"),
+        pytest.param(many, id=f"{many}-examples", marks=SLOW)])
+
+
+def covering(*axes: list) -> list:
+    """Every combination of the axes' values, as parametrize's list, all but a few marked
+    slow: the fast ones take each value of every axis at least once (the i-th combination
+    takes the i-th value of each axis, wrapping round the shorter axes)."""
+    fast = {tuple(i % len(axis) for axis in axes) for i in range(max(map(len, axes)))}
+    return [pytest.param(*(axis[i] for axis, i in zip(axes, picks)),
+                         marks=() if picks in fast else SLOW)
+            for picks in itertools.product(*(range(len(axis)) for axis in axes))]

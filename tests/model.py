@@ -11,11 +11,11 @@ import tempfile
 from pathlib import Path
 
 import torch
-from conftest import adversarial_keys, key_list, key_tensor
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import gpuhash as gh
+from conftest import adversarial_keys, key_list, key_tensor
 
 
 def make_machine(*, key_dtype: torch.dtype, value_shape: tuple[int, ...] | None,

@@ -9,11 +9,11 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from conftest import BITS, key_list, key_tensor
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import gpuhash as gh
+from conftest import BITS, key_list, key_tensor
 
 
 def make_multimap_machine(*, key_dtype: torch.dtype, value_shape: tuple[int, ...] | None,

@@ -5,23 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import KEY_DTYPES, adversarial_keys, key_list, key_tensor
 
 import gpuhash as gh
+from conftest import KEY_DTYPES, adversarial_keys, contents, key_list, key_tensor
 
 
 def small_map(**options) -> gh.HashMap:
     defaults = dict(key_dtype=torch.int64, value_dtype=torch.float32, capacity=16)
     defaults.update(options)
     return gh.HashMap(**defaults)
-
-
-def snapshot(table) -> list:
-    return [t.clone() for t in table._state.tensors().values()]
-
-
-def unchanged(table, before) -> bool:
-    return all(torch.equal(a, b) for a, b in zip(before, table._state.tensors().values()))
 
 
 BAD_INSERTS = [
@@ -43,10 +35,10 @@ BAD_INSERTS = [
 def test_bad_insert_names_the_problem_and_changes_nothing(keys, values, error, message):
     table = small_map()
     table.insert(torch.tensor([7, 8]), torch.tensor([1.0, 2.0]))
-    before = snapshot(table)
+    before = contents(table)
     with pytest.raises(error, match=message):
         table.insert(keys(), values())
-    assert unchanged(table, before)
+    assert contents(table) == before
 
 
 def test_bad_constructor_arguments():
@@ -90,10 +82,10 @@ def test_fixed_table_refuses_past_its_load_and_stays_unchanged():
     table = gh.HashSet(key_dtype=torch.int32, capacity=100, growable=False)
     limit = table.capacity
     assert table.insert(torch.arange(limit, dtype=torch.int32)).all()
-    before = snapshot(table)
+    before = contents(table)
     with pytest.raises(gh.TableFullError, match="growable"):
         table.insert(torch.arange(limit, limit + 5, dtype=torch.int32))
-    assert unchanged(table, before)
+    assert contents(table) == before
     # keys already present are updates and need no room
     assert not table.insert(torch.arange(10, dtype=torch.int32)).any()
     # erasing makes room again (tombstones are compacted away)
@@ -227,64 +219,37 @@ def test_load_factor_and_len():
     assert 0.2 < table.load_factor <= 0.5
 
 
-def test_bucket_reads_follow_each_keys_bucket_sequence():
-    """The benchmark's probe statistics walk the same sequence as the engines' probe loop."""
-    from gpuhash.table.cpu import engine as cpu_engine
-
-    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=5000,
-                       max_load_factor=0.99, growable=False, duplicates="any")
-    keys = torch.randperm(10**7)[:5000]
-    table.insert(keys, keys)
-    state = table._state
-    index, found = table.find_index(keys)
-    assert bool(found.all())
-    buckets = index // state.spec.bucket_slots
-    reads = cpu_engine.bucket_reads(state, keys, buckets)
-    assert int(reads.max()) > 2  # some keys went past their second bucket
-    from gpuhash._common.cpu import probe as loops  # the engine's own walk
-
-    spec = state.spec
-    walked = torch.zeros_like(reads)
-    for i, key in enumerate(keys.tolist()):
-        h, bucket, second, _, _ = loops.home(key, spec.key_bytes, np.uint64(spec.seed),
-                                             spec.num_buckets)
-        step = 0
-        while bucket != int(buckets[i]):
-            bucket = loops.next_bucket(np.uint64(h), second, step, bucket, spec.num_buckets)
-            step += 1
-        walked[i] = step + 1
-    assert torch.equal(walked, reads)
+@pytest.mark.parametrize("load", [0.5, 0.9, 0.99])
+def test_a_table_made_for_n_entries_takes_them_without_growing_at_any_load(load):
+    for key_dtype, value_dtype in ((torch.int32, torch.int32), (torch.int64, torch.int64),
+                                   (torch.int64, torch.float32)):
+        for entries in (1, 1000, 10_000):
+            table = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, capacity=entries,
+                               max_load_factor=load, growable=False)
+            assert table.capacity >= entries
+            keys = torch.randperm(10**6)[:entries].to(key_dtype)
+            assert bool(table.insert(keys, keys.to(value_dtype)).all())
+            assert len(table) == entries and table.load_factor <= load
+            values, found = table.find(keys)
+            assert bool(found.all()) and torch.equal(values, keys.to(value_dtype))
 
 
-def test_bucket_width_follows_table_size_and_load(monkeypatch):
-    """64-byte buckets except small (L2-resident) tables at low load; growth picks again."""
-    import dataclasses
-
+def test_a_small_table_grown_into_a_large_one_keeps_every_entry(monkeypatch):
+    """Small (L2-resident) tables at low load take another slot layout than large ones: a table
+    that grows past that size changes layout on the way and keeps what it held."""
     from gpuhash.table import format as _format
 
-    spec = _format.TableSpec(key_dtype=torch.int32, value_dtype=torch.int32, value_shape=(),
-                             num_buckets=1, max_load_factor=0.5)
-    assert spec.sized_for(1000).bucket_slots == 4
-    assert spec.sized_for(10**8).bucket_slots == 8
-    assert dataclasses.replace(spec, max_load_factor=0.9).sized_for(1000).bucket_slots == 8
-    pair = dataclasses.replace(spec, key_dtype=torch.int64, value_dtype=torch.int64)
-    assert pair.sized_for(10**8).bucket_slots == 4
-    assert dataclasses.replace(pair, max_load_factor=0.99).sized_for(1000).bucket_slots == 8
-    for entries in (0, 1, 1000, 10**8):
-        sized = spec.sized_for(entries)
-        assert sized.max_entries >= entries
-    forced = spec.sized_for(1000, bucket_slots=8)  # a width other than the one picked
-    assert forced.bucket_slots == 8 and forced.max_entries >= 1000
-
-    monkeypatch.setattr(_format, "L2_TABLE_BYTES", 4096)
+    monkeypatch.setattr(_format, "L2_TABLE_BYTES", 4096)  # "small" ends at 4 KB here
     table = gh.HashMap(key_dtype=torch.int32, value_dtype=torch.int32, capacity=10,
                        max_load_factor=0.5)
-    assert table.spec.bucket_slots == 4
+    capacity = table.capacity
+    for first in range(0, 2000, 250):
+        keys = torch.arange(first, first + 250, dtype=torch.int32)
+        table.insert(keys, keys * 3)
     keys = torch.arange(2000, dtype=torch.int32)
-    table.insert(keys, keys * 3)
-    assert table.spec.bucket_slots == 8  # grown past the small-table size
     values, found = table.find(keys)
     assert bool(found.all()) and torch.equal(values, keys * 3)
+    assert len(table) == 2000 and table.capacity >= 2000 > capacity
 
 
 @pytest.mark.parametrize("duplicates", ["last", "any"])

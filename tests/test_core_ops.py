@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, settings
 from model_ops import make_apply_machine, make_multimap_machine
 
 import gpuhash as gh
+from conftest import contents, few_then_many
 from gpuhash.table.cpu import engine as cpu_engine
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -17,9 +18,10 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @pytest.mark.parametrize(("key_dtype", "value_shape"),
                          [(torch.int64, ()), (torch.uint32, None), (torch.int32, (3,)),
                           (torch.uint64, (1,))], ids=str)
-def test_multimap_behaves_like_a_multiset(key_dtype, value_shape):
+@few_then_many(5, 25)
+def test_multimap_behaves_like_a_multiset(key_dtype, value_shape, examples):
     machine = make_multimap_machine(key_dtype=key_dtype, value_shape=value_shape, device="cpu")
-    machine.TestCase.settings = settings(max_examples=25, stateful_step_count=20, **SETTINGS)
+    machine.TestCase.settings = settings(max_examples=examples, stateful_step_count=20, **SETTINGS)
     machine.TestCase().runTest()
 
 
@@ -27,10 +29,11 @@ def test_multimap_behaves_like_a_multiset(key_dtype, value_shape):
                          [(torch.int32, torch.int32, ()), (torch.int64, torch.float64, ()),
                           (torch.uint32, torch.float32, (4,)), (torch.int64, torch.int64, (2,))],
                          ids=str)
-def test_insert_or_apply_folds_like_a_dict(key_dtype, value_dtype, value_shape):
+@few_then_many(5, 25)
+def test_insert_or_apply_folds_like_a_dict(key_dtype, value_dtype, value_shape, examples):
     machine = make_apply_machine(key_dtype=key_dtype, value_dtype=value_dtype,
                                  value_shape=value_shape, device="cpu")
-    machine.TestCase.settings = settings(max_examples=25, stateful_step_count=15, **SETTINGS)
+    machine.TestCase.settings = settings(max_examples=examples, stateful_step_count=15, **SETTINGS)
     machine.TestCase().runTest()
 
 
@@ -101,11 +104,11 @@ def full_table(device: str = "cpu") -> gh.HashMap:
 
 def test_a_row_that_finds_no_slot_raises_and_leaves_the_cpu_table_unchanged():
     table = full_table()
-    before = [t.clone() for t in table._state.tensors().values()]
+    before = contents(table)
     extra = torch.tensor([-5, -6, -7], dtype=torch.int32)
     with pytest.raises(RuntimeError, match="no free slot"):
         table.insert(extra, extra)
-    assert all(torch.equal(a, b) for a, b in zip(before, table._state.tensors().values()))
+    assert contents(table) == before
 
 
 def test_a_large_batch_that_finds_no_slot_gives_back_every_key_it_added():
@@ -117,12 +120,13 @@ def test_a_large_batch_that_finds_no_slot_gives_back_every_key_it_added():
     table.insert(kept, kept * 7)
     table._state.counts[1] = 0  # the lie: the room check passes
     table._used_bound = 0
-    keys_before = table._state.key_view().clone()
+    before = contents(table)
     with pytest.raises(RuntimeError, match="no free slot"):
         table.insert(torch.arange(100_001, 120_001), torch.zeros(20_000, dtype=torch.int64))
-    assert torch.equal(table._state.key_view(), keys_before) and len(table) == 30_000
+    assert contents(table) == before and len(table) == 30_000
     got, found = table.find(kept)
     assert bool(found.all()) and torch.equal(got, kept * 7)
+    assert not bool(table.contains(torch.arange(100_001, 120_001)).any())
 
 
 @pytest.mark.parametrize("key_dtype", [torch.int64, torch.uint32])
@@ -133,13 +137,12 @@ def test_multimap_queries_of_the_reserved_keys_match_nothing_and_change_nothing(
     table.erase(torch.tensor([2]).to(key_dtype))  # leaves an erased slot
     reserved = torch.tensor([-1, -2], dtype=torch.int64)
     reserved = reserved.to(torch.int32).view(key_dtype) if key_dtype == torch.uint32 else reserved
-    before = [t.clone() for t in table._state.tensors().values()]
+    before = contents(table)
     assert table.count(reserved).tolist() == [0, 0]
     rows, index = table.find_all(reserved)
     assert rows.numel() == index.numel() == 0
     assert table.erase(reserved).tolist() == [0, 0]
-    assert all(torch.equal(a, b) for a, b in zip(before, table._state.tensors().values()))
-    assert len(table) == 2
+    assert contents(table) == before and len(table) == 2
 
 
 def test_both_engines_offer_the_engine_protocol_with_the_same_signatures():
@@ -166,21 +169,23 @@ def test_both_engines_offer_the_engine_protocol_with_the_same_signatures():
 
 @pytest.mark.parametrize(("key_dtype", "value_shape"), [(torch.int32, ()), (torch.int64, (3,))],
                          ids=str)
-def test_erased_slots_are_reused_by_batches_of_distinct_keys(key_dtype, value_shape):
-    """Erase every key and insert them again: each finds an erased slot on its own walk, so
-    the used-slot counter stays where it was (it doubled when claims took only EMPTY slots)."""
+def test_keys_erased_and_inserted_again_are_found_with_their_new_values(key_dtype,
+                                                                        value_shape):
+    """Erase every key and insert them again, many times over, in a table that may not grow:
+    each round finds every key with its latest value (the erased slots are taken again)."""
     table = gh.HashMap(key_dtype=key_dtype, value_dtype=torch.int32, value_shape=value_shape,
-                       capacity=4000, max_load_factor=0.9)
+                       capacity=4000, max_load_factor=0.9, growable=False)
+    capacity = table.capacity
     keys = torch.randperm(1_000_000)[:3000].to(key_dtype)
     values = torch.arange(3000 * max(1, sum(value_shape)), dtype=torch.int32).reshape(
         3000, *value_shape)
     table.insert(keys, values)
-    used = int(table._state.counts[1])
-    table.erase(keys)
-    table.insert(keys, values)
-    assert int(table._state.counts[1]) == used and len(table) == 3000
-    got, found = table.find(keys)
-    assert bool(found.all()) and torch.equal(got, values)
+    for round_ in range(1, 6):
+        assert bool(table.erase(keys).all()) and len(table) == 0
+        assert bool(table.insert(keys, values + round_).all())
+        got, found = table.find(keys)
+        assert bool(found.all()) and torch.equal(got, values + round_)
+    assert len(table) == 3000 and table.capacity == capacity
 
 
 def test_cpu_claims_do_not_depend_on_the_thread_count():

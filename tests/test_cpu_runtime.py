@@ -8,6 +8,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 from gpuhash._common.cpu import runtime as _cpu_runtime
 
 THREADED_FINDS = """
@@ -27,6 +29,7 @@ print("layer", numba.threading_layer())
 """
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch and the package
 def test_threads_calling_the_cpu_engine_at_once_under_the_workqueue_layer():
     """numba's workqueue layer aborts the process ("Concurrent access has been detected")
     when two threads run parallel loops at once, unless the calls are serialised."""

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import adversarial_keys, key_list, key_tensor
 from hypothesis import HealthCheck, settings
 from model import make_machine
 
 import gpuhash as gh
+from conftest import adversarial_keys, key_list, key_tensor
 from gpuhash.table.format import empty_state
 
 pytestmark = pytest.mark.gpu

@@ -325,6 +325,7 @@ def test_a_cache_made_or_grown_on_one_stream_is_whole_before_calls_on_another():
     other.synchronize()
     assert bool(found.all()) and torch.equal(got, values)
     with torch.cuda.stream(maker):
+        torch.cuda._sleep(1_000_000_000)  # the move is queued behind a second of work
         cache.reserve(1 << 16)
     got, found = cache.find(keys, stream=other)
     other.synchronize()

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpuhash as gh
+from conftest import few_then_many
 from gpuhash.join import build as join_build
 from gpuhash.join import plan as _join_plan
 from gpuhash.join.engine import engine_for as join_engine_for
@@ -114,22 +115,27 @@ def tensors(cols, dtypes, valid):
 
 
 @pytest.mark.parametrize("how", HOWS)
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=join_inputs(), nulls_equal=st.booleans())
-def test_every_how_matches_duckdb(how, data, nulls_equal):
-    signed, dtypes, ((lcols, lvalid), (rcols, rvalid)) = data
-    left, left_valid = tensors(lcols, dtypes[0], lvalid)
-    right, right_valid = tensors(rcols, dtypes[1], rvalid)
-    expected = duckdb_join(lcols, rcols, lvalid, rvalid, how, nulls_equal, signed)
-    for budget in (None, 600, 150):  # in memory, then chunked / partitioned by the budget
-        got = gh.join(left, right, how=how, left_valid=left_valid, right_valid=right_valid,
-                      nulls_equal=nulls_equal, memory_budget=budget)
-        assert as_pairs(got, how) == expected, budget
-    if how != "cross":
-        build = gh.JoinBuild(right, right_valid=right_valid)
-        got = build.probe(left, how=how, left_valid=left_valid, nulls_equal=nulls_equal,
-                          memory_budget=300)
-        assert as_pairs(got, how) == expected
+@few_then_many(3, 20)
+def test_every_how_matches_duckdb(how, examples):
+    @settings(max_examples=examples, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(data=join_inputs(), nulls_equal=st.booleans())
+    def check(data, nulls_equal):
+        signed, dtypes, ((lcols, lvalid), (rcols, rvalid)) = data
+        left, left_valid = tensors(lcols, dtypes[0], lvalid)
+        right, right_valid = tensors(rcols, dtypes[1], rvalid)
+        expected = duckdb_join(lcols, rcols, lvalid, rvalid, how, nulls_equal, signed)
+        for budget in (None, 600, 150):  # in memory, then chunked / partitioned by the budget
+            got = gh.join(left, right, how=how, left_valid=left_valid, right_valid=right_valid,
+                          nulls_equal=nulls_equal, memory_budget=budget)
+            assert as_pairs(got, how) == expected, budget
+        if how != "cross":
+            build = gh.JoinBuild(right, right_valid=right_valid)
+            got = build.probe(left, how=how, left_valid=left_valid, nulls_equal=nulls_equal,
+                              memory_budget=300)
+            assert as_pairs(got, how) == expected
+
+    check()
 
 
 def test_tiny_budgets_pick_the_streaming_strategies():

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import gpuhash as gh
+from conftest import covering
 from gpuhash.join import dense as _join_dense
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
@@ -36,9 +37,7 @@ def chosen(right, valid=None) -> bool:
     return isinstance(built._table, DenseTable)
 
 
-@pytest.mark.parametrize("how", HOWS)
-@pytest.mark.parametrize("repeats", [1, 3])
-@pytest.mark.parametrize("nulls", [False, True])
+@pytest.mark.parametrize(("how", "repeats", "nulls"), covering(HOWS, [1, 3], [False, True]))
 def test_the_array_joins_as_the_hash_table_does(how, repeats, nulls, monkeypatch):
     generator = torch.Generator().manual_seed(HOWS.index(how) * 10 + repeats)
     rows = 6000 * repeats

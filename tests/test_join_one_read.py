@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import gpuhash as gh
+from conftest import SLOW
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
@@ -58,7 +59,7 @@ def test_semi_and_anti_rows_on_every_build(how, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("how", ["right", "full"])
+@pytest.mark.parametrize("how", ["right", pytest.param("full", marks=SLOW)])
 def test_right_and_full_keep_every_unmatched_build_row_on_every_build(how, device):
     generator = torch.Generator().manual_seed(9)
     for name, build in _builds(generator):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import gpuhash as gh
+from conftest import covering
 from gpuhash.join import build as join_build
 from gpuhash.join import plan as _join_plan
 from gpuhash.join import radix_format as fmt
@@ -99,8 +100,7 @@ KINDS = ["unique", "repeats", "skew", "skew32", "hot_probe", "wide", "pair", "in
          "uint32"]
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize(("kind", "how"), covering(KINDS, HOWS))
 def test_the_radix_join_on_the_cpu_engine_matches_the_hash_table_join(kind, how):
     left, right, left_valid, right_valid = sides(kind, 6000, torch.Generator().manual_seed(3))
     for nulls_equal in (False, True):

@@ -15,6 +15,7 @@ import torch
 from join_arrays import HOWS, arrays_anywhere, engine_build, pairs
 
 import gpuhash as gh
+from conftest import covering
 from gpuhash.join import build as join_build
 from gpuhash.join import plan as _join_plan
 from gpuhash.join.cpu import engine as cpu
@@ -54,9 +55,7 @@ RIGHTS = {  # name -> (build keys, whether the array holds them)
 }
 
 
-@pytest.mark.parametrize("how", HOWS)
-@pytest.mark.parametrize("right", list(RIGHTS))
-@pytest.mark.parametrize("nulls", [False, True])
+@pytest.mark.parametrize(("how", "right", "nulls"), covering(HOWS, list(RIGHTS), [False, True]))
 def test_the_ranked_array_joins_as_the_table_does(how, right, nulls, ranked_anywhere,
                                                    monkeypatch):
     build, held = RIGHTS[right]

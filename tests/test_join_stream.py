@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from test_join import as_pairs, duckdb_join, join_inputs, tensors
 
 import gpuhash as gh
+from conftest import few_then_many
 from gpuhash.join import plan as _join_plan
 from gpuhash.join.matches import _Matches
 from gpuhash.join.plan import JoinPlan, plan_join
@@ -22,22 +23,28 @@ HOWS = ["inner", "left", "right", "full", "semi", "anti"]
 
 
 @pytest.mark.parametrize("how", HOWS)
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=join_inputs(), nulls_equal=st.booleans(), parts=st.sampled_from([1, 2, 8]),
-       chunk_rows=st.sampled_from([None, 1, 5]), build_left=st.booleans())
-def test_streamed_steps_match_duckdb(how, data, nulls_equal, parts, chunk_rows, build_left):
+@few_then_many(3, 15)
+def test_streamed_steps_match_duckdb(how, examples):
     """The strategy's own steps on the CPU (nothing to copy): both sides split into parts by
     key hash, nulls together, int widths mixed, the probe side in chunks, either build side."""
-    signed, dtypes, ((lcols, lvalid), (rcols, rvalid)) = data
-    left, left_valid = tensors(lcols, dtypes[0], lvalid)
-    right, right_valid = tensors(rcols, dtypes[1], rvalid)
-    sides = _sides(left, right, left_valid, right_valid)
-    build_side = "left" if build_left and how in ("inner", "left", "right", "full") else "right"
-    plan = JoinPlan("out-of-core-streams", how, build_side, "cpu", sides[0].rows,
-                    sides[1].rows, 1 << 20, chunk_rows=chunk_rows, parts=parts)
-    got = _join_stream.run_streamed(*sides, plan, nulls_equal)
-    assert as_pairs(got, how) == duckdb_join(lcols, rcols, lvalid, rvalid, how, nulls_equal,
-                                             signed)
+    @settings(max_examples=examples, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(data=join_inputs(), nulls_equal=st.booleans(), parts=st.sampled_from([1, 2, 8]),
+           chunk_rows=st.sampled_from([None, 1, 5]), build_left=st.booleans())
+    def check(data, nulls_equal, parts, chunk_rows, build_left):
+        signed, dtypes, ((lcols, lvalid), (rcols, rvalid)) = data
+        left, left_valid = tensors(lcols, dtypes[0], lvalid)
+        right, right_valid = tensors(rcols, dtypes[1], rvalid)
+        sides = _sides(left, right, left_valid, right_valid)
+        build_side = ("left" if build_left and how in ("inner", "left", "right", "full")
+                      else "right")
+        plan = JoinPlan("out-of-core-streams", how, build_side, "cpu", sides[0].rows,
+                        sides[1].rows, 1 << 20, chunk_rows=chunk_rows, parts=parts)
+        got = _join_stream.run_streamed(*sides, plan, nulls_equal)
+        assert as_pairs(got, how) == duckdb_join(lcols, rcols, lvalid, rvalid, how,
+                                                 nulls_equal, signed)
+
+    check()
 
 
 def test_the_planner_streams_host_keys_on_a_gpu():

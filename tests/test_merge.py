@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpuhash as gh
+from conftest import covering, few_then_many
 
 pd = pytest.importorskip("pandas")
 pl = pytest.importorskip("polars")
@@ -48,32 +49,40 @@ def frames(draw):
 
 
 @pytest.mark.parametrize("how", ["inner", "left", "right", "full"])
-@settings(max_examples=15, deadline=None)
-@given(data=frames(), on=st.sampled_from([["k"], ["s"], ["k", "s"]]))
-def test_pandas_merge_matches_pandas(how, data, on):
-    left, right = ({**side, "k": pd.array(side["k"], dtype="Int64"),
-                    "s": pd.array(side["s"], dtype="string")} for side in data)
-    left, right = pd.DataFrame(left), pd.DataFrame(right)
-    # pandas matches missing keys with each other: nulls_equal=True is its rule
-    ours = gh.merge(left, right, on=on, how=how, nulls_equal=True)
-    theirs = pd.merge(left, right, on=on, how={"full": "outer"}.get(how, how))
-    assert list(ours.columns) == list(theirs.columns)
-    assert records(ours) == records(theirs)
+@few_then_many(4, 15)
+def test_pandas_merge_matches_pandas(how, examples):
+    @settings(max_examples=examples, deadline=None)
+    @given(data=frames(), on=st.sampled_from([["k"], ["s"], ["k", "s"]]))
+    def check(data, on):
+        left, right = ({**side, "k": pd.array(side["k"], dtype="Int64"),
+                        "s": pd.array(side["s"], dtype="string")} for side in data)
+        left, right = pd.DataFrame(left), pd.DataFrame(right)
+        # pandas matches missing keys with each other: nulls_equal=True is its rule
+        ours = gh.merge(left, right, on=on, how=how, nulls_equal=True)
+        theirs = pd.merge(left, right, on=on, how={"full": "outer"}.get(how, how))
+        assert list(ours.columns) == list(theirs.columns)
+        assert records(ours) == records(theirs)
+
+    check()
 
 
 @pytest.mark.parametrize("how", ["inner", "left", "right", "full", "semi", "anti"])
-@settings(max_examples=15, deadline=None)
-@given(data=frames(), on=st.sampled_from([["k"], ["s"], ["k", "s"]]))
-def test_polars_merge_matches_polars(how, data, on):
+@few_then_many(4, 15)
+def test_polars_merge_matches_polars(how, examples):
     """Columns, names and rows as polars' own join makes them by default (which keys it
     keeps differs by how)."""
-    schema = {"k": pl.Int64, "s": pl.String}
-    left, right = pl.DataFrame(data[0], schema_overrides=schema), pl.DataFrame(
-        data[1], schema_overrides=schema)
-    ours = gh.merge(left, right, on=on, how=how)
-    theirs = left.join(right, on=on, how=how)
-    assert ours.columns == theirs.columns
-    assert records(ours) == records(theirs)
+    @settings(max_examples=examples, deadline=None)
+    @given(data=frames(), on=st.sampled_from([["k"], ["s"], ["k", "s"]]))
+    def check(data, on):
+        schema = {"k": pl.Int64, "s": pl.String}
+        left, right = pl.DataFrame(data[0], schema_overrides=schema), pl.DataFrame(
+            data[1], schema_overrides=schema)
+        ours = gh.merge(left, right, on=on, how=how)
+        theirs = left.join(right, on=on, how=how)
+        assert ours.columns == theirs.columns
+        assert records(ours) == records(theirs)
+
+    check()
 
 
 @pytest.mark.parametrize("how", ["inner", "left", "right", "full"])
@@ -126,8 +135,8 @@ def test_dict_of_tensors_marks_the_rows_a_side_lacks():
     assert set(cross) == {"k_l", "v_l", "k_r", "v_r"} and cross["k_l"].shape[0] == 4
 
 
-@pytest.mark.parametrize("how", ["inner", "left", "right", "full", "semi", "anti"])
-@pytest.mark.parametrize("budget", [None, 64])
+@pytest.mark.parametrize(("how", "budget"),
+                         covering(["inner", "left", "right", "full", "semi", "anti"], [None, 64]))
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_dict_columns_of_every_dtype_gather_as_the_join_maps_say(how, budget, device):
     """Each output column of a dict merge is its side's column at the join's gather map, zero

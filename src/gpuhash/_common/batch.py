@@ -21,6 +21,7 @@ def first_occurrence(keys: torch.Tensor) -> torch.Tensor:
     """Bool per row: True on the first row of each distinct key (batch order).
 
     Example:
+        >>> import torch
         >>> first_occurrence(torch.tensor([5, 7, 5])).tolist()
         [True, True, False]
     """
@@ -31,6 +32,7 @@ def last_occurrence(keys: torch.Tensor) -> torch.Tensor:
     """Bool per row: True on the last row of each distinct key (batch order).
 
     Example:
+        >>> import torch
         >>> last_occurrence(torch.tensor([5, 7, 5])).tolist()
         [False, True, True]
     """

@@ -5,6 +5,7 @@ of the same columns, each on the host. Output rows are checked against gpuhash's
 counts. Payloads: left ``a`` int32 and ``b`` float32, right ``c`` int64 and ``d`` float32.
 
 Example:
+    >>> import torch
     >>> left, right = tables(1000, 10_000, torch.device("cpu"))
     >>> sorted(left), sorted(right), len(right["k"])
     (['a', 'b', 'k'], ['c', 'd', 'k'], 1000)

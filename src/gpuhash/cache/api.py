@@ -93,6 +93,7 @@ class CacheMap(CacheCore):
         seed: hash seed.
 
     Example:
+        >>> import torch
         >>> import gpuhash as gh
         >>> c = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(2,),
         ...                 capacity=256)
@@ -186,6 +187,8 @@ class CacheMap(CacheCore):
         ``SUPERSEDED``).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap, ASSIGNED, INSERTED
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.int32, capacity=64)
             >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([5], dtype=torch.int32))
             >>> c.insert_or_assign(torch.tensor([1, 2]), torch.tensor([6, 7], dtype=torch.int32)
@@ -201,6 +204,8 @@ class CacheMap(CacheCore):
         (keys, values, scores))``, compact (synchronises to learn how many).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap, INSERTED_EVICTING
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=16,
             ...              bucket_slots=16, policy="custom")
             >>> _ = c.insert_or_assign(torch.arange(16), torch.zeros(16), scores=torch.arange(16))
@@ -225,6 +230,8 @@ class CacheMap(CacheCore):
         the batch repeats, its last row, which wins; the earlier ones say False).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
             >>> _ = c.insert_or_assign(torch.tensor([3]), torch.tensor([1.0]))
             >>> c.assign(torch.tensor([3, 4]), torch.tensor([2.0, 2.0])).tolist()
@@ -239,6 +246,8 @@ class CacheMap(CacheCore):
         the key is absent); then the other rows insert or assign. Returns each row's status.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap, ASSIGNED, SKIPPED
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
             >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([1.0]))
             >>> s = c.accum_or_assign(torch.tensor([1, 2]), torch.tensor([0.5, 9.0]),
@@ -334,6 +343,8 @@ class CacheMap(CacheCore):
         as the call leaves it.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
             >>> values, found = c.find_or_insert(torch.tensor([4, 4]), init=2.0)
             >>> values.tolist(), found.tolist()
@@ -349,6 +360,8 @@ class CacheMap(CacheCore):
         another row of the same call.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
             >>> index, found = c.find_or_insert_index(torch.tensor([5]), init=1.5)
             >>> c.values[index].tolist(), found.tolist()
@@ -383,6 +396,8 @@ class CacheMap(CacheCore):
         ``custom``, whose scores come from the caller's ``scores=`` alone).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
             >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
             >>> c.find(torch.tensor([1, 2]), default=-1.0)[0].tolist()
@@ -397,6 +412,8 @@ class CacheMap(CacheCore):
         """Each key's slot (its row of ``values``; -1 where absent) and a found mask.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
             >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
             >>> index, found = c.find_index(torch.tensor([1]))
@@ -411,6 +428,8 @@ class CacheMap(CacheCore):
         """True where the key is in the cache.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
             >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
             >>> c.contains(torch.tensor([1, 2])).tolist()
@@ -425,6 +444,8 @@ class CacheMap(CacheCore):
         """Remove each key; True on the row that removed it.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
             >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
             >>> c.erase(torch.tensor([1, 1, 2])).tolist()
@@ -445,6 +466,8 @@ class CacheMap(CacheCore):
         (synchronises).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
             ...              policy="custom")
             >>> _ = c.insert_or_assign(torch.tensor([1, 2]), torch.zeros(2),
@@ -472,6 +495,8 @@ class CacheMap(CacheCore):
         score is at least ``min_score``: (keys, values, scores), in slot order.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
             >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
             >>> keys, values, scores = c.export()
@@ -502,6 +527,8 @@ class CacheMap(CacheCore):
         """The epoch the ``epoch_*`` policies write into the high 32 bits of scores.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
             ...              policy="epoch_lru")
             >>> c.set_global_epoch(3)

@@ -246,6 +246,8 @@ class CacheCore:
         ``max_capacity``; never shrinks. Synchronises with the device.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=1024,
             ...              initial_capacity=128)
             >>> c.capacity, c.max_capacity

@@ -43,7 +43,8 @@ changed outside the engines (the engines' ``refresh``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -80,6 +81,7 @@ class CacheSpec:
     """What a cache stores and how.
 
     Example:
+        >>> import torch
         >>> spec = CacheSpec(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(8,),
         ...                  num_buckets=4)
         >>> spec.capacity, spec.value_bytes
@@ -135,6 +137,9 @@ class CacheState:
     values: torch.Tensor
     counts: torch.Tensor
     host_values: torch.Tensor | None = None
+    # what an engine keeps with the cache between calls (the CUDA engine: its launch
+    # arguments and its index from key to slot), by name; not part of the contents
+    caches: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def device(self) -> torch.device:

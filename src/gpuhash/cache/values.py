@@ -23,6 +23,8 @@ class SplitValues:
     ``hbm`` holds the rows of slots ``[0, hbm_slots)``, ``host`` (pinned) the rest.
 
     Example:
+        >>> import torch
+        >>> from gpuhash import CacheMap
         >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(4,),
         ...              capacity=256, device="cuda", max_hbm_bytes=2048)
         >>> c.values.hbm_slots  # one bucket: 128 rows of 16 bytes in GPU memory

@@ -35,6 +35,7 @@ def frame_kind(frame: Any, name: str) -> str:
     """Which kind of table ``frame`` is: pyarrow, pandas, polars or a dict of arrays.
 
     Example:
+        >>> import torch
         >>> frame_kind({"k": torch.tensor([1])}, "left")
         'dict'
     """
@@ -263,6 +264,7 @@ class GatherMap:
     left join), and the mask and its fill are skipped.
 
     Example:
+        >>> import torch
         >>> GatherMap(torch.tensor([1, 0]), torch.device("cpu"), may_miss=False).take(
         ...     torch.tensor([5, 6])).tolist()
         [6, 5]

@@ -36,6 +36,7 @@ def key_columns(keys: Any, name: str) -> tuple[list[torch.Tensor], str]:
     """The key columns of one side as torch tensors, checked, and the caller's array kind.
 
     Example:
+        >>> import torch
         >>> cols, kind = key_columns((torch.tensor([1, 2]), torch.tensor([3, 4])), "keys")
         >>> len(cols), kind
         (2, 'torch')
@@ -71,6 +72,7 @@ def check_sides(left: list[torch.Tensor], right: list[torch.Tensor]) -> None:
     its bit pattern 2**64 - 1 would otherwise silently meet or silently miss.
 
     Example:
+        >>> import torch
         >>> check_sides([torch.tensor([1], dtype=torch.int32)], [torch.tensor([1])])
     """
     if len(left) != len(right):
@@ -91,6 +93,7 @@ def check_valid(valid: Any, rows: int, name: str, device: torch.device) -> torch
     """A validity mask (True = a key, False = null), checked against its side's rows.
 
     Example:
+        >>> import torch
         >>> check_valid([True, False], 2, "left_valid", torch.device("cpu")).tolist()
         [True, False]
     """
@@ -112,6 +115,7 @@ def canonical(column: torch.Tensor) -> torch.Tensor:
     """int64 values equal exactly where the keys are equal by value (uint64 keeps its bits).
 
     Example:
+        >>> import torch
         >>> canonical(torch.tensor([-1], dtype=torch.int32)).tolist()
         [-1]
     """
@@ -193,6 +197,7 @@ class Direct32:
     rows. The same ``kernel_input`` as :class:`KeyEncoder`.
 
     Example:
+        >>> import torch
         >>> column, valid, shape, low, high = Direct32(torch.int32).kernel_input(
         ...     [torch.tensor([5, -5], dtype=torch.int32)], None)
         >>> shape, low, high
@@ -231,6 +236,7 @@ def build_encoder(columns: list[torch.Tensor], valid: torch.Tensor | None):
     (no pass over the keys), else a fitted :class:`KeyEncoder`.
 
     Example:
+        >>> import torch
         >>> type(build_encoder([torch.tensor([1, 2], dtype=torch.int32)], None)).__name__
         'Direct32'
     """
@@ -245,6 +251,7 @@ class KeyEncoder:
     again among the build side's whenever the product would pass 2**62.
 
     Example:
+        >>> import torch
         >>> build = [torch.tensor([5, 5, 9]), torch.tensor([1, 2, 1])]
         >>> encoder = KeyEncoder(build, None)
         >>> codes, ok = encoder.encode([torch.tensor([9, 4]), torch.tensor([1, 1])])
@@ -292,6 +299,7 @@ class KeyEncoder:
         folded into ``valid``.
 
         Example:
+            >>> import torch
             >>> encoder = KeyEncoder([torch.tensor([10, 12])], None)
             >>> column, valid, shape, low, high = encoder.kernel_input(
             ...     [torch.tensor([11, 99])], None)

@@ -251,6 +251,7 @@ def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
     (``rows_r`` None for semi / anti); also used by ``gpuhash join`` chunk by chunk.
 
     Example:
+        >>> import torch
         >>> import pyarrow as pa
         >>> t = gather_tables(pa.table({"k": [1, 2]}), pa.table({"k": [2]}),
         ...                   torch.tensor([1, 0]), torch.tensor([0, -1]), ["k"], ["k"],

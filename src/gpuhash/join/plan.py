@@ -9,6 +9,7 @@ partitions beat one table), and every decision is written into the plan's ``why`
 (``estimates["hash_table_ms"]``); they choose nothing.
 
 Example:
+    >>> import torch
     >>> plan = plan_join(1000, 100, how="inner", key_bytes=4, device=torch.device("cpu"))
     >>> plan.strategy, plan.build_side
     ('hash-table', 'right')
@@ -66,6 +67,7 @@ class JoinPlan:
     Frozen: plans of small joins are shared between calls (shared_plan).
 
     Example:
+        >>> import torch
         >>> plan = plan_join(10, 10, how="semi", key_bytes=8, device=torch.device("cpu"))
         >>> "hash-table" in str(plan)
         True
@@ -113,6 +115,7 @@ def free_bytes(device: torch.device) -> int:
     """Free memory of ``device`` in bytes (host memory for the CPU).
 
     Example:
+        >>> import torch
         >>> free_bytes(torch.device("cpu")) > 0
         True
     """
@@ -136,6 +139,7 @@ def default_budget(device: torch.device, need: int) -> int:
     it (see SMALL_SHARE).
 
     Example:
+        >>> import torch
         >>> default_budget(torch.device("cpu"), 1000) > 0
         True
     """
@@ -278,6 +282,7 @@ def wants_fanout(plan: JoinPlan, *, keys_on_gpu: bool) -> bool:
     a join in one go keeps its one synchronisation.
 
     Example:
+        >>> import torch
         >>> plan = plan_join(10, 10, how="inner", key_bytes=4, device=torch.device("cpu"),
         ...                  memory_budget=100)
         >>> wants_fanout(plan, keys_on_gpu=False)
@@ -372,6 +377,7 @@ def shared_plan(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
     planned.
 
     Example:
+        >>> import torch
         >>> plan = shared_plan(10, 10, how="inner", key_bytes=4, device=torch.device("cpu"))
         >>> plan.strategy
         'hash-table'
@@ -420,6 +426,7 @@ def plan_join(left_rows: int, right_rows: int, *, how: str, key_bytes: int,
     default ``key_bytes``).
 
     Example:
+        >>> import torch
         >>> p = plan_join(100, 5000, how="inner", key_bytes=4, device=torch.device("cpu"),
         ...               memory_budget=1000)
         >>> p.strategy, p.build_side, p.parts > 1

@@ -310,6 +310,8 @@ class _Table:
         """True where the key is in the table. No host synchronisation.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int64)
             >>> _ = s.insert(torch.tensor([4, 9]))
             >>> s.contains(torch.tensor([9, 5])).tolist()
@@ -324,6 +326,8 @@ class _Table:
         unspecified). Missing keys are ignored. No host synchronisation.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int32)
             >>> _ = s.insert(torch.tensor([1, 2], dtype=torch.int32))
             >>> s.erase(torch.tensor([2, 3], dtype=torch.int32)).tolist()
@@ -338,6 +342,8 @@ class _Table:
         host synchronisation.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int64)
             >>> _ = s.insert(torch.tensor([1]))
             >>> s.clear(); len(s)
@@ -356,6 +362,8 @@ class _Table:
         ``growable=False`` too: that stops only the growth a write would start).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int64, capacity=10)
             >>> s.reserve(1000); s.capacity >= 1000
             True
@@ -386,6 +394,8 @@ class _Table:
         """Write the table to ``path`` (format version and checksum included).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int64)
             >>> s.save("/tmp/gpuhash_doc_set.pt")
         """

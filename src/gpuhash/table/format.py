@@ -87,6 +87,7 @@ class TableSpec:
     """What a table stores and how: everything but the contents.
 
     Example:
+        >>> import torch
         >>> spec = TableSpec(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(8,),
         ...                  num_buckets=1024)
         >>> spec.layout, spec.value_bytes
@@ -171,6 +172,7 @@ class TableSpec:
         ``bucket_slots`` forces one (benchmarks, and tables saved with another width).
 
         Example:
+            >>> import torch
             >>> spec = TableSpec(key_dtype=torch.int32, value_dtype=None, value_shape=(),
             ...                  num_buckets=1).sized_for(1000)
             >>> spec.num_slots >= 1000 / spec.max_load_factor

@@ -44,6 +44,8 @@ class HashMap(_Table):
         seed: hash seed (default fixed, so tables are reproducible).
 
     Example:
+        >>> import torch
+        >>> from gpuhash import HashMap
         >>> m = HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(2,))
         >>> m.insert(torch.tensor([10, 20]), torch.tensor([[1., 2.], [3., 4.]])).tolist()
         [True, True]
@@ -70,6 +72,8 @@ class HashMap(_Table):
         synchronisation unless the table is near its maximum load.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashMap
             >>> m = HashMap(key_dtype=torch.int32, value_dtype=torch.int32)
             >>> k = torch.tensor([1, 1, 2], dtype=torch.int32)
             >>> m.insert(k, torch.tensor([5, 6, 7], dtype=torch.int32)).tolist()
@@ -84,6 +88,8 @@ class HashMap(_Table):
         found mask. No host synchronisation.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashMap
             >>> m = HashMap(key_dtype=torch.int64, value_dtype=torch.int64)
             >>> _ = m.insert(torch.tensor([3]), torch.tensor([30]))
             >>> m.find(torch.tensor([3, 4]), default=-1)[0].tolist()
@@ -103,6 +109,8 @@ class HashMap(_Table):
         Erase and find never move them.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashMap
             >>> m = HashMap(key_dtype=torch.int64, value_dtype=torch.float32)
             >>> _ = m.insert(torch.tensor([7]), torch.tensor([1.5]))
             >>> index, found = m.find_index(torch.tensor([7]))
@@ -119,6 +127,8 @@ class HashMap(_Table):
         """The value storage, indexable by :meth:`find_index` rows; writes go into the table.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashMap
             >>> m = HashMap(key_dtype=torch.int64, value_dtype=torch.int32)
             >>> _ = m.insert(torch.tensor([1]), torch.tensor([5], dtype=torch.int32))
             >>> m.values[m.find_index(torch.tensor([1]))[0]] = 9
@@ -132,6 +142,8 @@ class HashMap(_Table):
         must know how many there are).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashMap
             >>> m = HashMap(key_dtype=torch.int64, value_dtype=torch.int64)
             >>> _ = m.insert(torch.tensor([2]), torch.tensor([4]))
             >>> [t.tolist() for t in m.items()]
@@ -144,6 +156,8 @@ class HashMap(_Table):
         """A copy of the table on ``device``.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashMap
             >>> m = HashMap(key_dtype=torch.int64, value_dtype=torch.int64)
             >>> m.to("cpu").device.type
             'cpu'
@@ -156,6 +170,8 @@ class HashMap(_Table):
         """Read a table written by :meth:`save`, verifying its format version and checksum.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashMap
             >>> m = HashMap(key_dtype=torch.int64, value_dtype=torch.int64)
             >>> m.save("/tmp/gpuhash_doc_map.pt")
             >>> len(HashMap.load("/tmp/gpuhash_doc_map.pt"))
@@ -172,6 +188,8 @@ class HashMap(_Table):
         No host synchronisation unless the table is near its maximum load.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashMap
             >>> m = HashMap(key_dtype=torch.int64, value_dtype=torch.int64)
             >>> m.insert_or_apply(torch.tensor([4, 4, 9]), torch.tensor([1, 2, 5])).sum().item()
             2
@@ -207,6 +225,8 @@ class HashSet(_Table):
     Takes the same options as :class:`HashMap` except the value ones.
 
     Example:
+        >>> import torch
+        >>> from gpuhash import HashSet
         >>> s = HashSet(key_dtype=torch.int32)
         >>> s.insert(torch.tensor([3, 3, 8], dtype=torch.int32)).tolist()
         [False, True, True]
@@ -227,6 +247,8 @@ class HashSet(_Table):
         """Add keys; True on the row that added each new key (the last, for a repeated key).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int64)
             >>> s.insert(torch.tensor([1, 2])).tolist(), s.insert(torch.tensor([2])).tolist()
             ([True, True], [False])
@@ -237,6 +259,8 @@ class HashSet(_Table):
         """Every key in the set, in no particular order. Synchronises.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int64)
             >>> _ = s.insert(torch.tensor([6]))
             >>> s.items().tolist()
@@ -248,6 +272,8 @@ class HashSet(_Table):
         """A copy of the set on ``device``.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> HashSet(key_dtype=torch.int32).to("cpu").device.type
             'cpu'
         """
@@ -259,6 +285,8 @@ class HashSet(_Table):
         """Read a set written by :meth:`save`.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import HashSet
             >>> s = HashSet(key_dtype=torch.int64)
             >>> s.save("/tmp/gpuhash_doc_set2.pt")
             >>> len(HashSet.load("/tmp/gpuhash_doc_set2.pt"))

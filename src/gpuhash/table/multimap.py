@@ -36,6 +36,8 @@ class MultiMap(_Table):
         seed: hash seed.
 
     Example:
+        >>> import torch
+        >>> from gpuhash import MultiMap
         >>> mm = MultiMap(key_dtype=torch.int64, value_dtype=torch.int64)
         >>> mm.insert(torch.tensor([5, 5, 8]), torch.tensor([50, 51, 80]))
         >>> mm.count(torch.tensor([5, 8, 9])).tolist()
@@ -74,6 +76,8 @@ class MultiMap(_Table):
         synchronises with the device.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import MultiMap
             >>> mm = MultiMap(key_dtype=torch.int32)
             >>> mm.insert(torch.tensor([1, 1], dtype=torch.int32)); len(mm)
             2
@@ -96,6 +100,8 @@ class MultiMap(_Table):
         """Entries holding each key (int64). No host synchronisation.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import MultiMap
             >>> mm = MultiMap(key_dtype=torch.int64)
             >>> mm.insert(torch.tensor([3, 3, 3]))
             >>> mm.count(torch.tensor([3, 4])).tolist()
@@ -111,6 +117,8 @@ class MultiMap(_Table):
         number of matches sizes the output).
 
         Example:
+            >>> import torch
+            >>> from gpuhash import MultiMap
             >>> mm = MultiMap(key_dtype=torch.int64, value_dtype=torch.float32)
             >>> mm.insert(torch.tensor([7, 7]), torch.tensor([0.5, 1.5]))
             >>> rows, index = mm.find_all(torch.tensor([7]))
@@ -128,6 +136,8 @@ class MultiMap(_Table):
         synchronisation.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import MultiMap
             >>> mm = MultiMap(key_dtype=torch.int64)
             >>> mm.insert(torch.tensor([2, 2, 6]))
             >>> mm.erase(torch.tensor([2, 9])).tolist(), len(mm)
@@ -147,6 +157,8 @@ class MultiMap(_Table):
         Synchronises.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import MultiMap
             >>> mm = MultiMap(key_dtype=torch.int64, value_dtype=torch.int64)
             >>> mm.insert(torch.tensor([1, 1]), torch.tensor([4, 4]))
             >>> [t.tolist() for t in mm.items()]
@@ -162,6 +174,8 @@ class MultiMap(_Table):
         """A copy of the table on ``device``.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import MultiMap
             >>> MultiMap(key_dtype=torch.int64).to("cpu").device.type
             'cpu'
         """
@@ -173,6 +187,8 @@ class MultiMap(_Table):
         """Read a table written by :meth:`save`.
 
         Example:
+            >>> import torch
+            >>> from gpuhash import MultiMap
             >>> mm = MultiMap(key_dtype=torch.int64)
             >>> mm.save("/tmp/gpuhash_doc_multimap.pt")
             >>> len(MultiMap.load("/tmp/gpuhash_doc_multimap.pt"))

@@ -19,8 +19,8 @@ from gpuhash.table.cuda.engine import (
     _PROBE_COUNTERS,
     ARCH_ENV,
     _kernel_key,
-    _launch_info,
     _ptr,
+    table_args,
     table_type,
 )
 from gpuhash.table.format import TableSpec, TableState, fits_l2
@@ -46,10 +46,14 @@ def _kernels(spec_key: tuple, device_index: int, arch: str | None) -> dict:
 
 
 def _join_launch_info(state: TableState) -> tuple[dict, tuple[int, ...], int]:
-    """The join kernels for a build table, its table arguments and device index."""
-    _, table, device = _launch_info(state)
-    kernels = _kernels(_kernel_key(state.spec), device, os.environ.get(ARCH_ENV))
-    return kernels, table, device
+    """The join kernels for a build table, its table arguments and device index, worked out
+    once a table (a small join's time is mostly the host's)."""
+    info = state.caches.get("_join_launch_info")
+    if info is None:
+        device = state.slots.get_device()
+        kernels = _kernels(_kernel_key(state.spec), device, os.environ.get(ARCH_ENV))
+        info = state.caches["_join_launch_info"] = (kernels, table_args(state), device)
+    return info
 
 
 def build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,

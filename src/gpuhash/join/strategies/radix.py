@@ -80,6 +80,7 @@ class Range32(Direct32):
     the range never enter a partition. Fitted by one min / max pass over the build side and
     one read (a KeyEncoder also looks for the reserved values, a pass more). Example:
 
+    >>> import torch
     >>> Range32(torch.tensor([7, -3, 9], dtype=torch.int32), None).kernel_input(
     ...     [torch.tensor([1], dtype=torch.int32)], None)[2:]
     (1, -3, 9)

@@ -77,6 +77,7 @@ def host_empty(rows: int, dtype: torch.dtype) -> torch.Tensor:
     pages than in 4 KB ones. Small ones: torch.empty.
 
     Example:
+        >>> import torch
         >>> host_empty(3, torch.int64).shape
         torch.Size([3])
     """

@@ -137,15 +137,21 @@ def empty_state(spec: TableSpec, device: torch.device, *, spare_words: int = 0,
 _PROBE_COUNTERS = 3  # a join probe's counters: pairs, unplaced build rows, unmatched build rows
 
 
+def table_args(state: TableState) -> tuple[int, ...]:
+    """The arguments every kernel over a table takes first (GH_TABLE_PARAMS)."""
+    spec = state.spec
+    values = 0 if state.values is None else state.values.data_ptr()
+    return (state.slots.data_ptr(), values, state.overflow.data_ptr(), state.counts.data_ptr(),
+            spec.num_buckets, spec.signed_seed)
+
+
 def _launch_info(state: TableState) -> tuple[dict, tuple[int, ...], int]:
     """Kernels, table arguments and device index of a state, worked out once: its tensors
     never move."""
     info = state.caches.get("_cuda_launch_info")
     if info is None:
         spec = state.spec
-        values = 0 if state.values is None else state.values.data_ptr()
-        args = (state.slots.data_ptr(), values, state.overflow.data_ptr(),
-                state.counts.data_ptr(), spec.num_buckets, spec.signed_seed)
+        args = table_args(state)
         index = state.slots.get_device()
         kernels = _kernels(_kernel_key(spec), index, os.environ.get(ARCH_ENV))
         info = (kernels, args, index)
