@@ -419,7 +419,7 @@ def check_index(cache, *, entries: int | None = None) -> None:
     if entries is None:
         from gpuhash.cache.cuda.engine import INDEX_ENTRIES as entries
     state = cache._state
-    index = state.__dict__.get("_cuda_index")
+    index = state.caches.get("_cuda_index")
     if index is None:
         assert state.device.type == "cpu"
         return

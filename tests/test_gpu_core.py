@@ -219,11 +219,11 @@ def test_a_new_cuda_table_holds_the_bytes_of_a_new_cpu_table(key_dtype, value_dt
         for name, tensor in expected.tensors().items():
             assert torch.equal(got[name].cpu(), tensor), (spec, name)
         # the probe's counter words close the allocation: a join's first probe counts in them
-        counters = made.__dict__["_zeroed_counters"].cpu().tolist()
+        counters = made.caches["_zeroed_counters"].cpu().tolist()
         assert counters == [0] * cuda_engine._PROBE_COUNTERS, spec
         made.counts.fill_(7)
         made.overflow.fill_(-1)
-        made.__dict__["_zeroed_counters"].fill_(9)
+        made.caches["_zeroed_counters"].fill_(9)
         assert torch.equal(made.slots.cpu(), expected.slots), spec  # untouched by the others
         assert torch.equal(made.overflow.cpu(), torch.full_like(expected.overflow, -1)), spec
         assert int(made.counts.sum()) == 7 * made.counts.shape[0]

@@ -381,7 +381,7 @@ def _probe_both(table, probe, valid, code=(0, 0, 0), **options):
     how a probe value becomes a key code (shape, low, high; 0: the column holds codes)."""
     answers = []
     on_gpu = table.to("cuda")
-    on_gpu._state.__dict__["join_groups"] = tuple(t.cuda() for t in table._state.join_groups)
+    on_gpu._state.join_groups = tuple(t.cuda() for t in table._state.join_groups)
     for t in (table, on_gpu):
         device = t._state.slots.device
         flags = {name: v for name, v in options.items() if name == "keep_unmatched"}
