@@ -1,10 +1,13 @@
-"""Stream ordering, the one way every structure orders its GPU work.
+"""Stream ordering and thread safety, the one way every structure orders its work.
 
 ``stream_context`` makes an operation's ``stream=`` argument torch's current stream for the
 structure's device. ``StreamOrder`` orders a structure's operations across the streams they
 run on: an operation waits for the last write made on another stream, and a write also for
 the reads made on other streams since; a device-side wait, no host synchronisation. On one
-stream nothing is recorded or waited for: stream order alone does it.
+stream nothing is recorded or waited for: stream order alone does it. Each operation also
+holds the structure's lock (re-entrant: an operation may call another) for its host-side
+work, so operations from several Python threads are atomic with respect to one another; the
+GPU work they queue stays asynchronous.
 
 What is kept between calls never outlives its stream: a torch stream (torch never destroys
 its streams) is kept as its handle, and a foreign stream given as ``stream=`` (anything with
@@ -26,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
 import torch
@@ -96,8 +100,23 @@ class _Ordered:
 
     def __enter__(self) -> _Ordered:
         order = self.order
-        self.inner = stream_context(self.stream, order.device)
-        self.inner.__enter__()
+        order.lock.acquire()
+        try:
+            self.inner = stream_context(self.stream, order.device)
+            self.inner.__enter__()
+            try:
+                self._wait()
+            except BaseException:
+                self.inner.__exit__(None, None, None)
+                raise
+        except BaseException:
+            order.lock.release()
+            raise
+        return self
+
+    def _wait(self) -> None:
+        """Make the current stream wait for the work this operation must follow."""
+        order = self.order
         handle = self.handle = torch._C._cuda_getCurrentRawStream(order.index)
         writer = order._writer
         if writer is not None and writer.handle != handle:
@@ -106,7 +125,6 @@ class _Ordered:
             for reader_handle, reader in order._readers.items():
                 if reader_handle != handle:
                     reader.wait_on(order.device)
-        return self
 
     def __exit__(self, kind, value, traceback) -> None:
         try:
@@ -121,7 +139,10 @@ class _Ordered:
             else:
                 order._readers[self.handle] = mark
         finally:
-            self.inner.__exit__(kind, value, traceback)
+            try:
+                self.inner.__exit__(kind, value, traceback)
+            finally:
+                self.order.lock.release()
 
 
 class StreamOrder:
@@ -129,10 +150,13 @@ class StreamOrder:
     operation runs inside ``ordered(stream, writes=...)``; ``writes`` is True for anything
     that changes the structure."""
 
-    __slots__ = ("device", "index", "_writer", "_readers")
+    __slots__ = ("device", "index", "lock", "_writer", "_readers")
 
     def __init__(self, device: torch.device):
         self.device = device
+        # held by every operation of the structure; a caller that makes one operation of
+        # several (a read, then a write) holds it around them
+        self.lock = threading.RLock()
         self.index = device.index if device.type == "cuda" else None
         self._writer: _Mark | None = None
         self._readers: dict[int, _Mark] = {}  # stream handle -> the last read there
@@ -140,7 +164,7 @@ class StreamOrder:
     def ordered(self, stream: Any, *, writes: bool):
         """The context of one operation on ``stream`` (None: torch's current stream)."""
         if self.device.type != "cuda":
-            return _NOTHING
+            return self.lock
         return _Ordered(self, stream, writes)
 
     def run(self, work, *, writes: bool, stream: Any):

@@ -214,14 +214,15 @@ class CacheMap(CacheCore):
             >>> status.tolist() == [INSERTED_EVICTING], keys.tolist(), scores.tolist()
             (True, [0], [0])
         """
-        with stream_context(stream, self._device):  # the count is read on the call's stream
-            done = self._write(UPSERT, keys, values, scores=scores, stream=None, evict=True)
-            kind, status = done.kind, done.status
-            ev_keys, ev_values, ev_scores, count = done.evicted
-            n = int(count)
-        out = (self._out_keys(ev_keys[:n]), ev_values[:n], ev_scores[:n].view(torch.uint64))
-        return (_arrays.to_kind(status, kind),
-                tuple(_arrays.to_kind(t, kind) for t in out))
+        with self._order.lock:
+            with stream_context(stream, self._device):  # the count is read on the call's stream
+                done = self._write(UPSERT, keys, values, scores=scores, stream=None, evict=True)
+                kind, status = done.kind, done.status
+                ev_keys, ev_values, ev_scores, count = done.evicted
+                n = int(count)
+            out = (self._out_keys(ev_keys[:n]), ev_values[:n], ev_scores[:n].view(torch.uint64))
+            return (_arrays.to_kind(status, kind),
+                    tuple(_arrays.to_kind(t, kind) for t in out))
 
     def assign(self, keys: Any, values: Any = None, *, scores: Any = None,
                stream: Any = None) -> Any:
@@ -255,36 +256,37 @@ class CacheMap(CacheCore):
             >>> s.tolist() == [ASSIGNED, SKIPPED], c.find(torch.tensor([1]))[0].tolist()
             (True, [1.5])
         """
-        dtype = self._state.spec.value_dtype
-        if dtype == torch.bool or dtype in _NO_ADDITION:
-            raise TypeError(f"accum_or_assign adds values: a cache of {dtype} values cannot")
-        # the adding rows first, their deltas added before any row of the batch can evict
-        # the entry they found; then the other rows, as an insert_or_assign
-        adding = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
-                             accumulate=accumulate, among=True)
+        with self._order.lock:
+            dtype = self._state.spec.value_dtype
+            if dtype == torch.bool or dtype in _NO_ADDITION:
+                raise TypeError(f"accum_or_assign adds values: a cache of {dtype} values cannot")
+            # the adding rows first, their deltas added before any row of the batch can evict
+            # the entry they found; then the other rows, as an insert_or_assign
+            adding = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
+                                 accumulate=accumulate, among=True)
 
-        def add():
-            adds = adding.accumulate & adding.acting & adding.found
-            # unsigned values add as the signed integers of their width (the same bits, as
-            # addition wraps alike), since torch has no addition kernels for them
-            signed = _arrays.SIGNED_VIEW.get(dtype, dtype)
-            given = adding.values.view(signed)
-            shape = (-1,) + (1,) * (given.dim() - 1)
-            delta = torch.where(adds.view(shape), given,
-                                torch.zeros((), dtype=signed, device=given.device))
-            slots = torch.where(adds, adding.index, 0)
-            state = self._state
-            if state.host_values is None:
-                state.values.view(signed).index_add_(0, slots, delta)
-            else:  # the rows of distinct keys: distinct slots, so gather-add-scatter is one add
-                slots = torch.where(adds, adding.index, -1)
-                summed = self._engine.gather(state, slots).view(signed) + delta
-                self._engine.scatter(state, slots, summed.view(dtype))
-        self._run(add, writes=True, stream=stream)
-        rest = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
-                           accumulate=accumulate, among=False, tick=False)  # one call, one step
-        status = torch.where(adding.accumulate, adding.status, rest.status)
-        return _arrays.to_kind(status, adding.kind)
+            def add():
+                adds = adding.accumulate & adding.acting & adding.found
+                # unsigned values add as the signed integers of their width (the same bits, as
+                # addition wraps alike), since torch has no addition kernels for them
+                signed = _arrays.SIGNED_VIEW.get(dtype, dtype)
+                given = adding.values.view(signed)
+                shape = (-1,) + (1,) * (given.dim() - 1)
+                delta = torch.where(adds.view(shape), given,
+                                    torch.zeros((), dtype=signed, device=given.device))
+                slots = torch.where(adds, adding.index, 0)
+                state = self._state
+                if state.host_values is None:
+                    state.values.view(signed).index_add_(0, slots, delta)
+                else:  # the rows of distinct keys: distinct slots, so gather-add-scatter is one add
+                    slots = torch.where(adds, adding.index, -1)
+                    summed = self._engine.gather(state, slots).view(signed) + delta
+                    self._engine.scatter(state, slots, summed.view(dtype))
+            self._run(add, writes=True, stream=stream)
+            rest = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
+                               accumulate=accumulate, among=False, tick=False)  # one call, one step
+            status = torch.where(adding.accumulate, adding.status, rest.status)
+            return _arrays.to_kind(status, adding.kind)
 
     def _init_rows(self, init: Any, rows: int) -> tuple[torch.Tensor, int]:
         spec = self._state.spec
@@ -301,7 +303,7 @@ class CacheMap(CacheCore):
                         copy: bool) -> tuple[str, torch.Tensor | None, torch.Tensor,
                                              torch.Tensor]:
         # the init row and the output are made on the call's stream, as its kernels run there
-        with stream_context(stream, self._device):
+        with self._order.lock, stream_context(stream, self._device):
             return self._find_or_insert_here(keys, init, scores, copy=copy)
 
     def _find_or_insert_here(self, keys: Any, init: Any, scores: Any, *,
@@ -555,22 +557,24 @@ class CacheMap(CacheCore):
     def to(self, device: str | torch.device) -> CacheMap:
         """A new cache with the same bytes on ``device`` (this one is unchanged), keeping
         ``max_hbm_bytes``."""
-        target = _resolve_device(device)
-        if self._device.type == "cuda":  # every stream: the last write may be on another
-            torch.cuda.synchronize(self._device)
-        other = CacheMap.__new__(CacheMap)
-        other._adopt(copy_cache(self._state, target, max_hbm_bytes=self._max_hbm_bytes),
-                     step=self._step, epoch=self._epoch, max_slots=self._max_slots,
-                     max_hbm_bytes=self._max_hbm_bytes)
-        return other
+        with self._order.lock:
+            target = _resolve_device(device)
+            if self._device.type == "cuda":  # every stream: the last write may be on another
+                torch.cuda.synchronize(self._device)
+            other = CacheMap.__new__(CacheMap)
+            other._adopt(copy_cache(self._state, target, max_hbm_bytes=self._max_hbm_bytes),
+                         step=self._step, epoch=self._epoch, max_slots=self._max_slots,
+                         max_hbm_bytes=self._max_hbm_bytes)
+            return other
 
     def save(self, path: Any) -> None:
         """Write the cache to ``path`` (its bytes, the step counter, the epoch and
         ``max_capacity``)."""
-        if self._device.type == "cuda":  # every stream: the last write may be on another
-            torch.cuda.synchronize(self._device)
-        save_cache(self._state, path, step=self._step, epoch=self._epoch,
-                   max_slots=self._max_slots)
+        with self._order.lock:
+            if self._device.type == "cuda":  # every stream: the last write may be on another
+                torch.cuda.synchronize(self._device)
+            save_cache(self._state, path, step=self._step, epoch=self._epoch,
+                       max_slots=self._max_slots)
 
     @classmethod
     def load(cls, path: Any, *, device: str | torch.device = "cpu",

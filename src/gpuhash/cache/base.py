@@ -255,14 +255,15 @@ class CacheCore:
             >>> c.reserve(300); c.capacity
             512
         """
-        if isinstance(slots, bool) or not isinstance(slots, int) or not (
-                0 <= slots <= self._max_slots):
-            raise ValueError(f"slots must be an int in [0, max_capacity={self._max_slots}], "
-                             f"got {slots!r}")
-        spec = self._state.spec
-        buckets = spec.num_buckets
-        limit = self._max_slots // spec.bucket_slots
-        while buckets < limit and buckets * spec.bucket_slots < slots:
-            buckets = min(limit, 2 * buckets)
-        if buckets > spec.num_buckets:
-            self._rehash(buckets)
+        with self._order.lock:
+            if isinstance(slots, bool) or not isinstance(slots, int) or not (
+                    0 <= slots <= self._max_slots):
+                raise ValueError(f"slots must be an int in [0, max_capacity={self._max_slots}], "
+                                 f"got {slots!r}")
+            spec = self._state.spec
+            buckets = spec.num_buckets
+            limit = self._max_slots // spec.bucket_slots
+            while buckets < limit and buckets * spec.bucket_slots < slots:
+                buckets = min(limit, 2 * buckets)
+            if buckets > spec.num_buckets:
+                self._rehash(buckets)

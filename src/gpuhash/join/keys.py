@@ -170,8 +170,13 @@ class _Column:
         if alone and not reserved[0]:
             self.mode, self.span = "direct", None
             return
+        self.ranked(valid_values())
+
+    def ranked(self, values: torch.Tensor) -> None:
+        """Code the column by its rank among the build side's distinct ``values``: a span of
+        at most the build's rows, whatever the keys' range."""
         self.mode = "sorted"
-        self.uniques = torch.unique(valid_values())
+        self.uniques = torch.unique(values)
         self.span = self.uniques.shape[0]
 
     def apply(self, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -281,6 +286,10 @@ class KeyEncoder:
                 uniques = torch.unique(valid_rows(combined))
                 self.steps.append(("rank", uniques))
                 combined, total = _rank(uniques, combined)[0], max(1, uniques.shape[0])
+                if total * fitted.span > SPAN_LIMIT:
+                    # still too wide to combine without passing 64 bits: rank this column
+                    # too (both ranks are at most the build's rows, whose square fits)
+                    fitted.ranked(valid_rows(column))
             if i + 1 < len(values):  # the last column's codes are never combined further
                 codes, _ = fitted.apply(column)
                 combined = codes if combined is None else combined * fitted.span + codes

@@ -384,11 +384,12 @@ class _Table:
         return self._state.key_view()[rows].view(self._state.spec.key_dtype)
 
     def _copy_to(self, device: Any):
-        self._counts()
-        other = object.__new__(type(self))
-        other._adopt(copy_state(self._state, _arrays.resolve_device(device)),
-                     growable=self._growable, duplicates=self._duplicates)
-        return other
+        with self._order.lock:
+            self._counts()
+            other = object.__new__(type(self))
+            other._adopt(copy_state(self._state, _arrays.resolve_device(device)),
+                         growable=self._growable, duplicates=self._duplicates)
+            return other
 
     def save(self, path: str | Path) -> None:
         """Write the table to ``path`` (format version and checksum included).
@@ -399,8 +400,9 @@ class _Table:
             >>> s = HashSet(key_dtype=torch.int64)
             >>> s.save("/tmp/gpuhash_doc_set.pt")
         """
-        self._counts()
-        save_state(self._state, path, kind=self._kind)
+        with self._order.lock:
+            self._counts()
+            save_state(self._state, path, kind=self._kind)
 
     @classmethod
     def _load(cls, path: str | Path, device: Any, growable: bool, duplicates: str):

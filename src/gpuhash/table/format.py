@@ -301,7 +301,12 @@ def value_bytes_view(state: TableState) -> torch.Tensor | None:
 def as_value_bytes(values: torch.Tensor) -> torch.Tensor:
     """A contiguous batch of values as raw bytes, shape ``(n, value_bytes)``."""
     width = values.element_size() * math.prod(values.shape[1:])
-    return values.contiguous().view(torch.uint8).view(values.shape[0], width)
+    # flattened first: a contiguous tensor's dimensions of size 1 may carry any stride (an
+    # expanded row), and a byte view needs the last stride to be 1
+    flat = values.contiguous().reshape(-1)
+    if flat.numel() == 1 and flat.stride(0) != 1:  # one element: torch keeps any stride
+        flat = flat.as_strided((1,), (1,))
+    return flat.view(torch.uint8).view(values.shape[0], width)
 
 
 def gather_values(state: TableState, rows: torch.Tensor) -> torch.Tensor:

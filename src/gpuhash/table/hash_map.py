@@ -149,8 +149,9 @@ class HashMap(_Table):
             >>> [t.tolist() for t in m.items()]
             [[2], [4]]
         """
-        rows = self._live()
-        return self._live_keys(rows), gather_values(self._state, rows)
+        with self._order.lock:
+            rows = self._live()
+            return self._live_keys(rows), gather_values(self._state, rows)
 
     def to(self, device: str | torch.device) -> HashMap:
         """A copy of the table on ``device``.
@@ -266,7 +267,8 @@ class HashSet(_Table):
             >>> s.items().tolist()
             [6]
         """
-        return self._live_keys(self._live())
+        with self._order.lock:
+            return self._live_keys(self._live())
 
     def to(self, device: str | torch.device) -> HashSet:
         """A copy of the set on ``device``.

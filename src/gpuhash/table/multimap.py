@@ -164,11 +164,12 @@ class MultiMap(_Table):
             >>> [t.tolist() for t in mm.items()]
             [[1, 1], [4, 4]]
         """
-        rows = self._live()
-        values = None
-        if self._state.spec.value_dtype is not None:
-            values = gather_values(self._state, rows)
-        return self._live_keys(rows), values
+        with self._order.lock:
+            rows = self._live()
+            values = None
+            if self._state.spec.value_dtype is not None:
+                values = gather_values(self._state, rows)
+            return self._live_keys(rows), values
 
     def to(self, device: str | torch.device) -> MultiMap:
         """A copy of the table on ``device``.

@@ -1,7 +1,7 @@
 """How the CPU engines run their numba loops (_common/cpu/probe.py, table/cpu/claims.py,
 cache/cpu/loops.py): imported on first use (numba's import would slow ``import gpuhash``),
-compiled into a cache directory numba can write, and called under a lock where numba's threading
-layer cannot take two callers at once.
+compiled into a cache directory numba can write, run on a threading layer that survives a
+fork, and called under a lock where numba's threading layer cannot take two callers at once.
 """
 
 from __future__ import annotations
@@ -33,6 +33,24 @@ def _choose_cache_dir(numba) -> None:
             return
 
 
+def _fork_safe(numba) -> None:
+    """Make the CPU engine usable in a child made by ``fork`` (multiprocessing's default on
+    Linux, DataLoader workers). GNU OpenMP's thread pool does not survive a fork: a child that
+    enters a parallel region of a pool its parent used waits forever. So numba runs its loops
+    on its own fork-safe pool (workqueue, unless the user chose a layer through
+    NUMBA_THREADING_LAYER), whose callers are serialised (_serialise), and a forked child runs
+    torch's CPU operations on one thread, as a DataLoader worker does."""
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        numba.config.THREADING_LAYER = "workqueue"
+    os.register_at_fork(after_in_child=_in_forked_child)
+
+
+def _in_forked_child() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def loops():
     """The compiled loops module of the tables."""
     global _LOOPS
@@ -40,6 +58,7 @@ def loops():
         import numba
 
         _choose_cache_dir(numba)
+        _fork_safe(numba)
         from gpuhash._common.cpu import probe as _cpu_loops
 
         _LOOPS = _cpu_loops

@@ -347,6 +347,8 @@ def find_index(state: TableState, keys: torch.Tensor) -> tuple[torch.Tensor, tor
 
 def contains(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     """True where the key is in the table."""
+    if state.spec.multi:  # a MultiMap's kernels count copies; they have no lookup
+        return _per_row(state, keys, "gh_multi_count", torch.int64) > 0
     found = keys.new_empty(keys.shape[0], dtype=torch.bool)
     _lookup(state, keys, None, None, None, found)
     return found

@@ -1,0 +1,61 @@
+"""Defects found by review and by running peers' cases, each pinned by the case that showed it:
+value rows of one element, multi-column join keys whose combined span passes 64 bits, and a
+MultiMap's contains on CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gpuhash as gh
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def _skip_without(device: str) -> None:
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape", [(1,), (1, 1)])
+def test_cache_rows_of_one_element_write_find_and_init(shape, device):
+    _skip_without(device)
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=shape,
+                        capacity=256, device=device)
+    keys = torch.arange(5, device=device)
+    cache.insert_or_assign(keys, torch.full((5, *shape), 4.0, device=device))
+    values, found = cache.find(torch.arange(7, device=device), default=-1.0)
+    assert found.tolist() == [True] * 5 + [False] * 2
+    assert values.reshape(-1).tolist() == [4.0] * 5 + [-1.0] * 2
+    values, found = cache.find_or_insert(torch.tensor([3, 9], device=device), init=2.0)
+    assert values.reshape(-1).tolist() == [4.0, 2.0] and found.tolist() == [True, False]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_multi_column_keys_past_64_bits_of_span_match_only_equal_keys(device):
+    _skip_without(device)
+
+    def t(values):
+        return torch.tensor(values, device=device)
+
+    build = gh.JoinBuild((t([0, 1, 2, 3, 4]), t([2**62 - 1] * 3 + [5, 0])))
+    left, right = build.probe((t([0, 4]), t([0, 0])))
+    assert sorted(zip(left.tolist(), right.tolist())) == [(1, 4)]
+    left, right = gh.join((t([0, 4, 1, 3]), t([0, 0, 2**62 - 1, 5])),
+                          (t([0, 1, 2, 3, 4]), t([2**62 - 1] * 3 + [5, 0])))
+    assert sorted(zip(left.tolist(), right.tolist())) == [(1, 4), (2, 1), (3, 3)]
+
+
+@pytest.mark.gpu
+def test_multimap_contains_on_cuda_answers_as_on_the_cpu():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    keys = torch.tensor([1, 1, 5, 9], dtype=torch.int64)
+    queries = torch.tensor([1, 2, 5, 9, 10])
+    answers = []
+    for device in ("cpu", "cuda"):
+        table = gh.MultiMap(key_dtype=torch.int64, device=device)
+        table.insert(keys.to(device))
+        answers.append(table.contains(queries.to(device)).cpu().tolist())
+    assert answers[0] == answers[1] == [True, False, True, True, False]

@@ -1,0 +1,114 @@
+"""Children made by ``fork`` after the CPU engine ran in the parent (multiprocessing's default
+start method on Linux, and every DataLoader worker) use gpuhash and exit: tables inherited
+from the parent and new ones, through os.fork, a multiprocessing pool and a DataLoader. Each
+case runs in a fresh interpreter with a time limit, since the failure is a child that hangs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+PARENT = """
+import os, sys, torch, gpuhash as gh
+table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32)
+table.insert(torch.arange(200_000), torch.ones(200_000))  # the engine's parallel loops ran
+cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=1 << 12)
+cache.insert_or_assign(torch.arange(1000), torch.ones(1000))
+
+
+def child_work(seed):
+    fresh = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32)
+    keys = torch.arange(seed, seed + 100_000)
+    fresh.insert(keys, keys.float())
+    multi = gh.MultiMap(key_dtype=torch.int64)
+    multi.insert(keys.repeat(2))
+    assert len(fresh) == 100_000 and int(multi.count(keys[:5]).sum()) == 10
+    assert bool(table.find(torch.arange(10))[1].all()), "the inherited table"
+    assert bool(cache.find(torch.arange(10))[1].all()), "the inherited cache"
+    left, right = gh.join(keys[:1000], torch.arange(seed, seed + 500))
+    assert left.shape[0] == 500
+    return len(fresh)
+"""
+
+
+def _run(body: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    code = textwrap.dedent(PARENT) + textwrap.dedent(body)
+    try:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        pytest.fail(f"a forked child hung: {expired.stdout!r} {expired.stderr!r}")
+
+
+def test_an_os_fork_child_uses_inherited_and_new_tables():
+    done = _run("""
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child_work(7)
+            except BaseException as error:
+                print(repr(error), file=sys.stderr, flush=True)
+                os._exit(1)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert len(table) == 200_000  # the parent goes on
+        print("ok")
+    """)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+def test_a_multiprocessing_fork_pool_uses_the_engine():
+    done = _run("""
+        import multiprocessing
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            assert pool.map(child_work, [1, 2, 3, 4]) == [100_000] * 4
+        print("ok")
+    """)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+def test_dataloader_workers_use_gpuhash():
+    done = _run("""
+        from torch.utils.data import DataLoader, Dataset
+
+        class Lookups(Dataset):
+            def __len__(self):
+                return 8
+
+            def __getitem__(self, i):
+                return child_work(100 * i)
+
+        loader = DataLoader(Lookups(), batch_size=2, num_workers=2,
+                            multiprocessing_context="fork")
+        assert sum(int(batch.sum()) for batch in loader) == 8 * 100_000
+        print("ok")
+    """, timeout=180)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+@pytest.mark.gpu
+def test_a_cuda_table_in_the_parent_does_not_break_a_cpu_engine_child():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    done = _run("""
+        on_gpu = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, device="cuda")
+        on_gpu.insert(torch.arange(1000, device="cuda"), torch.ones(1000, device="cuda"))
+        torch.cuda.synchronize()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child_work(3)
+            except BaseException as error:
+                print(repr(error), file=sys.stderr, flush=True)
+                os._exit(1)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        print("ok")
+    """)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
