@@ -75,6 +75,12 @@ class _Mark:
     def __init__(self, handle: int, event: torch.cuda.Event | None = None):
         self.handle, self.event = handle, event
 
+    def needed_by(self, handle: int) -> bool:
+        """Whether an operation on the stream ``handle`` must wait for the marked work: on
+        another stream, yes; on the same torch stream, stream order does it. An event is
+        always waited on: a destroyed foreign stream's handle may name a new stream."""
+        return self.event is not None or self.handle != handle
+
     def wait_on(self, device: torch.device) -> None:
         """Make ``device``'s current stream wait for the marked work."""
         current = torch.cuda.current_stream(device)
@@ -119,11 +125,11 @@ class _Ordered:
         order = self.order
         handle = self.handle = torch._C._cuda_getCurrentRawStream(order.index)
         writer = order._writer
-        if writer is not None and writer.handle != handle:
+        if writer is not None and writer.needed_by(handle):
             writer.wait_on(order.device)
         if self.writes:
-            for reader_handle, reader in order._readers.items():
-                if reader_handle != handle:
+            for reader in order._readers.values():
+                if reader.needed_by(handle):
                     reader.wait_on(order.device)
 
     def __exit__(self, kind, value, traceback) -> None:

@@ -70,8 +70,8 @@ def _time_api(cache: CacheMap, api: str, present: torch.Tensor, batch: int, dim:
               runs: int, *, restore: bool) -> dict:
     """Host wall clock around call and sync (HKV's method) and CUDA events around the call,
     each a median over ``runs`` calls of fresh batches. The two are taken in separate calls
-    (alternating): torch's event record costs about 7 us of host time (H100 machine,
-    bench/RESULTS.md, twenty-seventh session), which HKV's timer does not pay. ``restore``:
+    (alternating): torch's event record costs host time that HKV's timer does not pay
+    (docs/measurements.md). ``restore``:
     erase the new keys of each batch after its call (untimed), so the load stays put."""
     device = cache.device
     wall, events = [], []
@@ -155,7 +155,7 @@ def _footprint(cache: CacheMap) -> dict:
     the cache's own tensors."""
     state = cache._state
     meta = sum(t.element_size() * t.numel() for t in (state.keys, state.scores, state.digests))
-    index = state.__dict__.get("_cuda_index")
+    index = state.caches.get("_cuda_index")
     index_bytes = 0 if index is None else index.element_size() * index.numel()
     rows = state.values if state.host_values is None else state.host_values
     row_bytes = rows.element_size() * rows[0].numel()

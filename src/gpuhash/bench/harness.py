@@ -1,4 +1,4 @@
-"""Timing and statistics, following seed 000's method made stricter.
+"""Timing and statistics: warm-up, repeated runs, outliers dropped, the median kept.
 
 GPU regions are timed with CUDA events (device time of everything the region launches), CPU
 regions with a monotonic clock. Each measurement: warm-up runs, timed runs, outliers dropped by
@@ -54,10 +54,8 @@ def time_gpu(region: Callable[[], object], *, setup: Callable[[], object] | None
     """Device time of ``region`` by CUDA events; ``setup`` runs untimed before each run.
 
     Warm-up runs go on until ``warmup`` of them and ``warmup_s`` seconds have passed, so a
-    region of a few milliseconds is not timed on a GPU still leaving an idle state. (That
-    state outlasts even this: on the H100, after 15 s idle, inserts to load 0.5 ran 2.5%
-    slower behind two warm-up runs and behind 0.2 s of them alike; the benchmark never idles
-    that long. bench/results/experiments_2026-11-21.txt.)"""
+    region of a few milliseconds is not timed on a GPU still leaving an idle state (a GPU
+    idle for many seconds runs slower for a while; the benchmark never idles that long)."""
     def once() -> float:
         if setup is not None:
             setup()
@@ -77,9 +75,8 @@ def time_gpu(region: Callable[[], object], *, setup: Callable[[], object] | None
 
 
 # CPU peers' worker threads (DuckDB's, Arrow's) keep the host busy for a while after a query,
-# and a GPU call timed right after them pays for it in host time: on the H100 machine gh.join
-# J3 timed 1.75 ms right after DuckDB and pyarrow ran J2, and 0.47 ms two seconds later
-# (bench/RESULTS.md, 2026-11-25). So a peer's timing is followed by a pause.
+# and a GPU call timed right after them pays for it in host time (several times its own).
+# So a peer's timing is followed by a pause.
 PEER_SETTLE_S = 2.0
 
 
@@ -106,8 +103,7 @@ def write_back_l2(device: torch.device, *, table_bytes: int) -> None:
     (warm, as in a program that keeps using it).
 
     Without it, a timed insert into a just-cleared table also pays for the clear's last
-    writes: measured on an H200, 32M u32 keys to load 0.5, 14.80 against 14.97 G keys/s
-    (bench/results/experiments_2026-11-21.txt)."""
+    writes."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     if table_bytes > _l2_bytes(index):
         _scrub_buffer(index).sum()
@@ -115,8 +111,8 @@ def write_back_l2(device: torch.device, *, table_bytes: int) -> None:
 
 def warm_up_gpu(device: torch.device, *, seconds: float = 15.0) -> None:
     """Keep the GPU busy with random gathers for ``seconds`` before a suite's first timing.
-    After the machine sat idle, the first ~15 s of work ran up to 20% slower on the H100
-    (the same cache workload, same code, first and fourth in one call: bench/RESULTS.md)."""
+    After the machine sat idle, its first seconds of work run slower (the same workload
+    timed first and fourth in one call differs)."""
     if device.type != "cuda":
         return
     table = torch.empty(1 << 27, dtype=torch.int64, device=device)  # 1 GiB

@@ -1,8 +1,9 @@
-"""``gpuhash bench join``: the issue's J1-J5 joins, gpuhash beside its peers and the copy ceiling.
+"""``gpuhash bench join``: five join shapes J1-J5 (FULL), gpuhash beside its peers and the copy
+ceiling.
 
 Shapes: int32 keys, distinct build keys (the even numbers below twice the build size, shuffled),
 probe keys drawn below twice the build size, so about half the probe rows match; the output is
-the gather maps (int64 row pairs), as in seed 001 and cuDF. gpuhash's join is timed with CUDA
+the gather maps (int64 row pairs), as cuDF's hash join returns. gpuhash's join is timed with CUDA
 events on a GPU and by wall clock on the CPU (where the shapes are scaled down 100x); peers run
 on the host (DuckDB, pyarrow's Table.join, polars) or on the join's device (torch sort +
 searchsorted, and a join built from gpuhash's HashMap), each when importable, and every one's
@@ -187,7 +188,7 @@ METHOD_GPU = ("CUDA events around gh.join (gather maps), the GPU kept busy 15 s 
               "wall clock; copy ceiling: a device-to-device copy of 4 bytes per key of both "
               "sides + 16 per output pair")
 METHOD_CPU = ("wall clock around gh.join on the CPU engine and around each peer, shapes at "
-              "1/100 of the issue's rows, 1 warm-up + N runs, median; copy ceiling: a host "
+              "1/100 of the GPU shapes' rows, 1 warm-up + N runs, median; copy ceiling: a host "
               "copy of 4 bytes per key of both sides + 16 per output pair")
 
 

@@ -13,7 +13,7 @@ probe keys drawn below twice the largest, so about half the probe rows match.
 - ``left``, ``full``, ``semi``, ``anti``: J3's inputs with that ``how``.
 - ``sparse``: distinct random 31-bit build keys, half the probe rows drawn from them: J3
   through the hash table (J3's own keys are dense, so a GPU build holds them in its direct
-  array: join._direct_words).
+  array: join/build.py, direct_words).
 
 Example:
     >>> [v.name for v in VARIANTS][:3]

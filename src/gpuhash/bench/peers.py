@@ -1,7 +1,8 @@
 """Peers run in the same process as the map suite: what a user would otherwise reach for.
 
 * torch sort + searchsorted as a read-only "map" (the usual workaround in PyTorch code);
-* seed 000's V1 / V2 / V3 layouts as fixed kernels (--layouts);
+* three plain linear-probing layouts, V1 / V2 / V3, as fixed kernels (--layouts:
+  bench/kernels/bench.cu says what each is);
 * on the host: the CPU engine against a Python dict on the same keys.
 """
 
@@ -43,7 +44,7 @@ def sort_searchsorted(n: int, device: torch.device, *, runs: int) -> dict:
 
 
 def seed_layouts(n: int, device: torch.device, ceiling: float, *, runs: int) -> list[dict]:
-    """Seed 000's three versions at load 0.5 (capacity the power of two at or above 2n)."""
+    """The three plain layouts at load 0.5 (capacity the power of two at or above 2n)."""
     module = load_module("bench/kernels/bench.cu", (), device.index or 0)
     capacity = 1 << (2 * n - 1).bit_length()
     keys = unique_keys(n, torch.uint32, device).view(torch.int32)

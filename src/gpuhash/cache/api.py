@@ -16,7 +16,6 @@ import torch
 
 from gpuhash._common import arrays as _arrays
 from gpuhash._common.arrays import resolve_device as _resolve_device
-from gpuhash._common.streams import stream_context
 from gpuhash.cache.base import (  # noqa: F401  (the status constants are re-exported by the package)
     _SIGN,
     ACCUMULATE,
@@ -215,7 +214,7 @@ class CacheMap(CacheCore):
             (True, [0], [0])
         """
         with self._order.lock:
-            with stream_context(stream, self._device):  # the count is read on the call's stream
+            with self._order.ordered(stream, writes=True):  # the count is read on the call's stream
                 done = self._write(UPSERT, keys, values, scores=scores, stream=None, evict=True)
                 kind, status = done.kind, done.status
                 ev_keys, ev_values, ev_scores, count = done.evicted
@@ -302,8 +301,9 @@ class CacheMap(CacheCore):
     def _find_or_insert(self, keys: Any, init: Any, scores: Any, stream: Any, *,
                         copy: bool) -> tuple[str, torch.Tensor | None, torch.Tensor,
                                              torch.Tensor]:
-        # the init row and the output are made on the call's stream, as its kernels run there
-        with self._order.lock, stream_context(stream, self._device):
+        # the init row and the output are made on the call's stream, as its kernels run there;
+        # the write and the repeats' reads inside are one operation on that stream
+        with self._order.ordered(stream, writes=True):
             return self._find_or_insert_here(keys, init, scores, copy=copy)
 
     def _find_or_insert_here(self, keys: Any, init: Any, scores: Any, *,

@@ -241,9 +241,10 @@ class CacheCore:
         with self._order.ordered(None, writes=True):
             pass
 
-    def reserve(self, slots: int) -> None:
+    def reserve(self, slots: int, *, stream: Any = None) -> None:
         """Grow to at least ``slots`` slots (whole buckets, doubling), up to
-        ``max_capacity``; never shrinks. Synchronises with the device.
+        ``max_capacity``; never shrinks. Synchronises with the device; the move is queued on
+        ``stream`` (default: the current stream), which later calls elsewhere wait for.
 
         Example:
             >>> import torch
@@ -266,4 +267,5 @@ class CacheCore:
             while buckets < limit and buckets * spec.bucket_slots < slots:
                 buckets = min(limit, 2 * buckets)
             if buckets > spec.num_buckets:
-                self._rehash(buckets)
+                with self._order.ordered(stream, writes=True):
+                    self._rehash(buckets)

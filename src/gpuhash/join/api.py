@@ -53,7 +53,7 @@ def explain_join(left_keys: Any, right_keys: Any, *, how: str = "inner",
     left, right = sides(left_keys, right_keys, left_valid, right_valid)
     target = _target(device, left)
     with stream_context(stream, target):  # where join reads its sample of the keys
-        return _plan(left, right, how, memory_budget, target)  # the caller's to change
+        return _plan(left, right, how, memory_budget, target)
 
 
 def _target(device: Any, left: Side) -> torch.device:

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import torch
 
@@ -82,7 +80,7 @@ class JoinPlan:
     memory_budget: int
     chunk_rows: int | None = None
     parts: int = 1
-    estimates: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    estimates: dict[str, float] = field(default_factory=dict)  # read-only by convention
     why: str = ""
 
     def __str__(self) -> str:
@@ -107,7 +105,7 @@ class _Draft:
 
     def frozen(self) -> JoinPlan:
         fields = dict(vars(self))
-        fields["estimates"] = MappingProxyType(dict(self.estimates))
+        fields["estimates"] = dict(self.estimates)
         return JoinPlan(**fields)
 
 
@@ -288,8 +286,7 @@ def wants_fanout(plan: JoinPlan, *, keys_on_gpu: bool) -> bool:
         >>> wants_fanout(plan, keys_on_gpu=False)
         True
     """
-    if plan.how not in SYMMETRIC or plan.strategy in ("cpu-small", "cross-product",
-                                                      "gpu-radix"):
+    if plan.how not in SYMMETRIC or plan.strategy in ("cross-product", "gpu-radix"):
         return False  # (the radix join sizes its output from its own count)
     if keys_on_gpu:
         return bool(plan.chunk_rows) or plan.parts > 1

@@ -99,13 +99,16 @@ class _Table:
         table = object.__new__(cls)
         table._adopt(_engine_for(device).empty_state(spec, device, spare_words=spare_words,
                                                      filled=filled),
-                     growable=growable, duplicates=duplicates, used=0)
+                     growable=growable, duplicates=duplicates, used=0, ordered=False)
         return table
 
     def _adopt(self, state: TableState, *, growable: bool, duplicates: str,
-               used: int | None = None) -> None:
+               used: int | None = None, ordered: bool = True) -> None:
         """Take ``state`` as this table's; ``used``: its used slots when known (an empty
-        table), which saves reading them from the device (a synchronisation)."""
+        table), which saves reading them from the device (a synchronisation). ``ordered``:
+        record the state's making (a fill or a copy, queued on the current stream) as a write,
+        which a call on another stream then waits for; not for the join's internal tables,
+        used on the stream that made them."""
         assert state.spec.multi == self._multi, "a MultiMap's spec says multi, no other's"
         self._state = state
         self._device = state.device  # cached: small calls are dominated by host overhead
@@ -115,6 +118,9 @@ class _Table:
         self._duplicates = duplicates
         self._default_cache: dict[Any, torch.Tensor] = {}
         self._order = StreamOrder(self._device)
+        if ordered:
+            with self._order.ordered(None, writes=True):
+                pass
         # the spec before an insert grew the table to an upper bound of its new keys, until
         # _fit_after_growth has checked whether repeats left it too large
         self._grown_from: TableSpec | None = None
@@ -166,7 +172,8 @@ class _Table:
         with self._order.ordered(None, writes=False):
             counts = self._state.counts.tolist()
         if len(counts) > 2 and counts[2]:
-            self._repair(counts[2], counts[3])
+            with self._order.ordered(None, writes=True):  # the repair writes entries back
+                self._repair(counts[2], counts[3])
         return counts
 
     def _repair(self, unplaced: int, stashed: int) -> None:
@@ -209,8 +216,8 @@ class _Table:
         if self.device.type == "cuda":  # the old tensors may be freed while the rehash runs
             stream = torch.cuda.current_stream(self.device)
             # the table's own tensors and the engine's scratch kept with it (locks, stash)
-            kept = [*old.tensors().values(),
-                    *(v for v in vars(old).values() if isinstance(v, torch.Tensor))]
+            kept = [*old.tensors().values(), *(() if old.spare is None else (old.spare,)),
+                    *(v for v in old.caches.values() if isinstance(v, torch.Tensor))]
             for tensor in kept:
                 tensor.record_stream(stream)
         self._state = target

@@ -3,10 +3,11 @@
 //    write it), the same shape of memory traffic as a hash find.
 //  * gh_gather_rows: the row-gather ceiling (a thread per 16-byte word of the output: read the
 //    row's index, fetch the word), for value rows wherever they live (GPU or pinned host).
-//  * seed_*: seed 000's three layouts (u32 -> u32, linear probing, at most 64 probes, capacity a
-//    power of two) ported as written: V1 SoA + simple hash + atomic loads, V2 SoA + fmix32 +
-//    plain loads, V3 AoS (key and value in one 64-bit word) + fmix32. Their silent drop after
-//    64 probes is kept but counted, so the benchmark can report it.
+//  * seed_*: three plain layouts of a GPU hash table (u32 -> u32, linear probing, at most 64
+//    probes, capacity a power of two), the project's first reference: V1 SoA + simple hash +
+//    atomic loads, V2 SoA + fmix32 + plain loads, V3 AoS (key and value in one 64-bit word) +
+//    fmix32. Their silent drop after 64 probes is kept but counted, so the benchmark can
+//    report it.
 #include "common.cuh"
 
 extern "C" __global__ void gh_gather(const gh_u64* table, const gh_u32* index, gh_u64* out,
