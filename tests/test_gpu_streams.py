@@ -81,3 +81,52 @@ def test_a_foreign_stream_destroyed_between_calls_is_never_waited_on():
         found = table.contains(keys, stream=other)
         other.synchronize()
         assert bool(found.all())
+
+
+def test_a_table_made_on_one_stream_is_whole_before_a_call_on_another():
+    """The new table's fill is queued on the stream current where it is made (here behind a
+    long sleep): an insert on another stream must wait for it, or the fill would wipe it."""
+    maker, other = torch.cuda.Stream(), torch.cuda.Stream()
+    keys = torch.arange(50_000, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(maker):
+        torch.cuda._sleep(SLEEP)
+        table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64,
+                           capacity=1 << 16, device="cuda")
+    table.insert(keys, keys, stream=other)
+    values, found = table.find(keys, stream=other)
+    other.synchronize()
+    assert bool(found.all()) and torch.equal(values, keys)
+
+
+def test_growth_on_a_second_stream_keeps_every_entry():
+    first, second = torch.cuda.Stream(), torch.cuda.Stream()
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=64,
+                       device="cuda")
+    keys = torch.arange(200_000, device="cuda")
+    torch.cuda.synchronize()
+    _delayed(first)
+    table.insert(keys[:1000], keys[:1000], stream=first)
+    table.insert(keys, keys, stream=second)  # grows while the first insert may still be queued
+    values, found = table.find(keys, stream=first)
+    first.synchronize()
+    assert bool(found.all()) and torch.equal(values, keys)
+
+
+def test_find_or_insert_on_a_foreign_stream_destroyed_after_the_call():
+    core = pytest.importorskip("cuda.core")
+    device = core.Device(torch.cuda.current_device())
+    device.set_current()
+    cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=1 << 12,
+                        device="cuda")
+    keys = torch.arange(1000, device="cuda")
+    torch.cuda.synchronize()
+    foreign = device.create_stream()
+    index, found = cache.find_or_insert_index(keys, init=1.0, stream=foreign)
+    status, _ = cache.insert_and_evict(keys + 5000, keys.float(), stream=foreign)
+    foreign.sync()
+    foreign.close()
+    other = torch.cuda.Stream()
+    hits = cache.contains(torch.cat([keys, keys + 5000]), stream=other)
+    other.synchronize()
+    assert bool(hits.all()) and not bool(found.any())
