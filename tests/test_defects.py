@@ -59,3 +59,29 @@ def test_multimap_contains_on_cuda_answers_as_on_the_cpu():
         table.insert(keys.to(device))
         answers.append(table.contains(queries.to(device)).cpu().tolist())
     assert answers[0] == answers[1] == [True, False, True, True, False]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32,
+                       value_shape=(10**6, 10**6)),
+    lambda: gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(64,),
+                       capacity=2_000_000_000),
+    lambda: gh.MultiMap(key_dtype=torch.int32, value_dtype=torch.float64, value_shape=(4096,),
+                        capacity=100_000_000),
+    lambda: gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(4096,),
+                        capacity=2**33),
+])
+def test_a_size_past_the_devices_memory_names_the_argument_and_the_bytes(make):
+    with pytest.raises(MemoryError, match=r"capacity=\d+ .*needs \d+ bytes of cpu memory; "
+                                          r"\d+ are free"):
+        make()
+
+
+def test_a_reserve_past_memory_leaves_the_table_unchanged():
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(64,))
+    table.insert(torch.arange(10), torch.ones(10, 64))
+    capacity = table.capacity
+    with pytest.raises(MemoryError, match="the table is unchanged"):
+        table.reserve(2_000_000_000)
+    assert table.capacity == capacity and len(table) == 10
+    assert bool(table.find(torch.arange(10))[1].all())

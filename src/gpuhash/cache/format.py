@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 from gpuhash._common.constants import POLICY_CODES
+from gpuhash._common.memory import require
 from gpuhash.table.format import DEFAULT_SEED, check_seed
 
 EMPTY_KEY = -1   # uint64 2**64 - 1
@@ -192,6 +193,13 @@ def empty_cache(spec: CacheSpec, device: torch.device | str, *,
         raise ValueError(f"capacity {slots} is over the limit of {MAX_SLOTS} slots")
     device = torch.device(device)
     hbm = hbm_slots_for(spec, device, max_hbm_bytes)
+    fix = "use a smaller capacity or value rows (or max_hbm_bytes), or free memory first"
+    what = (f"capacity={slots} with value_dtype={spec.value_dtype} and "
+            f"value_shape={spec.value_shape}")
+    # keys, digests and scores a slot (the CUDA index comes on top), and the rows held here
+    require(slots * 17 + hbm * spec.value_bytes, device, what=what, fix=fix)
+    if hbm < slots:
+        require((slots - hbm) * spec.value_bytes, torch.device("cpu"), what=what, fix=fix)
     host = None
     if hbm < slots:
         host = torch.zeros((slots - hbm, *spec.value_shape), dtype=spec.value_dtype,

@@ -14,6 +14,7 @@ import torch
 
 from gpuhash._common import arrays as _arrays
 from gpuhash._common.constants import STASH_CAPACITY
+from gpuhash._common.memory import require
 from gpuhash._common.streams import StreamOrder
 from gpuhash.table.format import (
     KEY_DTYPES,
@@ -25,6 +26,7 @@ from gpuhash.table.format import (
     load_state,
     reset_out_of_band,
     save_state,
+    state_bytes,
 )
 
 DUPLICATE_POLICIES = ("last", "any")
@@ -84,6 +86,9 @@ class _Table:
                          num_buckets=1, max_load_factor=float(max_load_factor), multi=self._multi,
                          **({} if seed is None else {"seed": int(seed)})).sized_for(capacity)
         device = _arrays.resolve_device(device)
+        require(state_bytes(spec), device, what=f"capacity={capacity} with value_dtype="
+                f"{value_dtype} and value_shape={tuple(shape)}",
+                fix="use a smaller capacity or value rows, or free memory first")
         self._adopt(_engine_for(device).empty_state(spec, device), growable=growable,
                     duplicates=duplicates, used=0)
 
@@ -210,6 +215,10 @@ class _Table:
         return _arrays.check_keys(keys, self._state.spec, self._device, self._device_index)
 
     def _rehash(self, spec: TableSpec) -> None:
+        # the old table stays until the new one is full: both must fit
+        require(state_bytes(spec), self.device, what=f"growing the table to hold "
+                f"{spec.max_entries} entries", fix="the table is unchanged; reserve less or "
+                "free memory first")
         target = self._engine.empty_state(spec, self.device)
         old = self._state
         self._engine.rehash(old, target)

@@ -327,6 +327,13 @@ def filter_words(spec: TableSpec) -> int:
     return (spec.num_buckets * FILTER_BITS + 31) // 32
 
 
+def state_bytes(spec: TableSpec) -> int:
+    """Bytes a table of ``spec`` takes: its slots, value rows, filter bits and counters."""
+    rows = spec.num_slots + 2
+    values = rows * spec.value_bytes if spec.layout == ROWS else 0
+    return 8 * rows * spec.words_per_slot + values + 4 * filter_words(spec) + 8 * COUNTS_LEN
+
+
 def empty_state(spec: TableSpec, device: torch.device | str, *, spare_words: int = 0,
                 filled: bool = True) -> TableState:
     """A table with no entries: every bucket slot EMPTY, both out-of-band slots absent. (The

@@ -35,11 +35,12 @@ def _choose_cache_dir(numba) -> None:
 
 def _fork_safe(numba) -> None:
     """Make the CPU engine usable in a child made by ``fork`` (multiprocessing's default on
-    Linux, DataLoader workers). GNU OpenMP's thread pool does not survive a fork: a child that
-    enters a parallel region of a pool its parent used waits forever. So numba runs its loops
-    on its own fork-safe pool (workqueue, unless the user chose a layer through
-    NUMBA_THREADING_LAYER), whose callers are serialised (_serialise), and a forked child runs
-    torch's CPU operations on one thread, as a DataLoader worker does."""
+    Linux, DataLoader workers). GNU OpenMP's thread pool does not survive a fork: numba ends a
+    child that enters a parallel region of a pool its parent used. So numba runs its loops on
+    its own workqueue pool, fork-safe (its callers serialised: _serialise), unless the user
+    chose a layer through NUMBA_THREADING_LAYER; and a forked child runs torch's CPU
+    operations on one thread, as a DataLoader worker does. (TBB, also fork-safe, measured no
+    faster: docs/measurements.md.)"""
     if "NUMBA_THREADING_LAYER" not in os.environ:
         numba.config.THREADING_LAYER = "workqueue"
     os.register_at_fork(after_in_child=_in_forked_child)

@@ -1,0 +1,49 @@
+"""Room checks before a structure allocates: a size that cannot fit fails with an error that
+names the argument, the bytes it asks for and what the device has, before anything is made
+or changed (rather than an allocator's error from deep inside).
+
+Example:
+    >>> import torch
+    >>> from gpuhash._common.memory import require
+    >>> require(1 << 10, torch.device("cpu"), what="capacity=100")  # fits: nothing happens
+    >>> try:
+    ...     require(1 << 70, torch.device("cpu"), what="capacity=10**20")
+    ... except MemoryError as error:
+    ...     print(str(error).split(";")[0])
+    capacity=10**20 needs 1180591620717411303424 bytes of cpu memory
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Free memory of ``device`` now: the GPU's free memory, or the host's available memory
+    (None where the platform does not say)."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def require(nbytes: int, device: torch.device, *, what: str,
+            fix: str = "ask for less, or free memory first") -> None:
+    """Raise MemoryError, naming ``what`` (the argument and its value), when ``nbytes`` is
+    more than ``device`` has free."""
+    available = available_bytes(device)
+    if available is not None and nbytes > available:
+        raise MemoryError(f"{what} needs {nbytes} bytes of {device} memory; {available} are "
+                          f"free: {fix}")
