@@ -135,13 +135,18 @@ class _Ordered:
     def __exit__(self, kind, value, traceback) -> None:
         try:
             order = self.order
-            event = None
             if _is_foreign(self.stream):
                 event = torch.cuda.Event()
                 event.record(torch.cuda.current_stream(order.device))
-            mark = _Mark(self.handle, event)
+                mark = _Mark(self.handle, event)
+            else:  # a torch stream: the mark of its last call there serves again
+                last = order._writer if self.writes else order._readers.get(self.handle)
+                same = last is not None and last.event is None and last.handle == self.handle
+                mark = last if same else _Mark(self.handle)
             if self.writes:
-                order._writer, order._readers = mark, {}
+                order._writer = mark
+                if order._readers:
+                    order._readers = {}
             else:
                 order._readers[self.handle] = mark
         finally:
