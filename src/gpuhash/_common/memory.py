@@ -21,11 +21,13 @@ import torch
 
 
 def available_bytes(device: torch.device) -> int | None:
-    """Free memory of ``device`` now: the GPU's free memory, or the host's available memory
-    (None where the platform does not say)."""
+    """Free memory of ``device`` now: the GPU's free memory with what torch's allocator keeps
+    cached, or the host's available memory (None where the platform does not say)."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        return int(free)
+        # torch's caching allocator holds freed blocks the driver counts as used
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return int(free) + max(0, int(cached))
     try:
         with open("/proc/meminfo") as info:
             for line in info:
