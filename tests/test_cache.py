@@ -13,8 +13,8 @@ from model_cache import CacheModel, check_placement, make_cache_machine
 
 import gpuhash as gh
 from conftest import SLOW, contents, few_then_many
+from gpuhash._common.files import checksum as gpuhash_checksum
 from gpuhash.cache.format import POLICIES
-from gpuhash.table.format import _checksum as gpuhash_checksum
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

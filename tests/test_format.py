@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpuhash.table import format as _format
+from gpuhash._common.files import checksum
 from gpuhash.table.format import (
     COUNTS_LEN,
     DEFAULT_SEED,
@@ -19,9 +19,8 @@ from gpuhash.table.format import (
     TableSpec,
     buckets_for,
     empty_state,
-    load_state,
-    save_state,
 )
+from gpuhash.table.io import load_state, save_state
 
 
 def _spec(**fields) -> TableSpec:
@@ -197,7 +196,7 @@ def _craft(tmp_path, change, spec: TableSpec | None = None):
     tensors = payload.get("tensors")
     if isinstance(payload.get("checksum"), str) and isinstance(tensors, dict) and all(
             isinstance(t, torch.Tensor) for t in tensors.values()):
-        payload["checksum"] = _format._checksum(tensors)
+        payload["checksum"] = checksum(tensors)
     crafted = tmp_path / "crafted.pt"
     torch.save(payload, crafted)
     return crafted

@@ -70,8 +70,8 @@ def _time_api(cache: CacheMap, api: str, present: torch.Tensor, batch: int, dim:
               runs: int, *, restore: bool) -> dict:
     """Host wall clock around call and sync (HKV's method) and CUDA events around the call,
     each a median over ``runs`` calls of fresh batches. The two are taken in separate calls
-    (alternating): torch's event record costs host time that HKV's timer does not pay
-    (docs/measurements.md). ``restore``:
+    (alternating): torch's event record costs host time that HKV's timer does not pay.
+    ``restore``:
     erase the new keys of each batch after its call (untimed), so the load stays put."""
     device = cache.device
     wall, events = [], []

@@ -10,6 +10,17 @@ from pathlib import Path
 
 import torch
 
+from gpuhash._common.files import (
+    FORMAT_NAME,
+    Damaged,
+    check_keys,
+    check_kind,
+    checksum,
+    dtype_from,
+    dtype_name,
+    is_int,
+    read_payload,
+)
 from gpuhash.cache.format import (
     BUCKET_SHAPES,
     CACHE_KEY_DTYPES,
@@ -21,18 +32,7 @@ from gpuhash.cache.format import (
     CacheState,
     place_cache,
 )
-from gpuhash.table.format import (
-    FORMAT_NAME,
-    SEED_LIMIT,
-    _check_keys,
-    _checksum,
-    _Damaged,
-    _dtype_from,
-    _dtype_name,
-    _is_int,
-    _read_payload,
-    check_kind,
-)
+from gpuhash.table.format import SEED_LIMIT
 
 KIND = "CacheMap"
 VERSION = 2  # 2 added max_slots (the capacity the cache may grow to); 1 is read as not growing
@@ -50,11 +50,11 @@ def save_cache(state: CacheState, path: str | Path, *, step: int, epoch: int,
                for name, t in state.tensors("cpu").items()}
     torch.save({
         "format": FORMAT_NAME, "version": VERSION, "kind": KIND,
-        "spec": {"key_dtype": _dtype_name(spec.key_dtype),
-                 "value_dtype": _dtype_name(spec.value_dtype),
+        "spec": {"key_dtype": dtype_name(spec.key_dtype),
+                 "value_dtype": dtype_name(spec.value_dtype),
                  "value_shape": list(spec.value_shape), "num_buckets": spec.num_buckets,
                  "bucket_slots": spec.bucket_slots, "policy": spec.policy, "seed": spec.seed},
-        "tensors": tensors, "checksum": _checksum(tensors), "step": step, "epoch": epoch,
+        "tensors": tensors, "checksum": checksum(tensors), "step": step, "epoch": epoch,
         "max_slots": max_slots,
     }, str(path))
 
@@ -65,35 +65,35 @@ def load_cache(path: str | Path, device: torch.device, *, max_hbm_bytes: int | N
     ``max_hbm_bytes``; step; epoch; the capacity it may grow to). Anything that is not a
     sound cache file raises one ``ValueError`` naming the path."""
     try:
-        payload = _read_payload(path)
+        payload = read_payload(path)
         check_kind(payload, KIND, path)
         if not isinstance(payload, dict) or "version" not in payload:
-            _check_keys("the file", payload, _PAYLOAD_KEYS[VERSION])  # the table files' words
+            check_keys("the file", payload, _PAYLOAD_KEYS[VERSION])  # the table files' words
         version = payload["version"]
-        if not _is_int(version) or version not in _PAYLOAD_KEYS:
+        if not is_int(version) or version not in _PAYLOAD_KEYS:
             raise ValueError(f"{path} has cache format version {version!r}; this gpuhash "
                              f"reads versions {', '.join(map(str, _PAYLOAD_KEYS))}")
-        _check_keys("the file", payload, _PAYLOAD_KEYS[version])
+        check_keys("the file", payload, _PAYLOAD_KEYS[version])
         if not isinstance(payload["format"], str) or payload["format"] != FORMAT_NAME:
-            raise _Damaged(f"its format marker is {payload['format']!r}, not {FORMAT_NAME!r}")
+            raise Damaged(f"its format marker is {payload['format']!r}, not {FORMAT_NAME!r}")
         if not isinstance(payload["kind"], str) or payload["kind"] != KIND:
             raise ValueError(f"{path} holds a {payload['kind']}, not a {KIND}")
         spec = _spec_from(payload["spec"])
         tensors = _checked_tensors(spec, payload["tensors"])
         if not isinstance(payload["checksum"], str) or (
-                _checksum(tensors) != payload["checksum"]):
+                checksum(tensors) != payload["checksum"]):
             raise ValueError(f"{path} failed its checksum: the file is corrupt")
         step, epoch = payload["step"], payload["epoch"]
-        if not _is_int(step) or not 0 <= step < 2**63:
-            raise _Damaged(f"step is {step!r}, not an int in [0, 2**63)")
-        if not _is_int(epoch) or not 0 <= epoch < 2**32:
-            raise _Damaged(f"epoch is {epoch!r}, not an int in [0, 2**32)")
+        if not is_int(step) or not 0 <= step < 2**63:
+            raise Damaged(f"step is {step!r}, not an int in [0, 2**63)")
+        if not is_int(epoch) or not 0 <= epoch < 2**32:
+            raise Damaged(f"epoch is {epoch!r}, not an int in [0, 2**32)")
         max_slots = payload.get("max_slots", spec.capacity)
-        if (not _is_int(max_slots) or not spec.capacity <= max_slots <= MAX_SLOTS
+        if (not is_int(max_slots) or not spec.capacity <= max_slots <= MAX_SLOTS
                 or max_slots % spec.bucket_slots):
-            raise _Damaged(f"max_slots is {max_slots!r}, not a multiple of "
+            raise Damaged(f"max_slots is {max_slots!r}, not a multiple of "
                            f"{spec.bucket_slots} in [{spec.capacity}, {MAX_SLOTS}]")
-    except _Damaged as exc:
+    except Damaged as exc:
         raise ValueError(f"{path} is not a gpuhash cache file or is damaged: {exc}"
                          ) from exc.__cause__
     state = place_cache(spec, tensors, device, max_hbm_bytes=max_hbm_bytes)
@@ -101,26 +101,26 @@ def load_cache(path: str | Path, device: torch.device, *, max_hbm_bytes: int | N
 
 
 def _spec_from(raw: object) -> CacheSpec:
-    _check_keys("spec", raw, _SPEC_KEYS)
-    key_dtype = _dtype_from("spec.key_dtype", raw["key_dtype"])
+    check_keys("spec", raw, _SPEC_KEYS)
+    key_dtype = dtype_from("spec.key_dtype", raw["key_dtype"])
     if key_dtype not in CACHE_KEY_DTYPES:
-        raise _Damaged(f"spec.key_dtype is {raw['key_dtype']!r}, not int64 or uint64")
-    value_dtype = _dtype_from("spec.value_dtype", raw["value_dtype"])
+        raise Damaged(f"spec.key_dtype is {raw['key_dtype']!r}, not int64 or uint64")
+    value_dtype = dtype_from("spec.value_dtype", raw["value_dtype"])
     shape = raw["value_shape"]
-    if not isinstance(shape, (list, tuple)) or not all(_is_int(d) and d >= 1 for d in shape):
-        raise _Damaged(f"spec.value_shape is {shape!r}, not a list of positive ints")
+    if not isinstance(shape, (list, tuple)) or not all(is_int(d) and d >= 1 for d in shape):
+        raise Damaged(f"spec.value_shape is {shape!r}, not a list of positive ints")
     width = raw["bucket_slots"]
-    if not _is_int(width) or width not in BUCKET_SHAPES:
-        raise _Damaged(f"spec.bucket_slots is {width!r}, not one of {BUCKET_SHAPES}")
+    if not is_int(width) or width not in BUCKET_SHAPES:
+        raise Damaged(f"spec.bucket_slots is {width!r}, not one of {BUCKET_SHAPES}")
     buckets = raw["num_buckets"]
-    if not _is_int(buckets) or not 1 <= buckets <= MAX_SLOTS // width:
-        raise _Damaged(f"spec.num_buckets is {buckets!r}, not an int in "
+    if not is_int(buckets) or not 1 <= buckets <= MAX_SLOTS // width:
+        raise Damaged(f"spec.num_buckets is {buckets!r}, not an int in "
                        f"[1, {MAX_SLOTS // width}]")
     if raw["policy"] not in POLICIES:
-        raise _Damaged(f"spec.policy is {raw['policy']!r}, not one of {POLICIES}")
+        raise Damaged(f"spec.policy is {raw['policy']!r}, not one of {POLICIES}")
     seed = raw["seed"]
-    if not _is_int(seed) or not 0 <= seed < SEED_LIMIT:
-        raise _Damaged(f"spec.seed is {seed!r}, not an int in [0, 2**64)")
+    if not is_int(seed) or not 0 <= seed < SEED_LIMIT:
+        raise Damaged(f"spec.seed is {seed!r}, not an int in [0, 2**64)")
     return CacheSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=tuple(shape),
                      num_buckets=buckets, bucket_slots=width, policy=raw["policy"], seed=seed)
 
@@ -131,18 +131,18 @@ def _checked_tensors(spec: CacheSpec, raw: object) -> dict[str, torch.Tensor]:
                 "scores": (torch.int64, (slots,)),
                 "values": (spec.value_dtype, (slots, *spec.value_shape)),
                 "counts": (torch.int64, (4,))}
-    _check_keys("tensors", raw, tuple(expected))
+    check_keys("tensors", raw, tuple(expected))
     tensors, storages = {}, set()
     for name, (dtype, shape) in expected.items():
         tensor = raw[name]
         if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided:
-            raise _Damaged(f"tensors.{name} is not a dense tensor")
+            raise Damaged(f"tensors.{name} is not a dense tensor")
         if tensor.dtype != dtype or tuple(tensor.shape) != shape:
-            raise _Damaged(f"tensors.{name} is {tensor.dtype} {tuple(tensor.shape)}, not "
+            raise Damaged(f"tensors.{name} is {tensor.dtype} {tuple(tensor.shape)}, not "
                            f"{dtype} {shape}")
         storage = tensor.untyped_storage().data_ptr()
         if storage in storages or not tensor.is_contiguous():
-            raise _Damaged(f"tensors.{name} is not contiguous or shares memory")
+            raise Damaged(f"tensors.{name} is not contiguous or shares memory")
         storages.add(storage)
         tensors[name] = tensor.detach()
     # a slot is free (EMPTY key, digest 0) or holds a key with a digest: anything else would
@@ -150,8 +150,8 @@ def _checked_tensors(spec: CacheSpec, raw: object) -> dict[str, torch.Tensor]:
     keys, digests = tensors["keys"], tensors["digests"]
     free = keys == EMPTY_KEY
     if bool(((digests == 0) != free).any()) or bool((keys == LOCKED_KEY).any()):
-        raise _Damaged("its slots mix free and used markers")
+        raise Damaged("its slots mix free and used markers")
     live = int((~free).sum())
     if tensors["counts"].tolist() != [live, 0, 0, 0]:
-        raise _Damaged(f"counts {tensors['counts'].tolist()} do not match its {live} entries")
+        raise Damaged(f"counts {tensors['counts'].tolist()} do not match its {live} entries")
     return tensors

@@ -51,7 +51,6 @@ MAX_PARTS = 1 << 10
 # read goes to HBM, and the partitions beat it at every build size tried from here up, most
 # where build keys repeat. Below it one table wins: a build of distinct keys there may still
 # probe through a ranked array that fits L2 (no build past this size tries one: ranked_words).
-# See docs/measurements.md.
 RADIX_MIN_BUILD_ROWS = 16_000_000
 # A join whose working set (one match a probe row) is at least 1/FANOUT_SHARE of its budget is
 # planned again with an estimate of its repeated keys (wants_fanout); a smaller one would need

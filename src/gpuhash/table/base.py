@@ -23,11 +23,10 @@ from gpuhash.table.format import (
     TableState,
     copy_state,
     live_slots,
-    load_state,
     reset_out_of_band,
-    save_state,
     state_bytes,
 )
+from gpuhash.table.io import load_state, save_state
 
 DUPLICATE_POLICIES = ("last", "any")
 

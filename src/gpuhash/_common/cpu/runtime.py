@@ -39,8 +39,8 @@ def _fork_safe(numba) -> None:
     child that enters a parallel region of a pool its parent used. So numba runs its loops on
     its own workqueue pool, fork-safe (its callers serialised: _serialise), unless the user
     chose a layer through NUMBA_THREADING_LAYER; and a forked child runs torch's CPU
-    operations on one thread, as a DataLoader worker does. (TBB, also fork-safe, measured no
-    faster: docs/measurements.md.)"""
+    operations on one thread, as a DataLoader worker does. (TBB, also fork-safe, was no
+    faster here.)"""
     if "NUMBA_THREADING_LAYER" not in os.environ:
         numba.config.THREADING_LAYER = "workqueue"
     os.register_at_fork(after_in_child=_in_forked_child)

@@ -2,7 +2,7 @@
 // reads one 64-byte bucket a key, where the digest walk reads b1's digest bytes, b2's for
 // every miss and for keys placed in b2, and a key word for every false digest match, whose
 // number grows with load: finds through the index are faster at every load, and most at full
-// load (docs/measurements.md).
+// load.
 // Finds and writes search through it; a write's absent keys read their buckets' digests for
 // the free slots a claim needs; erase keeps the digest walk. Every change of a slot's key
 // word changes the index with it, so it stays exact: a claim adds the key's entry (write
