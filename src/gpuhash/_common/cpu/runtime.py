@@ -34,22 +34,83 @@ def _choose_cache_dir(numba) -> None:
 
 
 def _fork_safe(numba) -> None:
-    """Make the CPU engine usable in a child made by ``fork`` (multiprocessing's default on
-    Linux, DataLoader workers). GNU OpenMP's thread pool does not survive a fork: numba ends a
-    child that enters a parallel region of a pool its parent used. So numba runs its loops on
-    its own workqueue pool, fork-safe (its callers serialised: _serialise), unless the user
-    chose a layer through NUMBA_THREADING_LAYER; and a forked child runs torch's CPU
-    operations on one thread, as a DataLoader worker does. (TBB, also fork-safe, was no
-    faster here.)"""
-    if "NUMBA_THREADING_LAYER" not in os.environ:
-        numba.config.THREADING_LAYER = "workqueue"
+    """Keep the CPU engine usable in a child made by ``fork`` (multiprocessing's default on
+    Linux, DataLoader workers). numba's OpenMP pool, the fastest here, does not survive a fork:
+    numba ends a child that enters a parallel loop of a pool its parent used. So a forked child
+    runs serial twins of the loops (_serial_twins) and torch's CPU operations on one thread, as
+    a DataLoader worker does. (The fork-safe layers, workqueue and TBB, ran batches of a few
+    hundred thousand keys at about half OpenMP's speed.)"""
     os.register_at_fork(after_in_child=_in_forked_child)
 
 
+_FORKED = False  # this process is a child made by fork: loops run as serial twins
+_TWINS: dict[str, object] = {}
+
+
 def _in_forked_child() -> None:
+    global _FORKED
+    _FORKED = True
+    _TWINS.clear()
     import torch
 
     torch.set_num_threads(1)
+
+
+def _serial_twins(module) -> dict[str, object]:
+    """Every compiled loop of ``module`` again, without ``parallel`` (a prange runs as a
+    range) and calling each other's twins, cached apart from the parallel ones (their cache
+    entries share names and files)."""
+    import types
+
+    import numba
+
+    own = vars(module)
+    # the module's own loops; those it imports are serial (the probe walk's helpers) and stay
+    names = {name: value for name, value in own.items()
+             if isinstance(value, numba.core.registry.CPUDispatcher)
+             and value.py_func.__globals__ is own}
+    space = dict(vars(module))  # the twins' globals: each loop's name resolves to its twin
+    for name, value in own.items():  # the module's plain functions call the twins too
+        if isinstance(value, types.FunctionType) and value.__globals__ is own:
+            space[name] = types.FunctionType(value.__code__, space, value.__name__,
+                                             value.__defaults__, value.__closure__)
+    # cached in a folder of their own: a twin's cache files are named as its parallel loop's
+    folder = _twin_cache_dir(numba)
+    chosen, numba.config.CACHE_DIR = numba.config.CACHE_DIR, folder or numba.config.CACHE_DIR
+    try:
+        for name, dispatcher in names.items():
+            source = dispatcher.py_func
+            plain = types.FunctionType(source.__code__, space, source.__name__,
+                                       source.__defaults__, source.__closure__)
+            options = {key: value for key, value in dispatcher.targetoptions.items()
+                       if key not in ("parallel", "cache", "nopython")}
+            space[name] = numba.njit(cache=folder is not None, **options)(plain)
+    finally:
+        numba.config.CACHE_DIR = chosen
+    return space
+
+
+def _twin_cache_dir(numba) -> str | None:
+    """A writable folder for the serial twins' compiled code, beside the loops' own cache
+    (None: none is writable, and the twins compile in each child)."""
+    base = Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR else (
+        Path(__file__).resolve().parents[2] / "__pycache__")
+    for candidate in (base / "forked-serial",
+                      Path(tempfile.gettempdir()) / f"gpuhash-numba-serial-{os.getuid()}"):
+        try:
+            candidate.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(candidate, os.W_OK):
+            return str(candidate)
+    return None
+
+
+def _twin(module, name: str):
+    key = module.__name__
+    if key not in _TWINS:
+        _TWINS[key] = _serial_twins(module)
+    return _TWINS[key][name]
 
 
 def loops():
@@ -87,6 +148,15 @@ def _serialise() -> bool:
     return _LAYER == "workqueue"
 
 
+def _layer_is_openmp() -> bool:
+    """Whether numba's pool is OpenMP's (asked once a pool exists: a child whose parent never
+    ran a parallel loop may start its own pool of any layer)."""
+    try:
+        return loops().numba.threading_layer() == "omp"
+    except ValueError:  # no pool yet: none inherited either
+        return False
+
+
 def claim_loops():
     """The compiled claims of the tables (they call the tables' probe)."""
     loops()
@@ -102,7 +172,7 @@ def run(name: str, *args):
     """Call the compiled loop ``name`` (CacheMap's: named cache_*; the claims: _CLAIMS)."""
     module = (cache_loops() if name.startswith("cache_") else
               claim_loops() if name in _CLAIMS else loops())
-    function = getattr(module, name)
+    function = _twin(module, name) if _FORKED and _layer_is_openmp() else getattr(module, name)
     if _serialise():
         with _SERIAL:
             return function(*args)
