@@ -139,3 +139,36 @@ def test_threads_mixing_reads_and_writes_on_shared_keys_keep_a_serial_outcome(de
     span = torch.arange(0, (THREADS - 1) * 500 + 1000, device=device)
     found = table.contains(span)
     assert torch.equal(found, span % 2 == 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("refit", [False, True])
+def test_threads_probing_one_prepared_build_get_the_serial_answers(refit, device):
+    """``refit``: int32 keys holding the type's largest value, which the first probe finds
+    the build table lacks and rebuilds: here several threads' first probes at once."""
+    _skip_without(device)
+    generator = torch.Generator().manual_seed(3)
+    right = torch.randint(0, 5000, (20_000,), generator=generator)
+    if refit:
+        right = right.to(torch.int32)
+        right[:3] = 2**31 - 1
+    right = right.to(device)
+    lefts = [torch.randint(0, 6000, (5000,), generator=generator).to(right.dtype).to(device)
+             for _ in range(THREADS)]
+    for left in lefts:
+        left[:5] = 2**31 - 1
+
+    def pairs(left, on=None):
+        got = (on or build).probe(left, how="inner")
+        return sorted(zip(got[0].tolist(), got[1].tolist()))
+
+    expected = [pairs(left, gh.JoinBuild(right)) for left in lefts]  # a build of its own each
+    build = gh.JoinBuild(right)  # its first probes come from the threads
+    results: dict[int, list] = {}
+
+    def work(thread: int) -> None:
+        for _ in range(5):
+            results[thread] = pairs(lefts[thread])
+            assert results[thread] == expected[thread]
+
+    _run_threads(work)
