@@ -64,7 +64,7 @@ def test_multimap_contains_on_cuda_answers_as_on_the_cpu():
 @pytest.mark.parametrize("make", [
     lambda: gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32,
                        value_shape=(10**6, 10**6)),
-    lambda: gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(64,),
+    lambda: gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(4096,),
                        capacity=2_000_000_000),
     lambda: gh.MultiMap(key_dtype=torch.int32, value_dtype=torch.float64, value_shape=(4096,),
                         capacity=100_000_000),
@@ -78,8 +78,8 @@ def test_a_size_past_the_devices_memory_names_the_argument_and_the_bytes(make):
 
 
 def test_a_reserve_past_memory_leaves_the_table_unchanged():
-    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(64,))
-    table.insert(torch.arange(10), torch.ones(10, 64))
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(4096,))
+    table.insert(torch.arange(10), torch.ones(10, 4096))
     capacity = table.capacity
     with pytest.raises(MemoryError, match="the table is unchanged"):
         table.reserve(2_000_000_000)

@@ -112,3 +112,34 @@ def test_a_cuda_table_in_the_parent_does_not_break_a_cpu_engine_child():
         print("ok")
     """)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+def test_a_fork_while_another_thread_holds_a_tables_lock_leaves_the_child_a_usable_table():
+    done = _run("""
+        import threading
+        held, release = threading.Event(), threading.Event()
+
+        def hold():
+            with table._order.lock:  # another thread in the middle of an operation
+                held.set()
+                release.wait()
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                table.insert(torch.arange(200_000, 200_100), torch.ones(100))
+                assert len(table) == 200_100
+            except BaseException as error:
+                print(repr(error), file=sys.stderr, flush=True)
+                os._exit(1)
+            os._exit(0)
+        release.set()
+        thread.join()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        print("ok")
+    """)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr

@@ -101,7 +101,9 @@ def test_a_table_made_on_one_stream_is_whole_before_a_call_on_another():
 
 def test_growth_on_a_second_stream_keeps_every_entry():
     first, second = torch.cuda.Stream(), torch.cuda.Stream()
-    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=64,
+    # room for the first insert, which so neither grows nor synchronises: it is still queued
+    # behind the sleep when the second insert grows the table
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=2048,
                        device="cuda")
     keys = torch.arange(200_000, device="cuda")
     torch.cuda.synchronize()

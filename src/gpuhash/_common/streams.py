@@ -29,7 +29,9 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
+import weakref
 from typing import Any
 
 import torch
@@ -161,9 +163,10 @@ class StreamOrder:
     operation runs inside ``ordered(stream, writes=...)``; ``writes`` is True for anything
     that changes the structure."""
 
-    __slots__ = ("device", "index", "lock", "_writer", "_readers")
+    __slots__ = ("device", "index", "lock", "_writer", "_readers", "__weakref__")
 
     def __init__(self, device: torch.device):
+        _track(self)
         self.device = device
         # held by every operation of the structure; a caller that makes one operation of
         # several (a read, then a write) holds it around them
@@ -182,3 +185,23 @@ class StreamOrder:
         """``work()`` inside ``ordered(stream, writes=writes)``."""
         with self.ordered(stream, writes=writes):
             return work()
+
+
+_ORDERS: weakref.WeakSet = weakref.WeakSet()  # every live StreamOrder, for a forked child
+_FORK_HANDLER = []  # registered once, when the first StreamOrder is made
+
+
+def _track(order: StreamOrder) -> None:
+    if not _FORK_HANDLER:
+        _FORK_HANDLER.append(True)
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+    _ORDERS.add(order)
+
+
+def _after_fork_in_child() -> None:
+    """A child made by fork has one thread: a lock another thread of the parent held at the
+    fork would stay held forever, so every structure gets a fresh one; the parent's CUDA
+    streams mean nothing here, so their marks go too."""
+    for order in list(_ORDERS):
+        order.lock = threading.RLock()
+        order._writer, order._readers = None, {}

@@ -65,6 +65,10 @@ class CacheWhole(CacheCore):
             >>> keys.tolist(), values.tolist()
             ([1], [3.0])
         """
+        with self._order.lock:  # the capacity and the export of one state
+            return self._export(offset, count, min_score, stream)
+
+    def _export(self, offset, count, min_score, stream):
         slots = self.capacity
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= slots:
             raise ValueError(f"offset must be an int in [0, {slots}], got {offset!r}")
@@ -117,10 +121,10 @@ class CacheWhole(CacheCore):
     def to(self, device: str | torch.device) -> CacheMap:
         """A new cache with the same bytes on ``device`` (this one is unchanged), keeping
         ``max_hbm_bytes``."""
-        with self._order.lock:
-            target = _resolve_device(device)
-            if self._device.type == "cuda":  # every stream: the last write may be on another
-                torch.cuda.synchronize(self._device)
+        target = _resolve_device(device)
+        # the copy is queued on the current stream, after the cache's last write elsewhere,
+        # and recorded as a read there, which a later write on another stream waits for
+        with self._order.ordered(None, writes=False):
             other = type(self).__new__(type(self))
             other._adopt(copy_cache(self._state, target, max_hbm_bytes=self._max_hbm_bytes),
                          step=self._step, epoch=self._epoch, max_slots=self._max_slots,

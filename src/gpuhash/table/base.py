@@ -173,12 +173,13 @@ class _Table:
         """The table's counters, read on the current stream (synchronises). A row the kernels
         could not place (only possible if the counters lied about the table's use) raises
         here, after any entry it displaced has been put back."""
-        with self._order.ordered(None, writes=False):
-            counts = self._state.counts.tolist()
-        if len(counts) > 2 and counts[2]:
-            with self._order.ordered(None, writes=True):  # the repair writes entries back
-                self._repair(counts[2], counts[3])
-        return counts
+        with self._order.lock:  # the read and any repair it needs: one step
+            with self._order.ordered(None, writes=False):
+                counts = self._state.counts.tolist()
+            if len(counts) > 2 and counts[2]:
+                with self._order.ordered(None, writes=True):  # the repair writes entries back
+                    self._repair(counts[2], counts[3])
+            return counts
 
     def _repair(self, unplaced: int, stashed: int) -> None:
         state = self._state
@@ -385,9 +386,9 @@ class _Table:
         """
         if not isinstance(entries, int) or isinstance(entries, bool) or entries < 0:
             raise ValueError(f"entries must be a non-negative int, got {entries!r}")
-        spec = self._state.spec
-        if entries > spec.max_entries:
-            with self._stream(stream, writes=True):
+        with self._stream(stream, writes=True):  # the size is read under the lock
+            spec = self._state.spec
+            if entries > spec.max_entries:
                 self._counts()
                 self._rehash(spec.sized_for(entries))
 

@@ -43,14 +43,19 @@ def _fork_safe(numba) -> None:
     os.register_at_fork(after_in_child=_in_forked_child)
 
 
-_FORKED = False  # this process is a child made by fork: loops run as serial twins
+_FORKED = False  # a child made by fork of a process with an OpenMP pool: serial twins run
 _TWINS: dict[str, object] = {}
+_TWINS_LOCK = threading.Lock()  # one thread builds a module's twins (it swaps the cache dir)
 
 
 def _in_forked_child() -> None:
-    global _FORKED
-    _FORKED = True
+    global _FORKED, _SERIAL, _TWINS_LOCK
+    # another thread may have held these at the fork: the child's copies stay held forever
+    _SERIAL, _TWINS_LOCK = threading.Lock(), threading.Lock()
     _TWINS.clear()
+    if _LOOPS is None or not _layer_is_openmp():  # no pool inherited, or a fork-safe one
+        return
+    _FORKED = True
     import torch
 
     torch.set_num_threads(1)
@@ -109,7 +114,10 @@ def _twin_cache_dir(numba) -> str | None:
 def _twin(module, name: str):
     key = module.__name__
     if key not in _TWINS:
-        _TWINS[key] = _serial_twins(module)
+        loops(), claim_loops(), cache_loops()  # imported before any cache-dir swap
+        with _TWINS_LOCK:
+            if key not in _TWINS:
+                _TWINS[key] = _serial_twins(module)
     return _TWINS[key][name]
 
 
@@ -172,7 +180,7 @@ def run(name: str, *args):
     """Call the compiled loop ``name`` (CacheMap's: named cache_*; the claims: _CLAIMS)."""
     module = (cache_loops() if name.startswith("cache_") else
               claim_loops() if name in _CLAIMS else loops())
-    function = _twin(module, name) if _FORKED and _layer_is_openmp() else getattr(module, name)
+    function = _twin(module, name) if _FORKED else getattr(module, name)
     if _serialise():
         with _SERIAL:
             return function(*args)
