@@ -282,7 +282,12 @@ class _Table:
                 f"{spec.max_entries} (max_load_factor={spec.max_load_factor}); create it with "
                 f"a larger capacity or growable=True"
             )
-        self._rehash(spec.sized_for(max(2 * spec.max_entries, live + new)))
+        try:
+            self._rehash(spec.sized_for(max(2 * spec.max_entries, live + new)))
+        except MemoryError:  # no room to double: the least size that holds the batch
+            if 2 * spec.max_entries <= live + new:
+                raise
+            self._rehash(spec.sized_for(live + new))
 
     def _fit_after_growth(self) -> None:
         """After an insert for which the table grew to an upper bound of its new keys: if the
