@@ -137,6 +137,11 @@ class _Ordered:
     def __exit__(self, kind, value, traceback) -> None:
         try:
             order = self.order
+            old = None if self.writes else order._readers.get(self.handle)
+            if old is not None and old.event is not None:
+                # the read this mark replaces may have run on a destroyed stream whose handle
+                # this one reuses: wait for it here, so the new mark covers it too
+                torch.cuda.current_stream(order.device).wait_event(old.event)
             if _is_foreign(self.stream):
                 event = torch.cuda.Event()
                 event.record(torch.cuda.current_stream(order.device))
