@@ -32,6 +32,19 @@ def child_work(seed):
     left, right = gh.join(keys[:1000], torch.arange(seed, seed + 500))
     assert left.shape[0] == 500
     return len(fresh)
+
+
+def in_a_forked_child(work):  # True if work() returned in a child made by os.fork
+    pid = os.fork()
+    if pid == 0:
+        try:
+            work()
+        except BaseException as error:
+            print(repr(error), file=sys.stderr, flush=True)
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 """
 
 
@@ -46,16 +59,7 @@ def _run(body: str, timeout: int = 120) -> subprocess.CompletedProcess:
 
 def test_an_os_fork_child_uses_inherited_and_new_tables():
     done = _run("""
-        pid = os.fork()
-        if pid == 0:
-            try:
-                child_work(7)
-            except BaseException as error:
-                print(repr(error), file=sys.stderr, flush=True)
-                os._exit(1)
-            os._exit(0)
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+        assert in_a_forked_child(lambda: child_work(7))
         assert len(table) == 200_000  # the parent goes on
         print("ok")
     """)
@@ -99,16 +103,7 @@ def test_a_cuda_table_in_the_parent_does_not_break_a_cpu_engine_child():
         on_gpu = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32, device="cuda")
         on_gpu.insert(torch.arange(1000, device="cuda"), torch.ones(1000, device="cuda"))
         torch.cuda.synchronize()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                child_work(3)
-            except BaseException as error:
-                print(repr(error), file=sys.stderr, flush=True)
-                os._exit(1)
-            os._exit(0)
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+        assert in_a_forked_child(lambda: child_work(3))
         print("ok")
     """)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr
@@ -127,19 +122,13 @@ def test_a_fork_while_another_thread_holds_a_tables_lock_leaves_the_child_a_usab
         thread = threading.Thread(target=hold)
         thread.start()
         held.wait()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                table.insert(torch.arange(200_000, 200_100), torch.ones(100))
-                assert len(table) == 200_100
-            except BaseException as error:
-                print(repr(error), file=sys.stderr, flush=True)
-                os._exit(1)
-            os._exit(0)
+        def grow():
+            table.insert(torch.arange(200_000, 200_100), torch.ones(100))
+            assert len(table) == 200_100
+
+        assert in_a_forked_child(grow)  # the child runs while the thread still holds it
         release.set()
         thread.join()
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
         print("ok")
     """)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr
