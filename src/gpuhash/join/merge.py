@@ -49,6 +49,8 @@ from gpuhash.join.frames import (
 )
 from gpuhash.join.keys import BITS
 from gpuhash.join.plan import HOWS
+from gpuhash.join.table_merge import HOWS as LOOKUP_HOWS
+from gpuhash.join.table_merge import try_lookup_merge
 
 VALIDATE = (None, "1:1", "1:m", "m:1", "m:m")
 VALIDATE_NAMES = {"one_to_one": "1:1", "one_to_many": "1:m", "many_to_one": "m:1",
@@ -229,6 +231,15 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
+    if (len(left_keys) == 1 and how in LOOKUP_HOWS and not nulls_equal
+            and validate in (None, "m:1", "m:m")):
+        names = _output_names(left_table.column_names, right_table.column_names,
+                              _key_layout(left_keys, right_keys, kind, how), suffixes, kind,
+                              how)
+        table = try_lookup_merge(left_table, right_table, left_keys[0], right_keys[0],
+                                 how=how, names=names, device=device, explain=explain)
+        if table is not None:
+            return restore_frame(table, kind, left, right, *names)
     pairs = [arrow_key_pair(left_table.column(a).combine_chunks(),
                             right_table.column(b).combine_chunks(), a, b)
              for a, b in zip(left_keys, right_keys)]

@@ -114,7 +114,7 @@ def _twin_cache_dir(numba) -> str | None:
 def _twin(module, name: str):
     key = module.__name__
     if key not in _TWINS:
-        loops(), claim_loops(), cache_loops()  # imported before any cache-dir swap
+        loops(), claim_loops(), cache_loops(), merge_loops()  # before any cache-dir swap
         with _TWINS_LOCK:
             if key not in _TWINS:
                 _TWINS[key] = _serial_twins(module)
@@ -173,12 +173,22 @@ def claim_loops():
     return _cpu_claims
 
 
+def merge_loops():
+    """The compiled loops of merges of host tables (gathers of Arrow buffers)."""
+    loops()
+    from gpuhash.join.cpu import table_loops as _table_loops
+
+    return _table_loops
+
+
 _CLAIMS = ("claim", "write_rows")
 
 
 def run(name: str, *args):
-    """Call the compiled loop ``name`` (CacheMap's: named cache_*; the claims: _CLAIMS)."""
+    """Call the compiled loop ``name`` (CacheMap's: named cache_*; merges': merge_*; the
+    claims: _CLAIMS)."""
     module = (cache_loops() if name.startswith("cache_") else
+              merge_loops() if name.startswith("merge_") else
               claim_loops() if name in _CLAIMS else loops())
     function = _twin(module, name) if _FORKED else getattr(module, name)
     if _serialise():

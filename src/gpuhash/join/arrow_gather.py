@@ -1,0 +1,192 @@
+"""Arrow columns gathered by a row map on the host with every core, straight into new Arrow
+buffers: the output side of a merge of tables in host memory.
+
+A row map is an int64 NumPy array of source rows, -1 where the output row has none (null
+there). Fixed-width columns (integers, floats, temporal types, decimals, fixed-size binary),
+booleans, strings and binaries (32- and 64-bit offsets) and dictionary columns are gathered by
+the loops of join/cpu/table_loops.py over the column's own buffers; the output's buffers are
+NumPy arrays from _common/host_buffers.py, which Arrow wraps without a copy: a merge's output
+reuses the memory of an earlier output that was freed, its pages already mapped (faulting
+fresh pages in cost more than the gathers). Strings come out in pieces (a chunked column)
+where 32-bit offsets could not address all their bytes. Other types (string views, nested
+types) go through Arrow's ``take``.
+
+Example:
+    >>> import numpy as np, pyarrow as pa
+    >>> take_column(pa.array(["a", None, "ccc"]), np.array([2, -1, 0, 1])).to_pylist()
+    ['ccc', None, 'a', None]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpuhash._common import host_buffers
+from gpuhash._common.cpu.runtime import run
+from gpuhash.join.cpu.table_loops import BLOCK
+
+_WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_MAX_INT32 = (1 << 31) - 1
+
+
+def _blocks(rows: int) -> int:
+    return (rows + BLOCK - 1) // BLOCK
+
+
+def single(column: Any):
+    """A column as one Arrow array (a chunked column's chunks combined, a copy only when it
+    has more than one)."""
+    import pyarrow as pa
+
+    if isinstance(column, pa.ChunkedArray):
+        if column.num_chunks == 1:
+            return column.chunk(0)
+        return column.combine_chunks() if column.num_chunks else pa.array([], column.type)
+    return column
+
+
+def _width(kind) -> int | None:
+    """Bytes a value of a fixed-width type takes, or None for other types."""
+    import pyarrow.types as pt
+
+    if pt.is_boolean(kind):
+        return None
+    if (pt.is_integer(kind) or pt.is_floating(kind) or pt.is_temporal(kind)
+            or pt.is_decimal(kind) or pt.is_fixed_size_binary(kind)):
+        bits = kind.bit_width
+        return bits // 8 if bits % 8 == 0 else None
+    return None
+
+
+def _empty(count: int, dtype, shape: tuple = ()) -> tuple[np.ndarray, Any]:
+    """An output array (reused host memory) and the Arrow buffer over it."""
+    import pyarrow as pa
+
+    array = host_buffers.take(count * int(np.prod(shape, dtype=np.int64)), dtype)
+    return array.reshape((count, *shape)), pa.py_buffer(array)
+
+
+def _view(buffer, dtype, start: int, count: int) -> np.ndarray:
+    """``count`` values of ``dtype`` of an Arrow buffer from value ``start`` on."""
+    size = np.dtype(dtype).itemsize
+    return np.frombuffer(buffer, dtype=dtype, count=count, offset=start * size)
+
+
+def _validity(array, rows: np.ndarray, may_miss: bool) -> tuple[Any, int]:
+    """The gathered validity bitmap (None: no nulls) and its null count."""
+    import pyarrow as pa
+
+    has_nulls = array.null_count > 0
+    if not has_nulls and not may_miss:
+        return None, 0
+    bits = np.frombuffer(array.buffers()[0], np.uint8) if has_nulls else np.empty(0, np.uint8)
+    out, buffer = _empty((rows.shape[0] + 7) // 8, np.uint8)
+    nulls = int(run("merge_take_bits", bits, np.int64(array.offset), rows, out).sum())
+    return (buffer if nulls else None), nulls
+
+
+def _fixed(array, rows: np.ndarray, width: int):
+    import pyarrow as pa
+
+    data = array.buffers()[1]
+    if width in _WORDS:
+        values = _view(data, _WORDS[width], array.offset, len(array))
+    elif width % 8 == 0:  # decimals: rows of 8-byte words
+        values = _view(data, np.uint64, array.offset * (width // 8),
+                       len(array) * (width // 8)).reshape(-1, width // 8)
+    else:  # fixed-size binary of an odd width: rows of bytes
+        values = _view(data, np.uint8, array.offset * width, len(array) * width).reshape(
+            -1, width)
+    out, buffer = _empty(rows.shape[0], values.dtype, values.shape[1:])
+    run("merge_take", values, rows, out)
+    return buffer
+
+
+def _booleans(array, rows: np.ndarray):
+    import pyarrow as pa
+
+    out, buffer = _empty((rows.shape[0] + 7) // 8, np.uint8)
+    run("merge_take_bits", np.frombuffer(array.buffers()[1], np.uint8),
+        np.int64(array.offset), rows, out)
+    return buffer
+
+
+def _strings(array, rows: np.ndarray, validity, nulls: int):
+    """A string or binary column gathered, in pieces whose offsets fit their width."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    large = pt.is_large_string(array.type) or pt.is_large_binary(array.type)
+    offset_type = np.int64 if large else np.int32
+    offsets = _view(array.buffers()[1], offset_type, array.offset, len(array) + 1)
+    data = array.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
+    n = rows.shape[0]
+    sizes = np.empty(_blocks(n), np.int64)
+    run("merge_string_sizes", offsets, rows, sizes)
+    ends = np.cumsum(sizes)
+    limit = np.iinfo(offset_type).max
+    pieces, first_block = [], 0
+    while first_block < len(sizes) or not pieces:
+        base = int(ends[first_block - 1]) if first_block else 0
+        # the blocks of this piece: as many as keep its bytes addressable
+        last = int(np.searchsorted(ends, base + limit, side="right"))
+        last = max(last, first_block + 1) if len(sizes) else 0
+        first, stop = first_block * BLOCK, min(n, last * BLOCK)
+        starts = np.zeros(len(sizes), np.int64)
+        starts[first_block + 1:last] = ends[first_block:last - 1] - base
+        out_offsets, offsets_buffer = _empty(stop - first + 1, offset_type)
+        out_data, data_buffer = _empty(int(ends[last - 1]) - base if len(sizes) else 0,
+                                       np.uint8)
+        if stop > first:
+            run("merge_take_strings", offsets, data, rows, starts, np.int64(first),
+                out_offsets, out_data)
+        else:
+            out_offsets[:] = 0
+        piece_validity, piece_nulls = validity, nulls
+        if validity is not None and (first, stop) != (0, n):
+            piece_validity, piece_nulls = _piece_validity(validity, first, stop)
+        pieces.append(pa.Array.from_buffers(array.type, stop - first,
+                                            [piece_validity, offsets_buffer, data_buffer], null_count=piece_nulls))
+        first_block = last
+        if not len(sizes):
+            break
+    return pieces[0] if len(pieces) == 1 else pa.chunked_array(pieces, array.type)
+
+
+def _piece_validity(validity, first: int, stop: int):
+    """The validity bits of rows first..stop (first a multiple of 8) as their own bitmap, and
+    -1 for its null count (Arrow counts it when asked)."""
+    import pyarrow as pa
+
+    return pa.py_buffer(np.frombuffer(validity, np.uint8)[first // 8:(stop + 7) // 8].copy()), -1
+
+
+def take_column(column: Any, rows: np.ndarray, *, may_miss: bool = True):
+    """``column`` (an Arrow array or chunked array) gathered by ``rows`` (int64, -1: null).
+    ``may_miss`` False promises that no row is -1 (a bitmap is then made only for the
+    column's own nulls). Returns an Arrow array, or a chunked array of string pieces."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    array = single(column)
+    kind = array.type
+    n = rows.shape[0]
+    if len(array) == 0 or pt.is_null(kind):  # every row is -1, or nothing but nulls
+        return pa.nulls(n, type=kind)
+    if pt.is_dictionary(kind):
+        indices = take_column(array.indices, rows, may_miss=may_miss)
+        return pa.DictionaryArray.from_arrays(indices, array.dictionary)
+    width = _width(kind)
+    strings = (pt.is_string(kind) or pt.is_large_string(kind) or pt.is_binary(kind)
+               or pt.is_large_binary(kind))
+    if width is None and not strings and not pt.is_boolean(kind):
+        index = pa.array(rows, mask=rows < 0) if may_miss else pa.array(rows)
+        return array.take(index)
+    validity, nulls = _validity(array, rows, may_miss)
+    if strings:
+        return _strings(array, rows, validity, nulls)
+    data = _booleans(array, rows) if width is None else _fixed(array, rows, width)
+    return pa.Array.from_buffers(kind, n, [validity, data], null_count=nulls)

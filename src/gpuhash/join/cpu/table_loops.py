@@ -1,0 +1,176 @@
+"""Loops of merges of tables in host memory, compiled by numba: matching a key column against
+a build side indexed by key, turning the matches into row maps, and gathering Arrow buffers
+by those maps, every loop in parallel over rows on every core.
+
+Arrays arrive as NumPy views of Arrow buffers: fixed-width values as unsigned integers of
+their width, validity and boolean bitmaps as uint8 with a bit offset, string offsets as int32
+or int64. A row map holds int64 row numbers, -1 where an output row has no source row (a null
+comes out there). Rows go in blocks of BLOCK: a pass that must know where each block writes
+first counts per block, then writes; so every output is the same whatever the thread count.
+Indices inside blocks are unsigned: numba checks a signed index for wrap-around on every
+access, which kept these loops from vectorising (two to four times slower). Compiled on first
+use and cached on disk (_common/cpu/runtime.py picks the directory; a
+forked child runs serial twins of these loops).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+BLOCK = 1 << 16  # rows a block: large enough to amortise a thread's start, small to balance
+_JIT = {"cache": True, "nogil": True}
+
+
+@numba.njit(inline="always", **_JIT)
+def _u(i):
+    """An index as unsigned: no wrap-around check where it is used."""
+    return np.uint64(i)
+
+
+@numba.njit(**_JIT)
+def merge_index_by_key(keys, low, span):
+    """The build side indexed by key: index[key - low] = its row (-1 where no row has that key),
+    and whether every key was distinct (on a repeat the first row stays and False comes back;
+    the caller then takes the general join). One thread: the writes would race."""
+    index = np.full(span, -1, np.int64)
+    for row in range(keys.shape[0]):
+        slot = _u(np.int64(keys[row]) - low)
+        if index[slot] >= 0:
+            return index, False
+        index[slot] = row
+    return index, True
+
+
+@numba.njit(parallel=True, **_JIT)
+def merge_look_up(keys, valid, low, index, rows, counts):
+    """rows[i] = the build row of probe key keys[i] (-1 where none, or where ``valid`` (uint8,
+    empty: every row) is 0); counts[block] = the block's found rows."""
+    span = index.shape[0]
+    n = keys.shape[0]
+    check = valid.shape[0] > 0
+    for block in numba.prange((n + BLOCK - 1) // BLOCK):
+        found = 0
+        for i in range(_u(block * BLOCK), _u(min(n, (block + 1) * BLOCK))):
+            slot = np.int64(keys[i]) - low
+            row = -1
+            if 0 <= slot < span and (not check or valid[i] != 0):
+                row = index[_u(slot)]
+            rows[i] = row
+            if row >= 0:
+                found += 1
+        counts[block] = found
+
+
+@numba.njit(parallel=True, **_JIT)
+def merge_count_found(rows, counts):
+    """counts[block] = rows of the block that are not -1."""
+    n = rows.shape[0]
+    for block in numba.prange((n + BLOCK - 1) // BLOCK):
+        found = 0
+        for i in range(_u(block * BLOCK), _u(min(n, (block + 1) * BLOCK))):
+            if rows[i] >= 0:
+                found += 1
+        counts[block] = found
+
+
+@numba.njit(parallel=True, **_JIT)
+def merge_compact(rows, starts, keep_found, probe_out, build_out):
+    """The probe rows whose build row is (``keep_found``) or is not -1, in probe order, into
+    ``probe_out``, and their build rows into ``build_out`` (empty: not wanted); ``starts``:
+    where each block writes (an exclusive sum of merge_look_up's counts, or of the missing
+    rows' counts)."""
+    n = rows.shape[0]
+    want_build = build_out.shape[0] > 0
+    for block in numba.prange((n + BLOCK - 1) // BLOCK):
+        at = _u(starts[block])
+        for i in range(_u(block * BLOCK), _u(min(n, (block + 1) * BLOCK))):
+            if (rows[i] >= 0) == keep_found:
+                probe_out[at] = np.int64(i)
+                if want_build:
+                    build_out[at] = rows[i]
+                at += _u(1)
+
+
+@numba.njit(parallel=True, **_JIT)
+def merge_take(values, rows, out):
+    """out[i] = values[rows[i]] (zero where rows[i] is -1): a fixed-width column (1-D) or one
+    of rows of several words (2-D)."""
+    for i in numba.prange(rows.shape[0]):
+        row = rows[i]
+        if row >= 0:
+            out[i] = values[_u(row)]
+        else:
+            out[i] = 0
+
+
+@numba.njit(parallel=True, **_JIT)
+def merge_take_bits(bits, bit_offset, rows, out):
+    """A bitmap (validity or booleans) gathered: bit i of ``out`` is bit rows[i] + bit_offset of
+    ``bits`` (``bits`` empty: every bit 1), 0 where rows[i] is -1. Returns the zero bits a
+    block (their sum is the null count of a validity bitmap). Each iteration writes whole
+    bytes: blocks are multiples of 8 rows, so no two threads share a byte."""
+    n = rows.shape[0]
+    every = bits.shape[0] == 0
+    blocks = (n + BLOCK - 1) // BLOCK
+    zeros = np.zeros(blocks, np.int64)
+    for block in numba.prange(blocks):
+        zero = 0
+        stop = min(n, (block + 1) * BLOCK)
+        for byte in range(_u(block * BLOCK // 8), _u((stop + 7) // 8)):
+            value = np.uint8(0)
+            for j in range(8):
+                i = np.int64(byte) * 8 + j
+                if i >= stop:
+                    break
+                row = rows[_u(i)]
+                bit = 0
+                if row >= 0:
+                    if every:
+                        bit = 1
+                    else:
+                        at = row + bit_offset
+                        bit = (bits[_u(at >> 3)] >> (at & 7)) & 1
+                value |= np.uint8(bit << j)
+                zero += 1 - bit
+            out[byte] = value
+        zeros[block] = zero
+    return zeros
+
+
+@numba.njit(parallel=True, **_JIT)
+def merge_string_sizes(offsets, rows, sizes):
+    """sizes[block] = bytes of the strings the block's rows gather (``offsets``: the column's
+    offsets from its first row)."""
+    n = rows.shape[0]
+    for block in numba.prange((n + BLOCK - 1) // BLOCK):
+        total = 0
+        for i in range(_u(block * BLOCK), _u(min(n, (block + 1) * BLOCK))):
+            row = rows[i]
+            if row >= 0:
+                total += np.int64(offsets[_u(row + 1)]) - np.int64(offsets[_u(row)])
+        sizes[block] = total
+
+
+@numba.njit(parallel=True, **_JIT)
+def merge_take_strings(offsets, data, rows, starts, first, out_offsets, out_data):
+    """Strings gathered: out_offsets[i - first] and the bytes of rows[i] from ``starts[block]``
+    on (merge_string_sizes' exclusive sums, less where the piece starts), for the blocks of
+    rows from ``first`` (a multiple of BLOCK) to ``first + out_offsets.shape[0] - 1``."""
+    n = first + out_offsets.shape[0] - 1
+    first_block = first // BLOCK
+    for block in numba.prange((n - first + BLOCK - 1) // BLOCK):
+        b = first_block + block
+        at = starts[b]
+        stop = min(n, (b + 1) * BLOCK)
+        for i in range(b * BLOCK, stop):
+            out_offsets[_u(i - first)] = at
+            row = rows[_u(i)]
+            if row >= 0:
+                begin = np.int64(offsets[_u(row)])
+                size = np.int64(offsets[_u(row + 1)]) - begin
+                for j in range(size):
+                    out_data[_u(at + j)] = data[_u(begin + j)]
+                at += size
+        if stop == n:
+            out_offsets[_u(n - first)] = at

@@ -1,0 +1,274 @@
+"""The fast path of ``gh.merge`` for tables in host memory: one key column whose right side
+holds each key at most once (a fact table joined to a dimension table, as in db-benchmark's
+join task), joined ``inner``, ``left``, ``semi`` or ``anti``.
+
+Then every left row has at most one partner, and the join is a lookup: the right side is
+indexed by key, each left key is looked up, and the output keeps the left rows in their
+order (pandas' order). Where every left row is kept, the left columns are the input's
+columns themselves, not copies; otherwise both sides' columns are gathered on the host with
+every core (join/arrow_gather.py). Only what must move moves: with integer keys spanning at
+most DENSE_SPAN times the right side's rows, the index is an array by key on the host, one
+read per lookup; other integer keys go to the join's device as a hash table and the looked-up
+rows come back (4 or 8 bytes a left row). String keys are turned into integer codes first:
+the right side's distinct values (its dictionary) and each left value's position in it, found
+by Arrow on every core.
+
+``try_lookup_merge`` returns None where its conditions do not hold, and the general path
+(join/merge.py) runs instead.
+
+Example:
+    >>> import pyarrow as pa
+    >>> left = pa.table({"k": [3, 1, 2, 3], "a": [1.0, 2.0, 3.0, 4.0]})
+    >>> right = pa.table({"k": [3, 2], "b": ["x", "y"]})
+    >>> out = try_lookup_merge(left, right, "k", "k", how="inner", names=(
+    ...     {"k": "k", "a": "a"}, {"b": "b"}), device="cpu")
+    >>> out.to_pydict()
+    {'k': [3, 2, 3], 'a': [1.0, 3.0, 4.0], 'b': ['x', 'y', 'x']}
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from gpuhash._common.cpu.runtime import run
+from gpuhash.join.arrow_gather import single, take_column
+from gpuhash.join.cpu.table_loops import BLOCK
+
+HOWS = ("inner", "left", "semi", "anti")
+DENSE_SPAN = 4  # an index by key at most this many times the right rows (8 bytes an entry)
+DENSE_SLACK = 1 << 16  # and always for spans this small
+
+
+class Phases:
+    """Wall-clock time of each phase of a merge, printed by ``explain=True``."""
+
+    def __init__(self):
+        self.rows: list[tuple[str, float, str]] = []
+        self._last = time.perf_counter()
+
+    def done(self, phase: str, detail: str = "") -> None:
+        now = time.perf_counter()
+        self.rows.append((phase, (now - self._last) * 1e3, detail))
+        self._last = now
+
+    def __str__(self) -> str:
+        width = max(len(p) for p, _, _ in self.rows) if self.rows else 0
+        return "\n".join(f"  {p:<{width}}  {ms:8.2f} ms  {d}" for p, ms, d in self.rows)
+
+
+def _integers(array) -> tuple[np.ndarray, np.ndarray | None]:
+    """An integer column's values as NumPy (no copy where it has no nulls) and its validity
+    as uint8 (None: no nulls)."""
+    import pyarrow.compute as pc
+
+    if array.null_count:
+        valid = np.asarray(array.is_valid()).view(np.uint8)
+        return pc.fill_null(array, 0).to_numpy(), valid
+    return array.to_numpy(zero_copy_only=False), None
+
+
+def _fits_int64(array) -> bool:
+    """Whether an integer column's values are all int64 values (a uint64 may not be)."""
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    if not pt.is_uint64(array.type) or len(array) == array.null_count:
+        return True
+    return pc.max(array).as_py() < (1 << 63)
+
+
+def _text(kind) -> bool | None:
+    """True for string types, False for binary types, None for others."""
+    import pyarrow.types as pt
+
+    if pt.is_string(kind) or pt.is_large_string(kind):
+        return True
+    if pt.is_binary(kind) or pt.is_large_binary(kind):
+        return False
+    return None
+
+
+def _positions(left, dictionary) -> tuple[np.ndarray, np.ndarray]:
+    """Each left value's position in ``dictionary`` (0 where absent or null) and whether it
+    has one (uint8), by Arrow's ``index_in`` on slices of the left side, one per core."""
+    import pyarrow.compute as pc
+
+    n = len(left)
+    codes = np.empty(n, np.int32)
+    valid = np.empty(n, np.uint8)
+    parts = max(1, min(os.cpu_count() or 1, n // BLOCK))
+    bounds = np.linspace(0, n, parts + 1).astype(np.int64)
+    options = pc.SetLookupOptions(value_set=dictionary, skip_nulls=True)
+
+    def one(part: int) -> None:
+        start, stop = int(bounds[part]), int(bounds[part + 1])
+        found = pc.index_in(left.slice(start, stop - start), options=options)
+        valid[start:stop] = np.asarray(found.is_valid()).view(np.uint8)
+        codes[start:stop] = pc.fill_null(found, 0).to_numpy()
+
+    with ThreadPoolExecutor(parts) as pool:
+        list(pool.map(one, range(parts)))
+    return codes, valid
+
+
+def _string_codes(left, right):
+    """(left codes, left validity, right codes, right validity) of string keys, or None when
+    the right side repeats a value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if left.type != right.type:  # one of 32-bit and one of 64-bit offsets
+        common = pa.large_string() if _text(left.type) else pa.large_binary()
+        left, right = left.cast(common), right.cast(common)
+    encoded = right.dictionary_encode()
+    if len(encoded.dictionary) != len(right) - right.null_count:
+        return None
+    right_codes, right_valid = _integers(pc.cast(encoded.indices, pa.int32()))
+    left_codes, left_valid = _positions(left, encoded.dictionary)
+    return left_codes, left_valid, right_codes, right_valid
+
+
+def key_codes(left, right):
+    """Integer codes of one key column of each side, equal where the keys are equal: (left
+    codes, left validity, right codes, right validity; validity uint8 or None), or None where
+    the fast path does not take these types (or the right side repeats a string)."""
+    import pyarrow.types as pt
+
+    if pt.is_integer(left.type) and pt.is_integer(right.type):
+        if not (_fits_int64(left) and _fits_int64(right)):
+            return None
+        return (*_integers(left), *_integers(right))
+    if _text(left.type) is not None and _text(left.type) == _text(right.type):
+        return _string_codes(left, right)
+    return None
+
+
+def _dense_rows(left_codes, left_valid, right_codes, right_valid):
+    """The looked-up right row of every left row through an index by key on the host, and
+    per-block found counts; None when the right side repeats a key."""
+    keys = right_codes if right_valid is None else right_codes[right_valid.view(bool)]
+    if keys.shape[0] == 0:
+        rows = np.full(left_codes.shape[0], -1, np.int64)
+        return rows, np.zeros((rows.shape[0] + BLOCK - 1) // BLOCK, np.int64)
+    low, high = int(keys.min()), int(keys.max())
+    ids = np.arange(right_codes.shape[0], dtype=np.int64)
+    ids = ids if right_valid is None else ids[right_valid.view(bool)]
+    index, unique = run("merge_index_by_key", keys, np.int64(low), np.int64(high - low + 1))
+    if not unique:
+        return None
+    if right_valid is not None:  # the index holds positions among the valid rows
+        index = np.where(index >= 0, ids[np.maximum(index, 0)], -1)
+    rows = np.empty(left_codes.shape[0], np.int64)
+    counts = np.empty((rows.shape[0] + BLOCK - 1) // BLOCK, np.int64)
+    valid = np.empty(0, np.uint8) if left_valid is None else left_valid
+    run("merge_look_up", left_codes, valid, np.int64(low), index, rows, counts)
+    return rows, counts
+
+
+def _is_dense(right_codes, right_valid) -> bool:
+    keys = right_codes if right_valid is None else right_codes[right_valid.view(bool)]
+    if keys.shape[0] == 0:
+        return True
+    span = int(keys.max()) - int(keys.min()) + 1
+    return span <= max(DENSE_SPAN * keys.shape[0], DENSE_SLACK)
+
+
+def _hashed_rows(left_codes, left_valid, right_codes, right_valid, device):
+    """The looked-up right row of every left row through a HashMap on ``device``; None when the
+    right side repeats a key."""
+    import torch
+
+    from gpuhash.table.hash_map import HashMap
+
+    device = torch.device(device)
+    ids = torch.arange(right_codes.shape[0], dtype=torch.int64)
+    keys = torch.from_numpy(right_codes.astype(np.int64, copy=False))
+    if right_valid is not None:
+        chosen = torch.from_numpy(right_valid.view(bool))
+        keys, ids = keys[chosen], ids[chosen]
+    table = HashMap(key_dtype=torch.int64, value_dtype=torch.int64,
+                    capacity=max(1, keys.shape[0]), device=device)
+    table.insert(keys.to(device), ids.to(device))
+    if len(table) != keys.shape[0]:
+        return None
+    found_rows, found = table.find(torch.from_numpy(left_codes.astype(np.int64, copy=False))
+                                   .to(device), default=-1)
+    rows = found_rows.cpu().numpy()
+    if left_valid is not None:
+        rows = np.where(left_valid.view(bool), rows, -1)
+    counts = np.empty((rows.shape[0] + BLOCK - 1) // BLOCK, np.int64)
+    run("merge_count_found", rows, counts)
+    return rows, counts
+
+
+def _exclusive(counts: np.ndarray) -> np.ndarray:
+    starts = np.zeros_like(counts)
+    np.cumsum(counts[:-1], out=starts[1:])
+    return starts
+
+
+def _row_maps(rows, counts, how):
+    """(left rows or None for every row in order, right rows or None for none): the gather maps
+    of the output from the looked-up rows."""
+    n = rows.shape[0]
+    found = int(counts.sum())
+    if how == "left":
+        return None, rows
+    if how in ("inner", "semi") and found == n:
+        return None, (rows if how == "inner" else None)
+    keep = how != "anti"
+    size = found if keep else n - found
+    starts = _exclusive(counts) if keep else _exclusive(
+        np.minimum(BLOCK, n - np.arange(counts.shape[0]) * BLOCK) - counts)
+    probe = np.empty(size, np.int64)
+    build = np.empty(size if how == "inner" else 0, np.int64)
+    run("merge_compact", rows, starts, keep, probe, build)
+    return probe, (build if how == "inner" else None)
+
+
+def try_lookup_merge(left_table: Any, right_table: Any, left_key: str, right_key: str, *,
+                     how: str, names: tuple[dict, dict], device: Any,
+                     explain: bool = False) -> Any:
+    """The merge's output pyarrow Table by lookup, or None where this path does not apply.
+    ``names``: each side's column -> its output name, in output order (join/merge.py's
+    _output_names, with the keys it keeps)."""
+    import pyarrow as pa
+
+    if how not in HOWS:
+        return None
+    phases = Phases()
+    left = single(left_table.column(left_key))
+    right = single(right_table.column(right_key))
+    codes = key_codes(left, right)
+    if codes is None:
+        return None
+    phases.done("key codes", str(left.type))
+    if _is_dense(codes[2], codes[3]):
+        looked_up, where = _dense_rows(*codes), "an index by key on the host"
+    else:
+        looked_up, where = _hashed_rows(*codes, device), f"a HashMap on {device}"
+    if looked_up is None:
+        return None
+    phases.done("look up", where)
+    left_rows, right_rows = _row_maps(*looked_up, how)
+    phases.done("row maps", "every left row kept" if left_rows is None else
+                f"{left_rows.shape[0]} left rows kept")
+    left_out, right_out = names
+    columns = {}
+    for name, out in left_out.items():
+        column = left_table.column(name)
+        columns[out] = column if left_rows is None else take_column(column, left_rows,
+                                                                    may_miss=False)
+    for name, out in right_out.items():
+        columns[out] = take_column(right_table.column(name), right_rows,
+                                   may_miss=how == "left")
+    table = pa.table(columns)
+    phases.done("gather", f"{len(columns)} columns on the host")
+    if explain:
+        print(f"merge by lookup ({how}): the right side's keys are distinct\n{phases}")
+    return table
