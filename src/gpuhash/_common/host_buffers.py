@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -47,10 +48,9 @@ class _Lease:
         self.__array_interface__ = block.__array_interface__
 
     def __del__(self):
-        try:
+        # at interpreter exit the module may be gone: nothing to keep then
+        with contextlib.suppress(Exception):
             _give_back(self.block)
-        except Exception:  # at interpreter exit the module may be gone: nothing to keep
-            pass
 
 
 def _give_back(block: np.ndarray) -> None:

@@ -67,7 +67,8 @@ def make_tables(n: int, *, seed: int = 108) -> dict:
         raise ValueError(f"n must be at least 1000 (medium has n/1000 rows), got {n}")
     rng = np.random.default_rng(seed)
     domains = [_split(max(1, n // scale), rng) for scale in (10**6, 10**3, 1)]
-    left = [_sample_all(np.concatenate([x, l]), n, rng) for x, l, _ in domains]
+    left = [_sample_all(np.concatenate([common, only]), n, rng)
+            for common, only, _ in domains]
     x = {"id1": left[0], "id2": left[1], "id3": left[2]}
     x.update({f"id{i + 4}": _strings(left[i]) for i in range(3)})
     x["v1"] = np.round(rng.uniform(0, 100, n), 6)

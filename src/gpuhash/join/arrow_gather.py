@@ -76,7 +76,6 @@ def _view(buffer, dtype, start: int, count: int) -> np.ndarray:
 
 def _validity(array, rows: np.ndarray, may_miss: bool) -> tuple[Any, int]:
     """The gathered validity bitmap (None: no nulls) and its null count."""
-    import pyarrow as pa
 
     has_nulls = array.null_count > 0
     if not has_nulls and not may_miss:
@@ -88,7 +87,6 @@ def _validity(array, rows: np.ndarray, may_miss: bool) -> tuple[Any, int]:
 
 
 def _fixed(array, rows: np.ndarray, width: int):
-    import pyarrow as pa
 
     data = array.buffers()[1]
     if width in _WORDS:
@@ -105,7 +103,6 @@ def _fixed(array, rows: np.ndarray, width: int):
 
 
 def _booleans(array, rows: np.ndarray):
-    import pyarrow as pa
 
     out, buffer = _empty((rows.shape[0] + 7) // 8, np.uint8)
     run("merge_take_bits", np.frombuffer(array.buffers()[1], np.uint8),
@@ -113,16 +110,24 @@ def _booleans(array, rows: np.ndarray):
     return buffer
 
 
-def _strings(array, rows: np.ndarray, validity, nulls: int):
-    """A string or binary column gathered, in pieces whose offsets fit their width."""
-    import pyarrow as pa
+def string_buffers(array) -> tuple[np.ndarray, np.ndarray]:
+    """A string or binary array's offsets from its first row (int32, or int64 for the large
+    types) and its bytes, as NumPy views."""
     import pyarrow.types as pt
 
     large = pt.is_large_string(array.type) or pt.is_large_binary(array.type)
-    offset_type = np.int64 if large else np.int32
-    offsets = _view(array.buffers()[1], offset_type, array.offset, len(array) + 1)
+    offsets = _view(array.buffers()[1], np.int64 if large else np.int32, array.offset,
+                    len(array) + 1)
     data = array.buffers()[2]
-    data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
+    return offsets, (np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8))
+
+
+def _strings(array, rows: np.ndarray, validity, nulls: int):
+    """A string or binary column gathered, in pieces whose offsets fit their width."""
+    import pyarrow as pa
+
+    offsets, data = string_buffers(array)
+    offset_type = offsets.dtype.type
     n = rows.shape[0]
     sizes = np.empty(_blocks(n), np.int64)
     run("merge_string_sizes", offsets, rows, sizes)
@@ -148,8 +153,9 @@ def _strings(array, rows: np.ndarray, validity, nulls: int):
         piece_validity, piece_nulls = validity, nulls
         if validity is not None and (first, stop) != (0, n):
             piece_validity, piece_nulls = _piece_validity(validity, first, stop)
-        pieces.append(pa.Array.from_buffers(array.type, stop - first,
-                                            [piece_validity, offsets_buffer, data_buffer], null_count=piece_nulls))
+        pieces.append(pa.Array.from_buffers(
+            array.type, stop - first, [piece_validity, offsets_buffer, data_buffer],
+            null_count=piece_nulls))
         first_block = last
         if not len(sizes):
             break

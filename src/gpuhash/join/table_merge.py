@@ -9,9 +9,8 @@ columns themselves, not copies; otherwise both sides' columns are gathered on th
 every core (join/arrow_gather.py). Only what must move moves: with integer keys spanning at
 most DENSE_SPAN times the right side's rows, the index is an array by key on the host, one
 read per lookup; other integer keys go to the join's device as a hash table and the looked-up
-rows come back (4 or 8 bytes a left row). String keys are turned into integer codes first:
-the right side's distinct values (its dictionary) and each left value's position in it, found
-by Arrow on every core.
+rows come back. String keys are looked up in an open-addressing table of the right side's
+strings on the host (a hash, then the bytes compared), every core probing.
 
 ``try_lookup_merge`` returns None where its conditions do not hold, and the general path
 (join/merge.py) runs instead.
@@ -28,15 +27,13 @@ Example:
 
 from __future__ import annotations
 
-import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from gpuhash._common.cpu.runtime import run
-from gpuhash.join.arrow_gather import single, take_column
+from gpuhash.join.arrow_gather import single, string_buffers, take_column
 from gpuhash.join.cpu.table_loops import BLOCK
 
 HOWS = ("inner", "left", "semi", "anti")
@@ -93,59 +90,41 @@ def _text(kind) -> bool | None:
     return None
 
 
-def _positions(left, dictionary) -> tuple[np.ndarray, np.ndarray]:
-    """Each left value's position in ``dictionary`` (0 where absent or null) and whether it
-    has one (uint8), by Arrow's ``index_in`` on slices of the left side, one per core."""
-    import pyarrow.compute as pc
-
-    n = len(left)
-    codes = np.empty(n, np.int32)
-    valid = np.empty(n, np.uint8)
-    parts = max(1, min(os.cpu_count() or 1, n // BLOCK))
-    bounds = np.linspace(0, n, parts + 1).astype(np.int64)
-    options = pc.SetLookupOptions(value_set=dictionary, skip_nulls=True)
-
-    def one(part: int) -> None:
-        start, stop = int(bounds[part]), int(bounds[part + 1])
-        found = pc.index_in(left.slice(start, stop - start), options=options)
-        valid[start:stop] = np.asarray(found.is_valid()).view(np.uint8)
-        codes[start:stop] = pc.fill_null(found, 0).to_numpy()
-
-    with ThreadPoolExecutor(parts) as pool:
-        list(pool.map(one, range(parts)))
-    return codes, valid
+def _validity(array) -> np.ndarray:
+    """A column's validity as uint8 (empty where it has no nulls)."""
+    if not array.null_count:
+        return np.empty(0, np.uint8)
+    return np.asarray(array.is_valid()).view(np.uint8)
 
 
-def _string_codes(left, right):
-    """(left codes, left validity, right codes, right validity) of string keys, or None when
-    the right side repeats a value."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if left.type != right.type:  # one of 32-bit and one of 64-bit offsets
-        common = pa.large_string() if _text(left.type) else pa.large_binary()
-        left, right = left.cast(common), right.cast(common)
-    encoded = right.dictionary_encode()
-    if len(encoded.dictionary) != len(right) - right.null_count:
+def string_rows(left, right):
+    """The right row holding each left string (-1 where none) and per-block found counts, by
+    an open-addressing table of the right side's strings; None when the right side repeats
+    a string."""
+    offsets, data = string_buffers(right)
+    slots = 1 << max(4, (2 * len(right)).bit_length())  # at most half full
+    slot_rows = np.full(slots, -1, np.int64)
+    slot_hashes = np.empty(slots, np.uint64)
+    if not run("merge_index_strings", offsets, data, _validity(right), slot_rows, slot_hashes):
         return None
-    right_codes, right_valid = _integers(pc.cast(encoded.indices, pa.int32()))
-    left_codes, left_valid = _positions(left, encoded.dictionary)
-    return left_codes, left_valid, right_codes, right_valid
+    left_offsets, left_data = string_buffers(left)
+    rows = np.empty(len(left), np.int64)
+    counts = np.empty((len(left) + BLOCK - 1) // BLOCK, np.int64)
+    run("merge_look_up_strings", left_offsets, left_data, _validity(left), offsets, data,
+        slot_rows, slot_hashes, rows, counts)
+    return rows, counts
 
 
-def key_codes(left, right):
-    """Integer codes of one key column of each side, equal where the keys are equal: (left
-    codes, left validity, right codes, right validity; validity uint8 or None), or None where
-    the fast path does not take these types (or the right side repeats a string)."""
+def integer_codes(left, right):
+    """One integer key column of each side as (left values, left validity, right values, right
+    validity; validity uint8 or None), or None where they are not integers that int64 holds."""
     import pyarrow.types as pt
 
-    if pt.is_integer(left.type) and pt.is_integer(right.type):
-        if not (_fits_int64(left) and _fits_int64(right)):
-            return None
-        return (*_integers(left), *_integers(right))
-    if _text(left.type) is not None and _text(left.type) == _text(right.type):
-        return _string_codes(left, right)
-    return None
+    if not (pt.is_integer(left.type) and pt.is_integer(right.type)):
+        return None
+    if not (_fits_int64(left) and _fits_int64(right)):
+        return None
+    return (*_integers(left), *_integers(right))
 
 
 def _dense_rows(left_codes, left_valid, right_codes, right_valid):
@@ -244,14 +223,16 @@ def try_lookup_merge(left_table: Any, right_table: Any, left_key: str, right_key
     phases = Phases()
     left = single(left_table.column(left_key))
     right = single(right_table.column(right_key))
-    codes = key_codes(left, right)
-    if codes is None:
-        return None
-    phases.done("key codes", str(left.type))
-    if _is_dense(codes[2], codes[3]):
-        looked_up, where = _dense_rows(*codes), "an index by key on the host"
+    codes = integer_codes(left, right)
+    if codes is not None:
+        if _is_dense(codes[2], codes[3]):
+            looked_up, where = _dense_rows(*codes), "an index by key on the host"
+        else:
+            looked_up, where = _hashed_rows(*codes, device), f"a HashMap on {device}"
+    elif _text(left.type) is not None and _text(left.type) == _text(right.type):
+        looked_up, where = string_rows(left, right), "a table of the strings on the host"
     else:
-        looked_up, where = _hashed_rows(*codes, device), f"a HashMap on {device}"
+        return None
     if looked_up is None:
         return None
     phases.done("look up", where)

@@ -174,3 +174,78 @@ def merge_take_strings(offsets, data, rows, starts, first, out_offsets, out_data
                 at += size
         if stop == n:
             out_offsets[_u(n - first)] = at
+
+
+@numba.njit(inline="always", **_JIT)
+def _hash_bytes(offsets, data, row):
+    """64-bit hash of string ``row``: FNV-1a over its bytes, then a 64-bit finaliser (FNV's
+    low bits alone group short keys that differ in their last byte)."""
+    h = np.uint64(0xCBF29CE484222325)
+    for j in range(_u(offsets[_u(row)]), _u(offsets[_u(row + 1)])):
+        h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    return h
+
+
+@numba.njit(inline="always", **_JIT)
+def _same_bytes(offsets_a, data_a, row_a, offsets_b, data_b, row_b):
+    begin_a, begin_b = np.int64(offsets_a[_u(row_a)]), np.int64(offsets_b[_u(row_b)])
+    size = np.int64(offsets_a[_u(row_a + 1)]) - begin_a
+    if size != np.int64(offsets_b[_u(row_b + 1)]) - begin_b:
+        return False
+    for j in range(size):  # noqa: SIM110 (numba compiles no generator)
+        if data_a[_u(begin_a + j)] != data_b[_u(begin_b + j)]:
+            return False
+    return True
+
+
+@numba.njit(**_JIT)
+def merge_index_strings(offsets, data, valid, slot_rows, slot_hashes):
+    """The build side's strings in an open-addressing table (``slot_rows`` -1 where free, a
+    power of two of slots, at most half full): each non-null row (``valid`` uint8, empty:
+    every row) in the slot its hash probes to. False on a repeated string (the caller takes
+    the general join). One thread: the writes would race."""
+    mask = np.uint64(slot_rows.shape[0] - 1)
+    check = valid.shape[0] > 0
+    for row in range(offsets.shape[0] - 1):
+        if check and valid[row] == 0:
+            continue
+        h = _hash_bytes(offsets, data, row)
+        slot = h & mask
+        while slot_rows[slot] >= 0:
+            if slot_hashes[slot] == h and _same_bytes(offsets, data, row, offsets, data,
+                                                      slot_rows[slot]):
+                return False
+            slot = (slot + np.uint64(1)) & mask
+        slot_rows[slot] = row
+        slot_hashes[slot] = h
+    return True
+
+
+@numba.njit(parallel=True, **_JIT)
+def merge_look_up_strings(offsets, data, valid, build_offsets, build_data, slot_rows,
+                          slot_hashes, rows, counts):
+    """rows[i] = the build row holding probe string i (-1 where none, or where ``valid`` is
+    0); counts[block] = the block's found rows."""
+    mask = np.uint64(slot_rows.shape[0] - 1)
+    n = offsets.shape[0] - 1
+    check = valid.shape[0] > 0
+    for block in numba.prange((n + BLOCK - 1) // BLOCK):
+        found = 0
+        for i in range(_u(block * BLOCK), _u(min(n, (block + 1) * BLOCK))):
+            row = -1
+            if not check or valid[i] != 0:
+                h = _hash_bytes(offsets, data, i)
+                slot = h & mask
+                while slot_rows[slot] >= 0:
+                    if slot_hashes[slot] == h and _same_bytes(
+                            offsets, data, i, build_offsets, build_data, slot_rows[slot]):
+                        row = slot_rows[slot]
+                        break
+                    slot = (slot + np.uint64(1)) & mask
+            rows[i] = row
+            if row >= 0:
+                found += 1
+        counts[block] = found
