@@ -1,4 +1,4 @@
-"""Host memory for large outputs, kept for reuse after the output is freed.
+"""Host memory for large outputs and temporaries, kept for reuse after it is freed.
 
 A merge writes hundreds of megabytes of new columns. Memory fresh from the kernel costs a page
 fault per 4 KiB page on first write, which at these sizes took longer than the gathers that

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuhash._common import host_buffers
 from gpuhash._common.cpu.runtime import run
 from gpuhash.join.arrow_gather import single, string_buffers, take_column
 from gpuhash.join.cpu.table_loops import BLOCK
@@ -108,7 +109,7 @@ def string_rows(left, right):
     if not run("merge_index_strings", offsets, data, _validity(right), slot_rows, slot_hashes):
         return None
     left_offsets, left_data = string_buffers(left)
-    rows = np.empty(len(left), np.int64)
+    rows = host_buffers.take(len(left), np.int64)
     counts = np.empty((len(left) + BLOCK - 1) // BLOCK, np.int64)
     run("merge_look_up_strings", left_offsets, left_data, _validity(left), offsets, data,
         slot_rows, slot_hashes, rows, counts)
@@ -142,7 +143,7 @@ def _dense_rows(left_codes, left_valid, right_codes, right_valid):
         return None
     if right_valid is not None:  # the index holds positions among the valid rows
         index = np.where(index >= 0, ids[np.maximum(index, 0)], -1)
-    rows = np.empty(left_codes.shape[0], np.int64)
+    rows = host_buffers.take(left_codes.shape[0], np.int64)
     counts = np.empty((rows.shape[0] + BLOCK - 1) // BLOCK, np.int64)
     valid = np.empty(0, np.uint8) if left_valid is None else left_valid
     run("merge_look_up", left_codes, valid, np.int64(low), index, rows, counts)
@@ -204,8 +205,8 @@ def _row_maps(rows, counts, how):
     size = found if keep else n - found
     starts = _exclusive(counts) if keep else _exclusive(
         np.minimum(BLOCK, n - np.arange(counts.shape[0]) * BLOCK) - counts)
-    probe = np.empty(size, np.int64)
-    build = np.empty(size if how == "inner" else 0, np.int64)
+    probe = host_buffers.take(size, np.int64)
+    build = host_buffers.take(size if how == "inner" else 0, np.int64)
     run("merge_compact", rows, starts, keep, probe, build)
     return probe, (build if how == "inner" else None)
 
