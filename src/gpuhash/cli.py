@@ -169,6 +169,26 @@ def _bench_cache(args, on_gpu: bool) -> dict:
     return report
 
 
+MERGE_METHOD = ("host wall clock around the whole call (pyarrow tables in, a pyarrow table "
+                "out; polars frames for polars), 1 warm-up + N timed runs, IQR outliers "
+                "dropped, median; every answer checked against DuckDB's first")
+
+
+def _bench_merge(args, on_gpu: bool) -> dict:
+    import torch
+
+    from gpuhash.bench import merge_suite
+    from gpuhash.bench.progress import Steps
+
+    name = torch.cuda.get_device_name(0) if on_gpu else f"CPU ({_cpu_name()})"
+    report = _header(name, args.quick, args.runs or 3, MERGE_METHOD, suite="merge")
+    with Steps("merge", merge_suite.steps(quick=args.quick, on_gpu=on_gpu)) as step:
+        report.update(merge_suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu,
+                                      peers=args.peers.split(","), step=step))
+    report["cores"] = os.cpu_count()
+    return report
+
+
 def _bench_join(args, on_gpu: bool) -> dict:
     from gpuhash.bench import join_suite
     from gpuhash.bench.progress import Steps
@@ -227,20 +247,37 @@ beside the host link. --quick: J1 and J2. On a CPU every shape has 1/100 of its
 rows, and J4-J5 are left out.
 """
 
+BENCH_MERGE = """\
+gh.merge of pyarrow tables in host memory on db-benchmark's join task: a table x
+of N rows (three int32 keys of N/1e6, N/1e3 and N distinct values, their three
+strings, a double) joined with small (N/1e6 rows), medium (N/1e3) and big (N)
+tables whose joined key is distinct: q1 inner small on id1, q2 inner medium on
+id2, q3 left medium on id2, q4 inner medium on id5 (strings), q5 inner big on id3.
+Every answer is a table of every column, checked against DuckDB's (rows and column
+sums) before a time counts; DuckDB, polars and pyarrow's Table.join timed in the
+same run (each when installed), beside the host's memory copy bandwidth and, on a
+GPU machine, the host link. N = 1e7 and 1e8 on a GPU machine, 1e6 and 1e7 on a
+CPU (--quick: the first).
+"""
+
 # name: (one line for `gpuhash bench --help`, the suite's own description)
 SUITES = {
     "map": ("HashMap insert / find / find_index across sizes, loads and types", BENCH_MAP),
     "cache": ("CacheMap on HierarchicalKV's workload, and the bucket shapes", BENCH_CACHE),
     "join": ("gpuhash.join beside DuckDB, pyarrow, polars and torch", BENCH_JOIN),
+    "merge": ("gh.merge of host tables on db-benchmark's join task, beside DuckDB and polars",
+              BENCH_MERGE),
 }
 QUICK = {"map": "fewer sizes, types and loads; fewer runs",
          "cache": "dim 8 only, fewer slots (on a GPU), fewer runs",
-         "join": "J1 and J2 only, fewer runs"}
+         "join": "J1 and J2 only, fewer runs",
+         "merge": "the smaller N only"}
 DEFAULT_RUNS = {"map": "GPU 9, --quick 5; CPU 5, its peers 3",
-                "cache": "5, 3 with --quick", "join": "5, 3 with --quick"}
+                "cache": "5, 3 with --quick", "join": "5, 3 with --quick", "merge": "3"}
 PLOTS = {"map": "throughput against load (GPU only)",
          "cache": "throughput against load (GPU only)",
-         "join": "each join's time beside its peers'"}
+         "join": "each join's time beside its peers'",
+         "merge": "each question's time beside its peers'"}
 
 
 def _positive(text: str) -> int:
@@ -284,6 +321,10 @@ def _parser() -> argparse.ArgumentParser:
         suite.add_argument("--json", metavar="PATH", help="write every figure as JSON")
         suite.add_argument("--plot", metavar="PATH",
                            help=f"a plot (matplotlib): {PLOTS[name]}")
+        if name == "merge":
+            suite.add_argument("--peers", metavar="NAMES", default="duckdb,polars,pyarrow",
+                               help="peers to time, by comma (default: duckdb,polars,pyarrow; "
+                                    "answers are checked against DuckDB's when it is named)")
         if name == "map":
             suite.add_argument("--layouts", action="store_true",
                                help="add three fixed-layout tables as peers (GPU only)")
@@ -335,7 +376,7 @@ def _bench(args) -> int:
     layouts = getattr(args, "layouts", False)
     if not on_gpu:
         why = "--cpu was given" if args.cpu else "no CUDA device was found"
-        plot = args.plot and args.suite != "join"  # the join plot draws any run's figures
+        plot = args.plot and args.suite not in ("join", "merge")  # these draw any run's
         for option, given in (("--plot", plot), ("--layouts", layouts)):
             if given:
                 args.refuse(f"{option} needs a GPU ({why}; the CPU benchmark has no "
@@ -348,7 +389,12 @@ def _bench(args) -> int:
 
     from gpuhash.bench import report as show
 
-    if args.suite == "join":
+    if args.suite == "merge":
+        from gpuhash.bench import merge_report
+
+        report = _bench_merge(args, on_gpu)
+        printed, plotted = merge_report.print_report, merge_report.plot_report
+    elif args.suite == "join":
         from gpuhash.bench import join_report
 
         report = _bench_join(args, on_gpu)

@@ -36,6 +36,7 @@ from gpuhash.bench.progress import Step, quiet
 QUESTIONS = {"q1": ("small", "id1", "inner"), "q2": ("medium", "id2", "inner"),
              "q3": ("medium", "id2", "left"), "q4": ("medium", "id5", "inner"),
              "q5": ("big", "id3", "inner")}
+PEERS = ("duckdb", "polars", "pyarrow")
 RIGHT_COLUMNS = {"small": ("id1",), "medium": ("id1", "id2"), "big": ("id1", "id2", "id3")}
 
 
@@ -117,8 +118,9 @@ def _same(ours, theirs, who: str, question: str) -> None:
             f"{who} {question}: column sums {sums} differ from DuckDB's {want}")
 
 
-def _peers(tables: dict, question: str) -> dict[str, Callable[[], object]]:
-    """The peers' calls for a question, each answering an Arrow table (polars: a frame)."""
+def _peers(tables: dict, question: str, chosen=PEERS) -> dict[str, Callable[[], object]]:
+    """The peers' calls for a question (those ``chosen`` that import), each answering an Arrow
+    table (polars: a frame)."""
     right, key, how = QUESTIONS[question]
     calls = {}
     try:
@@ -142,15 +144,17 @@ def _peers(tables: dict, question: str) -> dict[str, Callable[[], object]]:
     x_table, other_table = tables["x"], tables[right]
     calls["pyarrow"] = lambda: x_table.join(other_table, key, join_type=f"{how} outer"
                                             if how == "left" else how, right_suffix="_y")
-    return calls
+    return {name: call for name, call in calls.items() if name in chosen}
 
 
 def _arrow(answer):
     return answer.to_arrow() if hasattr(answer, "to_arrow") else answer
 
 
-def run_question(tables: dict, question: str, *, runs: int, device: str) -> dict:
-    """One question: gpuhash's time and each peer's (ms), every answer checked."""
+def run_question(tables: dict, question: str, *, runs: int, device: str,
+                 peers=PEERS) -> dict:
+    """One question: gpuhash's time and each peer's (ms), every answer checked against
+    DuckDB's when DuckDB is among the ``peers``."""
     import gpuhash as gh
 
     right, key, how = QUESTIONS[question]
@@ -159,7 +163,7 @@ def run_question(tables: dict, question: str, *, runs: int, device: str) -> dict
     def ours():
         return gh.merge(x, other, on=key, how=how, device=device)
 
-    peers = _peers(tables, question)
+    peers = _peers(tables, question, peers)
     reference = peers["duckdb"]() if "duckdb" in peers else None
     answer = ours()
     result = {"question": question, "rows": answer.num_rows, "how": how, "on": key,
@@ -222,7 +226,8 @@ def steps(*, quick: bool, on_gpu: bool) -> int:
     return 1 + len(sizes(quick=quick, on_gpu=on_gpu)) * (1 + len(QUESTIONS))
 
 
-def run(*, quick: bool, runs: int | None, on_gpu: bool, step: Step = quiet) -> dict:
+def run(*, quick: bool, runs: int | None, on_gpu: bool, peers=PEERS,
+        step: Step = quiet) -> dict:
     """Every size and question, with the ceilings measured in the same run."""
     runs = runs or 3
     device = "cuda" if on_gpu else "cpu"
@@ -236,7 +241,8 @@ def run(*, quick: bool, runs: int | None, on_gpu: bool, step: Step = quiet) -> d
         questions = []
         for question in QUESTIONS:
             step(f"N={n:.0e} {question}: gpuhash and its peers")
-            questions.append(run_question(tables, question, runs=runs, device=device))
+            questions.append(run_question(tables, question, runs=runs, device=device,
+                                          peers=peers))
         report["sizes"].append({"n": n, "questions": questions})
         del tables
     return report
