@@ -123,41 +123,39 @@ def string_buffers(array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _strings(array, rows: np.ndarray, validity, nulls: int):
-    """A string or binary column gathered, in pieces whose offsets fit their width."""
+    """A string or binary column gathered, in pieces whose offsets fit their width (one
+    piece unless 32-bit offsets cannot address every byte)."""
     import pyarrow as pa
 
     offsets, data = string_buffers(array)
     offset_type = offsets.dtype.type
     n = rows.shape[0]
-    sizes = np.empty(_blocks(n), np.int64)
-    run("merge_string_sizes", offsets, rows, sizes)
-    ends = np.cumsum(sizes)
+    ends = host_buffers.take(n + 1, np.int64)
+    begins = host_buffers.take(n, np.int64)
+    sums = np.empty(_blocks(n), np.int64)
+    run("merge_string_lengths", offsets, rows, begins, ends, sums)
+    starts = np.zeros_like(sums)
+    np.cumsum(sums[:-1], out=starts[1:])
+    run("merge_string_ends", ends, starts)
     limit = np.iinfo(offset_type).max
-    pieces, first_block = [], 0
-    while first_block < len(sizes) or not pieces:
-        base = int(ends[first_block - 1]) if first_block else 0
-        # the blocks of this piece: as many as keep its bytes addressable
-        last = int(np.searchsorted(ends, base + limit, side="right"))
-        last = max(last, first_block + 1) if len(sizes) else 0
-        first, stop = first_block * BLOCK, min(n, last * BLOCK)
-        starts = np.zeros(len(sizes), np.int64)
-        starts[first_block + 1:last] = ends[first_block:last - 1] - base
+    pieces, first = [], 0
+    while True:
+        # as many rows as keep the piece's bytes addressable (at least one)
+        stop = int(np.searchsorted(ends, ends[first] + limit, side="right")) - 1
+        if stop < n:  # pieces start at a multiple of 8 rows: whole bytes of validity
+            stop -= stop % 8
+        stop = min(n, max(stop, first + 8)) if n else 0
         out_offsets, offsets_buffer = _empty(stop - first + 1, offset_type)
-        out_data, data_buffer = _empty(int(ends[last - 1]) - base if len(sizes) else 0,
-                                       np.uint8)
-        if stop > first:
-            run("merge_take_strings", offsets, data, rows, starts, np.int64(first),
-                out_offsets, out_data)
-        else:
-            out_offsets[:] = 0
+        out_data, data_buffer = _empty(int(ends[stop] - ends[first]), np.uint8)
+        run("merge_take_strings", data, begins, ends, np.int64(first), out_offsets, out_data)
         piece_validity, piece_nulls = validity, nulls
         if validity is not None and (first, stop) != (0, n):
             piece_validity, piece_nulls = _piece_validity(validity, first, stop)
         pieces.append(pa.Array.from_buffers(
             array.type, stop - first, [piece_validity, offsets_buffer, data_buffer],
             null_count=piece_nulls))
-        first_block = last
-        if not len(sizes):
+        first = stop
+        if first >= n:
             break
     return pieces[0] if len(pieces) == 1 else pa.chunked_array(pieces, array.type)
 

@@ -138,8 +138,8 @@ def _dense_rows(left_codes, left_valid, right_codes, right_valid):
     low, high = int(keys.min()), int(keys.max())
     ids = np.arange(right_codes.shape[0], dtype=np.int64)
     ids = ids if right_valid is None else ids[right_valid.view(bool)]
-    index, unique = run("merge_index_by_key", keys, np.int64(low), np.int64(high - low + 1))
-    if not unique:
+    index = host_buffers.take(high - low + 1, np.int64)
+    if not run("merge_index_by_key", keys, np.int64(low), index):
         return None
     if right_valid is not None:  # the index holds positions among the valid rows
         index = np.where(index >= 0, ids[np.maximum(index, 0)], -1)

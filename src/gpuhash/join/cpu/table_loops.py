@@ -28,18 +28,24 @@ def _u(i):
     return np.uint64(i)
 
 
-@numba.njit(**_JIT)
-def merge_index_by_key(keys, low, span):
-    """The build side indexed by key: index[key - low] = its row (-1 where no row has that key),
-    and whether every key was distinct (on a repeat the first row stays and False comes back;
-    the caller then takes the general join). One thread: the writes would race."""
-    index = np.full(span, -1, np.int64)
-    for row in range(keys.shape[0]):
-        slot = _u(np.int64(keys[row]) - low)
-        if index[slot] >= 0:
-            return index, False
-        index[slot] = row
-    return index, True
+@numba.njit(parallel=True, **_JIT)
+def merge_index_by_key(keys, low, index):
+    """The build side indexed by key: index[key - low] = its row, -1 where no row has that key
+    (``index``: one entry a key of the span, filled here). Returns whether every key was
+    distinct; where not, the caller takes the general join. Rows write their entries in
+    parallel and then check them: of rows sharing a key one write stays, and the others find
+    it and report the repeat."""
+    for slot in numba.prange(index.shape[0]):
+        index[slot] = -1
+    n = keys.shape[0]
+    for row in numba.prange(n):
+        index[_u(np.int64(keys[row]) - low)] = row
+    repeats = np.zeros((n + BLOCK - 1) // BLOCK, np.int64)
+    for block in numba.prange((n + BLOCK - 1) // BLOCK):
+        for row in range(_u(block * BLOCK), _u(min(n, (block + 1) * BLOCK))):
+            if index[_u(np.int64(keys[row]) - low)] != np.int64(row):
+                repeats[block] = 1
+    return repeats.sum() == 0
 
 
 @numba.njit(parallel=True, **_JIT)
@@ -139,41 +145,56 @@ def merge_take_bits(bits, bit_offset, rows, out):
 
 
 @numba.njit(parallel=True, **_JIT)
-def merge_string_sizes(offsets, rows, sizes):
-    """sizes[block] = bytes of the strings the block's rows gather (``offsets``: the column's
-    offsets from its first row)."""
+def merge_string_lengths(offsets, rows, begins, ends, sums):
+    """ends[i + 1] = bytes of the string row i gathers (0 where rows[i] is -1; ``offsets``:
+    the column's offsets from its first row) and begins[i] = where they start; sums[block] =
+    the block's bytes."""
     n = rows.shape[0]
     for block in numba.prange((n + BLOCK - 1) // BLOCK):
         total = 0
         for i in range(_u(block * BLOCK), _u(min(n, (block + 1) * BLOCK))):
             row = rows[i]
-            if row >= 0:
-                total += np.int64(offsets[_u(row + 1)]) - np.int64(offsets[_u(row)])
-        sizes[block] = total
-
-
-@numba.njit(parallel=True, **_JIT)
-def merge_take_strings(offsets, data, rows, starts, first, out_offsets, out_data):
-    """Strings gathered: out_offsets[i - first] and the bytes of rows[i] from ``starts[block]``
-    on (merge_string_sizes' exclusive sums, less where the piece starts), for the blocks of
-    rows from ``first`` (a multiple of BLOCK) to ``first + out_offsets.shape[0] - 1``."""
-    n = first + out_offsets.shape[0] - 1
-    first_block = first // BLOCK
-    for block in numba.prange((n - first + BLOCK - 1) // BLOCK):
-        b = first_block + block
-        at = starts[b]
-        stop = min(n, (b + 1) * BLOCK)
-        for i in range(b * BLOCK, stop):
-            out_offsets[_u(i - first)] = at
-            row = rows[_u(i)]
+            size = 0
+            begin = 0
             if row >= 0:
                 begin = np.int64(offsets[_u(row)])
                 size = np.int64(offsets[_u(row + 1)]) - begin
-                for j in range(size):
-                    out_data[_u(at + j)] = data[_u(begin + j)]
-                at += size
-        if stop == n:
-            out_offsets[_u(n - first)] = at
+            begins[i] = begin
+            ends[i + _u(1)] = size
+            total += size
+        sums[block] = total
+
+
+@numba.njit(parallel=True, **_JIT)
+def merge_string_ends(ends, starts):
+    """merge_string_lengths' sizes made running ends in place, each block from ``starts``
+    (the exclusive sums of its ``sums``); ends[0] is 0."""
+    n = ends.shape[0] - 1
+    ends[0] = 0
+    for block in numba.prange((n + BLOCK - 1) // BLOCK):
+        running = starts[block]
+        for i in range(_u(block * BLOCK), _u(min(n, (block + 1) * BLOCK))):
+            running += ends[i + _u(1)]
+            ends[i + _u(1)] = running
+
+
+@numba.njit(parallel=True, **_JIT)
+def merge_take_strings(data, begins, ends, first, out_offsets, out_data):
+    """The strings of rows ``first`` .. ``first + out_offsets.shape[0] - 1`` gathered into one
+    piece: its offsets (``ends`` less where the piece starts) and bytes, each row's from
+    begins[i] (merge_string_lengths'). Every row's source and place are known beforehand, so
+    rows copy independently, one cache miss each (a running position, or reading the source
+    offset here, chained each row's miss to another)."""
+    count = out_offsets.shape[0] - 1
+    base = ends[_u(first)]
+    for k in numba.prange(count):
+        i = _u(first + k)
+        at = ends[i] - base
+        out_offsets[k] = at
+        begin = begins[i]
+        for j in range(ends[i + _u(1)] - ends[i]):
+            out_data[_u(at + j)] = data[_u(begin + j)]
+    out_offsets[count] = ends[_u(first + count)] - base
 
 
 @numba.njit(inline="always", **_JIT)
