@@ -122,7 +122,7 @@ def string_buffers(array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, (np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8))
 
 
-def _strings(array, rows: np.ndarray, validity, nulls: int):
+def _strings(array, rows: np.ndarray, validity, nulls: int, ascending: bool):
     """A string or binary column gathered, in pieces whose offsets fit their width (one
     piece unless 32-bit offsets cannot address every byte)."""
     import pyarrow as pa
@@ -131,7 +131,7 @@ def _strings(array, rows: np.ndarray, validity, nulls: int):
     offset_type = offsets.dtype.type
     n = rows.shape[0]
     ends = host_buffers.take(n + 1, np.int64)
-    begins = host_buffers.take(n, np.int64)
+    begins = host_buffers.take(0 if ascending else n, np.int64)
     sums = np.empty(_blocks(n), np.int64)
     run("merge_string_lengths", offsets, rows, begins, ends, sums)
     starts = np.zeros_like(sums)
@@ -147,7 +147,8 @@ def _strings(array, rows: np.ndarray, validity, nulls: int):
         stop = min(n, max(stop, first + 8)) if n else 0
         out_offsets, offsets_buffer = _empty(stop - first + 1, offset_type)
         out_data, data_buffer = _empty(int(ends[stop] - ends[first]), np.uint8)
-        run("merge_take_strings", data, begins, ends, np.int64(first), out_offsets, out_data)
+        run("merge_take_strings", offsets, data, rows, begins, ends, np.int64(first),
+            out_offsets, out_data)
         piece_validity, piece_nulls = validity, nulls
         if validity is not None and (first, stop) != (0, n):
             piece_validity, piece_nulls = _piece_validity(validity, first, stop)
@@ -168,10 +169,12 @@ def _piece_validity(validity, first: int, stop: int):
     return pa.py_buffer(np.frombuffer(validity, np.uint8)[first // 8:(stop + 7) // 8].copy()), -1
 
 
-def take_column(column: Any, rows: np.ndarray, *, may_miss: bool = True):
+def take_column(column: Any, rows: np.ndarray, *, may_miss: bool = True,
+                ascending: bool = False):
     """``column`` (an Arrow array or chunked array) gathered by ``rows`` (int64, -1: null).
     ``may_miss`` False promises that no row is -1 (a bitmap is then made only for the
-    column's own nulls). Returns an Arrow array, or a chunked array of string pieces."""
+    column's own nulls); ``ascending`` that the rows ascend (strings are then copied in one
+    pass less). Returns an Arrow array, or a chunked array of string pieces."""
     import pyarrow as pa
     import pyarrow.types as pt
 
@@ -181,7 +184,7 @@ def take_column(column: Any, rows: np.ndarray, *, may_miss: bool = True):
     if len(array) == 0 or pt.is_null(kind):  # every row is -1, or nothing but nulls
         return pa.nulls(n, type=kind)
     if pt.is_dictionary(kind):
-        indices = take_column(array.indices, rows, may_miss=may_miss)
+        indices = take_column(array.indices, rows, may_miss=may_miss, ascending=ascending)
         return pa.DictionaryArray.from_arrays(indices, array.dictionary)
     width = _width(kind)
     strings = (pt.is_string(kind) or pt.is_large_string(kind) or pt.is_binary(kind)
@@ -191,6 +194,6 @@ def take_column(column: Any, rows: np.ndarray, *, may_miss: bool = True):
         return array.take(index)
     validity, nulls = _validity(array, rows, may_miss)
     if strings:
-        return _strings(array, rows, validity, nulls)
+        return _strings(array, rows, validity, nulls, ascending)
     data = _booleans(array, rows) if width is None else _fixed(array, rows, width)
     return pa.Array.from_buffers(kind, n, [validity, data], null_count=nulls)

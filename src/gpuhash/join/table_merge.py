@@ -244,8 +244,8 @@ def try_lookup_merge(left_table: Any, right_table: Any, left_key: str, right_key
     columns = {}
     for name, out in left_out.items():
         column = left_table.column(name)
-        columns[out] = column if left_rows is None else take_column(column, left_rows,
-                                                                    may_miss=False)
+        columns[out] = column if left_rows is None else take_column(
+            column, left_rows, may_miss=False, ascending=True)
     for name, out in right_out.items():
         columns[out] = take_column(right_table.column(name), right_rows,
                                    may_miss=how == "left")
