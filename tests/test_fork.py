@@ -18,6 +18,9 @@ table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32)
 table.insert(torch.arange(200_000), torch.ones(200_000))  # the engine's parallel loops ran
 cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=1 << 12)
 cache.insert_or_assign(torch.arange(1000), torch.ones(1000))
+import pyarrow as pa
+facts = pa.table({"k": list(range(300_000)), "s": [str(i) for i in range(300_000)]})
+assert gh.merge(facts, pa.table({"k": [1, 2], "v": [1.0, 2.0]}), on="k").num_rows == 2
 
 
 def child_work(seed):
@@ -31,6 +34,8 @@ def child_work(seed):
     assert bool(cache.find(torch.arange(10))[1].all()), "the inherited cache"
     left, right = gh.join(keys[:1000], torch.arange(seed, seed + 500))
     assert left.shape[0] == 500
+    merged = gh.merge(facts, pa.table({"s": ["7", "9", "x"], "w": [7, 9, 0]}), on="s")
+    assert merged.column("k").to_pylist() == [7, 9], "a merge of host tables"
     return len(fresh)
 
 

@@ -28,7 +28,8 @@ from gpuhash._common.cpu.runtime import run
 from gpuhash.join.cpu.table_loops import BLOCK
 
 _WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-_MAX_INT32 = (1 << 31) - 1
+# the bytes a piece of gathered strings may hold, by offset type (what its offsets address)
+PIECE_BYTES = {np.int32: np.iinfo(np.int32).max, np.int64: np.iinfo(np.int64).max}
 
 
 def _blocks(rows: int) -> int:
@@ -137,7 +138,7 @@ def _strings(array, rows: np.ndarray, validity, nulls: int, ascending: bool):
     starts = np.zeros_like(sums)
     np.cumsum(sums[:-1], out=starts[1:])
     run("merge_string_ends", ends, starts)
-    limit = np.iinfo(offset_type).max
+    limit = PIECE_BYTES[offset_type]
     pieces, first = [], 0
     while True:
         # as many rows as keep the piece's bytes addressable (at least one)

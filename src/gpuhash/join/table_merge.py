@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -158,6 +159,15 @@ def _is_dense(right_codes, right_valid) -> bool:
     return span <= max(DENSE_SPAN * keys.shape[0], DENSE_SLACK)
 
 
+def _tensor(values: np.ndarray):
+    """Integer keys as an int64 tensor (Arrow's buffers are read-only; they are only read)."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(values.astype(np.int64, copy=False))
+
+
 def _hashed_rows(left_codes, left_valid, right_codes, right_valid, device):
     """The looked-up right row of every left row through a HashMap on ``device``; None when the
     right side repeats a key."""
@@ -167,7 +177,7 @@ def _hashed_rows(left_codes, left_valid, right_codes, right_valid, device):
 
     device = torch.device(device)
     ids = torch.arange(right_codes.shape[0], dtype=torch.int64)
-    keys = torch.from_numpy(right_codes.astype(np.int64, copy=False))
+    keys = _tensor(right_codes)
     if right_valid is not None:
         chosen = torch.from_numpy(right_valid.view(bool))
         keys, ids = keys[chosen], ids[chosen]
@@ -176,8 +186,7 @@ def _hashed_rows(left_codes, left_valid, right_codes, right_valid, device):
     table.insert(keys.to(device), ids.to(device))
     if len(table) != keys.shape[0]:
         return None
-    found_rows, found = table.find(torch.from_numpy(left_codes.astype(np.int64, copy=False))
-                                   .to(device), default=-1)
+    found_rows, found = table.find(_tensor(left_codes).to(device), default=-1)
     rows = found_rows.cpu().numpy()
     if left_valid is not None:
         rows = np.where(left_valid.view(bool), rows, -1)
