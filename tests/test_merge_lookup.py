@@ -168,3 +168,15 @@ def test_freed_host_buffers_are_reused():
     assert again.__array_interface__["data"][0] == address
     small = host_buffers.take(10, np.int64)
     assert small.base is None  # small requests are NumPy's own
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["inner", "left", "semi", "anti"])
+def test_sparse_keys_looked_up_on_the_gpu_match_the_cpu(how):
+    """Integer keys too far apart for an index by key go to a HashMap on the join's device."""
+    rng = np.random.default_rng(21)
+    left, right = _frames(rng, 200_000, 50_000, strings=False, sparse=True)
+    left, right = pa.table(left), pa.table(right)
+    on_gpu = gh.merge(left, right, on="k", how=how, device="cuda")
+    on_cpu = gh.merge(left, right, on="k", how=how, device="cpu")
+    assert on_gpu.equals(on_cpu)

@@ -182,9 +182,11 @@ def _bench_merge(args, on_gpu: bool) -> dict:
 
     name = torch.cuda.get_device_name(0) if on_gpu else f"CPU ({_cpu_name()})"
     report = _header(name, args.quick, args.runs or 3, MERGE_METHOD, suite="merge")
-    with Steps("merge", merge_suite.steps(quick=args.quick, on_gpu=on_gpu)) as step:
+    with Steps("merge", merge_suite.steps(quick=args.quick, on_gpu=on_gpu,
+                                          chosen=args.sizes)) as step:
         report.update(merge_suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu,
-                                      peers=args.peers.split(","), step=step))
+                                      peers=args.peers.split(","), sizes_=args.sizes,
+                                      step=step))
     report["cores"] = os.cpu_count()
     return report
 
@@ -290,6 +292,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(float(part)) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not numbers of rows: {text!r}") from None
+    if not sizes or min(sizes) < 1000:
+        raise argparse.ArgumentTypeError(f"sizes must be at least 1000 rows: {text!r}")
+    return sizes
+
+
 class _Paragraphs(argparse.HelpFormatter):
     """Fills each paragraph of a description to the terminal's width, keeping the blank lines
     between them (argparse's own formatter runs paragraphs together)."""
@@ -325,6 +337,9 @@ def _parser() -> argparse.ArgumentParser:
             suite.add_argument("--peers", metavar="NAMES", default="duckdb,polars,pyarrow",
                                help="peers to time, by comma (default: duckdb,polars,pyarrow; "
                                     "answers are checked against DuckDB's when it is named)")
+            suite.add_argument("--sizes", metavar="N,N", type=_sizes,
+                               help="N of the x table, by comma (default: 1e7,1e8 on a GPU "
+                                    "machine, 1e6,1e7 on a CPU)")
         if name == "map":
             suite.add_argument("--layouts", action="store_true",
                                help="add three fixed-layout tables as peers (GPU only)")

@@ -222,20 +222,21 @@ def sizes(*, quick: bool, on_gpu: bool) -> list[int]:
     return chosen[:1] if quick else chosen
 
 
-def steps(*, quick: bool, on_gpu: bool) -> int:
-    return 1 + len(sizes(quick=quick, on_gpu=on_gpu)) * (1 + len(QUESTIONS))
+def steps(*, quick: bool, on_gpu: bool, chosen: list[int] | None = None) -> int:
+    return 1 + len(chosen or sizes(quick=quick, on_gpu=on_gpu)) * (1 + len(QUESTIONS))
 
 
 def run(*, quick: bool, runs: int | None, on_gpu: bool, peers=PEERS,
-        step: Step = quiet) -> dict:
-    """Every size and question, with the ceilings measured in the same run."""
+        sizes_: list[int] | None = None, step: Step = quiet) -> dict:
+    """Every size (``sizes_``, default sizes()) and question, with the ceilings measured in the
+    same run."""
     runs = runs or 3
     device = "cuda" if on_gpu else "cpu"
     step("ceilings: host memory copy" + (" and the host link" if on_gpu else ""))
     report = {"ceilings": {"host_copy": copy_ceiling()}, "sizes": []}
     if on_gpu:
         report["ceilings"]["link"] = link_ceiling()
-    for n in sizes(quick=quick, on_gpu=on_gpu):
+    for n in sizes_ or sizes(quick=quick, on_gpu=on_gpu):
         step(f"N={n:.0e}: making the tables")
         tables = make_tables(n)
         questions = []
