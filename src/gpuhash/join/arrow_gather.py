@@ -131,8 +131,10 @@ def _strings(array, rows: np.ndarray, validity, nulls: int, ascending: bool):
     offsets, data = string_buffers(array)
     offset_type = offsets.dtype.type
     n = rows.shape[0]
+    if ascending:  # each row at most once: the bytes fit the column's own offsets
+        return _strings_in_order(array, offsets, data, rows, validity, nulls)
     ends = host_buffers.take(n + 1, np.int64)
-    begins = host_buffers.take(0 if ascending else n, np.int64)
+    begins = host_buffers.take(n, np.int64)
     sums = np.empty(_blocks(n), np.int64)
     run("merge_string_lengths", offsets, rows, begins, ends, sums)
     starts = np.zeros_like(sums)
@@ -162,6 +164,24 @@ def _strings(array, rows: np.ndarray, validity, nulls: int, ascending: bool):
     return pieces[0] if len(pieces) == 1 else pa.chunked_array(pieces, array.type)
 
 
+def _strings_in_order(array, offsets, data, rows, validity, nulls: int):
+    """Strings gathered by ascending rows in one piece, a running position per block."""
+    import pyarrow as pa
+
+    n = rows.shape[0]
+    sums = np.empty(_blocks(n), np.int64)
+    run("merge_string_block_sizes", offsets, rows, sums)
+    starts = np.zeros_like(sums)
+    np.cumsum(sums[:-1], out=starts[1:])
+    total = int(sums.sum())
+    out_offsets, offsets_buffer = _empty(n + 1, offsets.dtype)
+    out_data, data_buffer = _empty(total, np.uint8)
+    run("merge_take_strings_in_order", offsets, data, rows, starts, out_offsets, out_data)
+    out_offsets[n] = total
+    return pa.Array.from_buffers(array.type, n, [validity, offsets_buffer, data_buffer],
+                                 null_count=nulls)
+
+
 def _piece_validity(validity, first: int, stop: int):
     """The validity bits of rows first..stop (first a multiple of 8) as their own bitmap, and
     -1 for its null count (Arrow counts it when asked)."""
@@ -174,8 +194,8 @@ def take_column(column: Any, rows: np.ndarray, *, may_miss: bool = True,
                 ascending: bool = False):
     """``column`` (an Arrow array or chunked array) gathered by ``rows`` (int64, -1: null).
     ``may_miss`` False promises that no row is -1 (a bitmap is then made only for the
-    column's own nulls); ``ascending`` that the rows ascend (strings are then copied in one
-    pass less). Returns an Arrow array, or a chunked array of string pieces."""
+    column's own nulls); ``ascending`` that the rows strictly ascend (strings are then
+    copied in one pass less). Returns an Arrow array, or a chunked array of string pieces."""
     import pyarrow as pa
     import pyarrow.types as pt
 
