@@ -155,10 +155,34 @@ def _integer_key(array) -> tuple[torch.Tensor, torch.Tensor | None]:
         return torch.from_numpy(array.to_numpy(zero_copy_only=False)), valid
 
 
-def arrow_key_pair(left, right, left_name: str, right_name: str):
+def _int64_key(array, name: str, nulls_equal: bool):
+    """An integer key column as int64 values, for a join of signed against unsigned keys (by
+    value, as pandas and polars join them): a uint64 value past int64's range equals no
+    signed value, so its row matches nothing (marked as not valid; with ``nulls_equal`` that
+    would match nulls, so such a column is refused then)."""
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    values, valid = _integer_key(array)
+    if pt.is_uint64(array.type):
+        past = (values.view(torch.int64) < 0) if values.dtype == torch.uint64 else (
+            torch.from_numpy(pc.fill_null(array, 0).to_numpy(zero_copy_only=False) >= 2**63))
+        if bool(past.any()):
+            if nulls_equal:
+                raise TypeError(f"key column {name!r} holds uint64 values past int64's range, "
+                                f"which the signed keys of the other side cannot equal; with "
+                                f"nulls_equal=True they would meet its nulls: cast the columns "
+                                f"or leave nulls_equal False")
+            valid = ~past if valid is None else valid & ~past
+        values = values.view(torch.int64) if values.dtype == torch.uint64 else values
+    return values.to(torch.int64), valid
+
+
+def arrow_key_pair(left, right, left_name: str, right_name: str, *, nulls_equal: bool = False):
     """Join keys for one key column of each side: (left codes, left valid, right codes, right
-    valid). Integer columns go as they are; anything else is dictionary-encoded over both
-    sides at once. Null rows have valid False (None when a side has none)."""
+    valid). Integer columns go as they are (signed against unsigned as int64, by value);
+    anything else is dictionary-encoded over both sides at once. Null rows have valid False
+    (None when a side has none)."""
     import pyarrow as pa
     import pyarrow.types as pt
 
@@ -174,6 +198,9 @@ def arrow_key_pair(left, right, left_name: str, right_name: str):
                              f"key column {left_name!r} of the left side is {left.type} but "
                              f"{right_name!r} of the right side is {right.type}")
     if key_type is None:
+        if pt.is_signed_integer(left.type) != pt.is_signed_integer(right.type):
+            return (*_int64_key(left, left_name, nulls_equal),
+                    *_int64_key(right, right_name, nulls_equal))
         return (*_integer_key(left), *_integer_key(right))
     left, right = comparable(left, key_type), comparable(right, key_type)
     both = pa.concat_arrays([left, right]).dictionary_encode()
@@ -191,8 +218,6 @@ def compared_type(left, right, which: str):
     import pyarrow.types as pt
 
     if pt.is_integer(left) and pt.is_integer(right):
-        if pt.is_signed_integer(left) != pt.is_signed_integer(right):
-            raise TypeError(f"{which}: signed and unsigned keys are not joined; cast one side")
         return None
     common = _common_key_type(left, right)
     if common is None:
@@ -221,8 +246,9 @@ def coalesced_type(left, right):
     import pyarrow as pa
     import pyarrow.types as pt
 
-    if pt.is_integer(left) and pt.is_integer(right):
-        return pa.int64() if pt.is_signed_integer(left) else pa.uint64()
+    if pt.is_integer(left) and pt.is_integer(right):  # NumPy's promotion, as pandas'
+        return pa.from_numpy_dtype(np.result_type(left.to_pandas_dtype(),
+                                                  right.to_pandas_dtype()))
     return _common_key_type(left, right)
 
 
@@ -365,5 +391,7 @@ def coalesce_arrow(left, right):
                                for c in (left, right))
                 return coalesce_arrow(left, right)
         else:
-            left, right = left.cast(common), right.cast(common)
+            # integers past float64's exact range round, as in pandas' float64 column
+            safe = not pa.types.is_floating(common)
+            left, right = left.cast(common, safe=safe), right.cast(common, safe=safe)
     return pc.coalesce(left, right)

@@ -33,6 +33,7 @@ import torch
 
 from gpuhash._common import arrays as _arrays
 from gpuhash.join.api import JoinBuild, join
+from gpuhash.join.arrow_gather import take_column
 from gpuhash.join.frames import (
     PANDAS,
     POLARS,
@@ -44,7 +45,6 @@ from gpuhash.join.frames import (
     pandas_key_names,
     pandas_labels,
     restore_frame,
-    take_arrow,
     to_arrow,
 )
 from gpuhash.join.keys import BITS
@@ -53,6 +53,7 @@ from gpuhash.join.table_merge import HOWS as LOOKUP_HOWS
 from gpuhash.join.table_merge import try_lookup_merge
 
 VALIDATE = (None, "1:1", "1:m", "m:1", "m:m")
+ANTI_HOWS = ("left_anti", "right_anti")  # pandas' names: a side's rows without a match
 VALIDATE_NAMES = {"one_to_one": "1:1", "one_to_many": "1:m", "many_to_one": "m:1",
                   "many_to_many": "m:m"}  # pandas' long names
 
@@ -185,18 +186,26 @@ def _keys_of(pairs, nulls_equal, device):
 
 def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_on: Any = None,
           how: str = "inner", suffixes: tuple[str, str] | None = None, validate: str | None = None,
-          nulls_equal: bool = False, device: Any = None, memory_budget: int | None = None,
-          explain: bool = False) -> Any:
+          nulls_equal: bool = False, indicator: bool | str = False, sort: bool = False,
+          device: Any = None, memory_budget: int | None = None, explain: bool = False) -> Any:
     """Join two tables on key columns; returns a table of the inputs' kind.
 
     ``left`` and ``right``: pyarrow Tables, pandas or polars DataFrames (both need pyarrow),
     or dicts of 1-D tensors / NumPy arrays (integer keys). ``on`` (or ``left_on`` and
     ``right_on``): a column name or list of them; by default the names both sides share.
     ``how``: as in :func:`gpuhash.join`; semi / anti return the left table's matching /
-    non-matching rows. ``validate``: ``"1:1"``, ``"1:m"``, ``"m:1"`` check that the side
-    marked 1 has distinct keys (ValueError otherwise). ``device``: where keys are matched
-    and numeric columns gathered (default: the tensors' device for dicts, else CUDA when
-    available). Row order is unspecified.
+    non-matching rows; pandas' ``"left_anti"`` / ``"right_anti"`` return one side's rows
+    without a match with the other side's columns empty (null), as pandas does.
+    ``validate``: ``"1:1"``, ``"1:m"``, ``"m:1"`` check that the side marked 1 has distinct
+    keys (ValueError otherwise). ``indicator`` (pandas): a categorical column ``"_merge"`` (or
+    the name given) saying where each row came from: ``"left_only"``, ``"right_only"`` or
+    ``"both"``. ``sort``: rows ordered by the keys. ``device``: where keys are matched
+    (default: the tensors' device for dicts, else CUDA when available); columns of tables in
+    host memory are gathered on the host with every core.
+
+    Row order: with one key column whose right side holds each key once, ``inner``, ``left``,
+    ``semi``, ``anti`` and ``left_anti`` keep the left rows in their order (pandas' order);
+    otherwise the order is unspecified unless ``sort=True``.
 
     Dicts of tensors have no nulls: a column of a side that a row lacks (outer kinds) holds
     zeros there, and a bool column ``"_left_found"`` / ``"_right_found"`` says which rows
@@ -212,46 +221,109 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         (['id', 'x_x', 'x_y'], [10, 11, None, 30])
     """
     how = "full" if how == "outer" else how  # pandas' name
-    if how not in HOWS:
-        raise ValueError(f"how must be one of {', '.join(map(repr, HOWS))} (or 'outer'); got "
-                         f"{how!r}")
+    if how not in HOWS + ANTI_HOWS:
+        raise ValueError(f"how must be one of {', '.join(map(repr, HOWS + ANTI_HOWS))} (or "
+                         f"'outer'); got {how!r}")
+    indicator = _indicator_name(indicator)
     validate = VALIDATE_NAMES.get(validate, validate) if isinstance(validate, str) else validate
     kind, other = frame_kind(left, "left"), frame_kind(right, "right")
     if kind != other:
         raise TypeError(f"left is a {kind} table but right is a {other} table; convert one")
     if kind == TENSORS:
+        if how in ANTI_HOWS or indicator or sort:
+            raise ValueError("dicts of tensors take none of how='left_anti' / 'right_anti', "
+                             "indicator or sort; merge pyarrow, pandas or polars tables for "
+                             "them")
         return _merge_tensors(left, right, on, left_on, right_on, how, suffixes, validate,
                               nulls_equal, device, memory_budget, explain)
     if kind == PANDAS:  # Arrow names columns by their labels as strings
         pandas_labels(left, "left"), pandas_labels(right, "right")  # MultiIndex: refused
         on, left_on, right_on = map(pandas_key_names, (on, left_on, right_on))
     left_table, right_table = to_arrow(left, kind), to_arrow(right, kind)
+    # the anti kinds have the shape of the outer join on their side
+    shape = {"left_anti": "left", "right_anti": "right"}.get(how, how)
     left_keys, right_keys = _key_names(left_table.column_names, right_table.column_names, on,
-                                       left_on, right_on, how)
+                                       left_on, right_on, shape)
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
+    names = _output_names(left_table.column_names, right_table.column_names,
+                          _key_layout(left_keys, right_keys, kind, shape), suffixes, kind, shape)
+    if indicator is not None and indicator in {*names[0].values(), *names[1].values()}:
+        raise ValueError(f"indicator={indicator!r} names a column the output already has; "
+                         f"give indicator another name")
+    table = None
     if (len(left_keys) == 1 and how in LOOKUP_HOWS and not nulls_equal
             and validate in (None, "m:1", "m:m")):
-        names = _output_names(left_table.column_names, right_table.column_names,
-                              _key_layout(left_keys, right_keys, kind, how), suffixes, kind,
-                              how)
         table = try_lookup_merge(left_table, right_table, left_keys[0], right_keys[0],
-                                 how=how, names=names, device=device, explain=explain)
-        if table is not None:
-            return restore_frame(table, kind, left, right, *names)
-    pairs = [arrow_key_pair(left_table.column(a).combine_chunks(),
-                            right_table.column(b).combine_chunks(), a, b)
-             for a, b in zip(left_keys, right_keys)]
-    rows_l, rows_r = _match(pairs, how, nulls_equal, device, memory_budget, explain,
-                            left_table.num_rows, right_table.num_rows, validate,
-                            {"left": left_keys, "right": right_keys})
-    table = gather_tables(left_table, right_table, rows_l, rows_r, left_keys, right_keys,
-                          how=how, suffixes=suffixes, kind=kind, device=device)
-    left_out, right_out = _output_names(left_table.column_names, right_table.column_names,
-                                        _key_layout(left_keys, right_keys, kind, how),
-                                        suffixes, kind, how)
-    return restore_frame(table, kind, left, right, left_out, right_out)
+                                 how=how, names=names, device=device, explain=explain,
+                                 indicator=indicator)
+    if table is None:
+        pairs = [arrow_key_pair(left_table.column(a).combine_chunks(),
+                                right_table.column(b).combine_chunks(), a, b,
+                                nulls_equal=nulls_equal)
+                 for a, b in zip(left_keys, right_keys)]
+        rows_l, rows_r = _match(pairs, shape, nulls_equal, device, memory_budget, explain,
+                                left_table.num_rows, right_table.num_rows, validate,
+                                {"left": left_keys, "right": right_keys})
+        rows_l, rows_r = _only_unmatched(rows_l, rows_r, how)
+        table = gather_tables(left_table, right_table, rows_l, rows_r, left_keys, right_keys,
+                              how=shape, suffixes=suffixes, kind=kind, device=device)
+        if indicator is not None:
+            table = table.append_column(indicator, indicator_column(rows_l, rows_r))
+    if sort:
+        table = table.sort_by([(_sort_name(a, b, names), "ascending")
+                               for a, b in zip(left_keys, right_keys)])
+    return restore_frame(table, kind, left, right, *names)
+
+
+def _indicator_name(indicator: bool | str) -> str | None:
+    if indicator is True:
+        return "_merge"
+    if indicator is False or indicator is None:
+        return None
+    if isinstance(indicator, str):
+        return indicator
+    raise ValueError(f"indicator must be True, False or a column name, got {indicator!r}")
+
+
+def _sort_name(left_key: str, right_key: str, names: tuple[dict, dict]) -> str:
+    """The output column of a key pair to sort by: the left's where the output keeps it."""
+    return names[0].get(left_key) or names[1][right_key]
+
+
+def _only_unmatched(rows_l, rows_r, how):
+    """The pairs of a left (right) join whose right (left) side is missing: pandas'
+    ``left_anti`` (``right_anti``); other kinds as they are."""
+    if how == "left_anti":
+        kept = rows_r < 0
+    elif how == "right_anti":
+        kept = rows_l < 0
+    else:
+        return rows_l, rows_r
+    return rows_l[kept], rows_r[kept]
+
+
+def indicator_column(rows_l, rows_r):
+    """pandas' ``_merge`` column from both gather maps (-1 where a side is missing): a
+    dictionary column of "left_only", "right_only" and "both".
+
+    Example:
+        >>> import torch
+        >>> indicator_column(torch.tensor([0, -1, 2]), torch.tensor([-1, 1, 0])).to_pylist()
+        ['left_only', 'right_only', 'both']
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    rows_l = rows_l.cpu().numpy() if isinstance(rows_l, torch.Tensor) else np.asarray(rows_l)
+    codes = np.full(rows_l.shape[0], 2, np.int8)
+    if rows_r is not None:
+        rows_r = rows_r.cpu().numpy() if isinstance(rows_r, torch.Tensor) else np.asarray(rows_r)
+        codes[rows_r < 0] = 0
+    codes[rows_l < 0] = 1
+    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int8()),
+                                          pa.array(["left_only", "right_only", "both"]))
 
 
 def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
@@ -280,14 +352,26 @@ def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
     map_l, map_r = _gather_maps(rows_l, rows_r, how, device)
     columns = {}
     for name, out in left_out.items():
-        column = take_arrow(left_table.column(name).combine_chunks(), map_l)
+        column = _host_take(left_table.column(name), map_l)
         if name in coalesced and how in ("right", "full"):
-            other_key = take_arrow(right_table.column(coalesced[name]).combine_chunks(), map_r)
-            column = coalesce_arrow(column, other_key)
+            column = coalesce_arrow(_single(column),
+                                    _single(_host_take(right_table.column(coalesced[name]),
+                                                       map_r)))
         columns[out] = column
     for name, out in right_out.items():
-        columns[out] = take_arrow(right_table.column(name).combine_chunks(), map_r)
+        columns[out] = _host_take(right_table.column(name), map_r)
     return pa.table(columns)
+
+
+def _host_take(column, rows: GatherMap):
+    """A host column gathered on the host by a side's map (null where it is -1)."""
+    return take_column(column, rows.host_rows, may_miss=rows.missing is not None)
+
+
+def _single(column):
+    import pyarrow as pa
+
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def _gather_maps(rows_l: torch.Tensor, rows_r: torch.Tensor | None, how: str,

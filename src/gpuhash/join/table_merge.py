@@ -38,7 +38,7 @@ from gpuhash._common.cpu.runtime import run
 from gpuhash.join.arrow_gather import single, string_buffers, take_column
 from gpuhash.join.cpu.table_loops import BLOCK
 
-HOWS = ("inner", "left", "semi", "anti")
+HOWS = ("inner", "left", "semi", "anti", "left_anti")
 DENSE_SPAN = 4  # an index by key at most this many times the right rows (8 bytes an entry)
 DENSE_SLACK = 1 << 16  # and always for spans this small
 
@@ -203,11 +203,16 @@ def _exclusive(counts: np.ndarray) -> np.ndarray:
 
 def _row_maps(rows, counts, how):
     """(left rows or None for every row in order, right rows or None for none): the gather maps
-    of the output from the looked-up rows."""
+    of the output from the looked-up rows (``left_anti``: the anti join's left rows, beside
+    right rows that are all missing)."""
     n = rows.shape[0]
     found = int(counts.sum())
     if how == "left":
         return None, rows
+    if how == "left_anti":
+        probe, _ = _row_maps(rows, counts, "anti")
+        size = n if probe is None else probe.shape[0]
+        return probe, np.full(size, -1, np.int64)
     if how in ("inner", "semi") and found == n:
         return None, (rows if how == "inner" else None)
     keep = how != "anti"
@@ -222,10 +227,11 @@ def _row_maps(rows, counts, how):
 
 def try_lookup_merge(left_table: Any, right_table: Any, left_key: str, right_key: str, *,
                      how: str, names: tuple[dict, dict], device: Any,
-                     explain: bool = False) -> Any:
+                     explain: bool = False, indicator: str | None = None) -> Any:
     """The merge's output pyarrow Table by lookup, or None where this path does not apply.
     ``names``: each side's column -> its output name, in output order (join/merge.py's
-    _output_names, with the keys it keeps)."""
+    _output_names, with the keys it keeps); ``indicator``: the name of pandas' ``_merge``
+    column to add."""
     import pyarrow as pa
 
     if how not in HOWS:
@@ -257,7 +263,12 @@ def try_lookup_merge(left_table: Any, right_table: Any, left_key: str, right_key
             column, left_rows, may_miss=False, ascending=True)
     for name, out in right_out.items():
         columns[out] = take_column(right_table.column(name), right_rows,
-                                   may_miss=how == "left")
+                                   may_miss=how in ("left", "left_anti"))
+    if indicator is not None:
+        from gpuhash.join.merge import indicator_column
+
+        kept = left_table.num_rows if left_rows is None else left_rows.shape[0]
+        columns[indicator] = indicator_column(np.zeros(kept, np.int64), right_rows)
     table = pa.table(columns)
     phases.done("gather", f"{len(columns)} columns on the host")
     if explain:

@@ -1,0 +1,102 @@
+"""gh.merge as a drop-in for pandas.merge, cases in the manner of pandas' own merge tests
+(pandas/tests/reshape/merge): the indicator column, sort, the anti joins pandas names
+``left_anti`` / ``right_anti``, and integer keys of mixed signedness joined by value.
+Every case runs pandas on the same frames and compares the frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpuhash as gh
+
+HOWS = ["inner", "left", "right", "outer"]
+
+
+def _same(got: pd.DataFrame, want: pd.DataFrame, *, ordered: bool) -> None:
+    got, want = got.reset_index(drop=True), want.reset_index(drop=True)
+    if not ordered:
+        got = got.sort_values(list(got.columns), ignore_index=True)
+        want = want.sort_values(list(want.columns), ignore_index=True)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, check_categorical=False)
+
+
+def _frames(seed: int, rows: int = 300):
+    rng = np.random.default_rng(seed)
+    left = pd.DataFrame({"key": rng.integers(0, 40, rows), "lvalue": rng.random(rows)})
+    right = pd.DataFrame({"key": rng.integers(20, 60, rows // 3),
+                          "rvalue": rng.integers(0, 1000, rows // 3)})
+    return left, right
+
+
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("indicator", [True, "source"])
+def test_the_indicator_column_says_where_each_row_came_from(how, indicator):
+    left, right = _frames(1)
+    got = gh.merge(left, right, on="key", how=how, indicator=indicator, device="cpu")
+    want = pd.merge(left, right, on="key", how=how, indicator=indicator)
+    name = "_merge" if indicator is True else indicator
+    assert isinstance(got[name].dtype, pd.CategoricalDtype)
+    assert list(got[name].cat.categories) == ["left_only", "right_only", "both"]
+    _same(got.astype({name: str}), want.astype({name: str}), ordered=False)
+
+
+def test_an_indicator_named_like_a_column_is_refused():
+    left, right = _frames(2)
+    with pytest.raises(ValueError, match="indicator='lvalue' names a column"):
+        gh.merge(left, right, on="key", indicator="lvalue", device="cpu")
+    with pytest.raises(ValueError, match="indicator must be"):
+        gh.merge(left, right, on="key", indicator=3, device="cpu")
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_sort_orders_rows_by_the_keys_as_pandas(how):
+    left, right = _frames(3)
+    got = gh.merge(left, right, on="key", how=how, sort=True, device="cpu")
+    want = pd.merge(left, right, on="key", how=how, sort=True)
+    assert got["key"].tolist() == want["key"].tolist()
+    _same(got, want, ordered=False)
+
+
+@pytest.mark.parametrize("how", ["left_anti", "right_anti"])
+@pytest.mark.parametrize("unique_right", [False, True])
+def test_anti_joins_by_pandas_names(how, unique_right):
+    left, right = _frames(4)
+    if unique_right:
+        right = right.drop_duplicates("key")
+    got = gh.merge(left, right, on="key", how=how, device="cpu")
+    want = pd.merge(left, right, on="key", how=how)
+    _same(got, want, ordered=how == "left_anti")
+
+
+@pytest.mark.parametrize(("left_type", "right_type"),
+                         [("uint8", "int16"), ("uint32", "int64"), ("int8", "uint16"),
+                          ("uint64", "int64")])
+@pytest.mark.parametrize("how", HOWS)
+def test_signed_and_unsigned_keys_join_by_value(left_type, right_type, how):
+    left = pd.DataFrame({"key": np.array([0, 1, 2, 5, 7, 100], dtype=left_type),
+                         "a": np.arange(6)})
+    right_values = [1, 2, 2, 7, 9, 100] if right_type.startswith("u") else [-1, 1, 2, 2, 7, 9]
+    right = pd.DataFrame({"key": np.array(right_values, dtype=right_type), "b": np.arange(6)})
+    got = gh.merge(left, right, on="key", how=how, device="cpu")
+    want = pd.merge(left, right, on="key", how=how)
+    _same(got, want, ordered=False)
+
+
+def test_uint64_keys_past_int64_equal_no_signed_key():
+    left = pd.DataFrame({"key": np.array([1, 2**63, 2**64 - 1], dtype=np.uint64), "a": [1, 2, 3]})
+    right = pd.DataFrame({"key": np.array([1, -1, -2], dtype=np.int64), "b": [4, 5, 6]})
+    for how in HOWS:
+        _same(gh.merge(left, right, on="key", how=how, device="cpu"),
+              pd.merge(left, right, on="key", how=how), ordered=False)
+    with pytest.raises(TypeError, match="past int64's range"):
+        gh.merge(left, right, on="key", nulls_equal=True, device="cpu")
+
+
+def test_dicts_of_tensors_refuse_what_only_tables_take():
+    import torch
+
+    side = {"k": torch.tensor([1, 2])}
+    with pytest.raises(ValueError, match="dicts of tensors take none of"):
+        gh.merge(side, side, on="k", indicator=True)
