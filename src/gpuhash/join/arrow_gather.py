@@ -1,7 +1,7 @@
 """Arrow columns gathered by a row map on the host with every core, straight into new Arrow
 buffers: the output side of a merge of tables in host memory.
 
-A row map is an int64 NumPy array of source rows, -1 where the output row has none (null
+A row map is an int32 or int64 NumPy array of source rows, -1 where the output row has none (null
 there). Fixed-width columns (integers, floats, temporal types, decimals, fixed-size binary),
 booleans, strings and binaries (32- and 64-bit offsets) and dictionary columns are gathered by
 the loops of join/cpu/table_loops.py over the column's own buffers; the output's buffers are

@@ -39,6 +39,12 @@ from gpuhash.join.arrow_gather import single, string_buffers, take_column
 from gpuhash.join.cpu.table_loops import BLOCK
 
 HOWS = ("inner", "left", "semi", "anti", "left_anti")
+
+
+def row_type(rows: int):
+    """The integer type of row numbers into a side of ``rows`` rows: int32 where it holds them.
+    Every column's gather reads its map, so the map's width is traffic paid per column."""
+    return np.int32 if rows < (1 << 31) else np.int64
 DENSE_SPAN = 4  # an index by key at most this many times the right rows (8 bytes an entry)
 DENSE_SLACK = 1 << 16  # and always for spans this small
 
@@ -105,12 +111,12 @@ def string_rows(left, right):
     a string."""
     offsets, data = string_buffers(right)
     slots = 1 << max(4, (2 * len(right)).bit_length())  # at most half full
-    slot_rows = np.full(slots, -1, np.int64)
+    slot_rows = np.full(slots, -1, row_type(len(right)))
     slot_hashes = np.empty(slots, np.uint64)
     if not run("merge_index_strings", offsets, data, _validity(right), slot_rows, slot_hashes):
         return None
     left_offsets, left_data = string_buffers(left)
-    rows = host_buffers.take(len(left), np.int64)
+    rows = host_buffers.take(len(left), row_type(len(right)))
     counts = np.empty((len(left) + BLOCK - 1) // BLOCK, np.int64)
     run("merge_look_up_strings", left_offsets, left_data, _validity(left), offsets, data,
         slot_rows, slot_hashes, rows, counts)
@@ -134,17 +140,18 @@ def _dense_rows(left_codes, left_valid, right_codes, right_valid):
     per-block found counts; None when the right side repeats a key."""
     keys = right_codes if right_valid is None else right_codes[right_valid.view(bool)]
     if keys.shape[0] == 0:
-        rows = np.full(left_codes.shape[0], -1, np.int64)
+        rows = np.full(left_codes.shape[0], -1, np.int32)
         return rows, np.zeros((rows.shape[0] + BLOCK - 1) // BLOCK, np.int64)
     low, high = int(keys.min()), int(keys.max())
-    ids = np.arange(right_codes.shape[0], dtype=np.int64)
+    kind = row_type(right_codes.shape[0])
+    ids = np.arange(right_codes.shape[0], dtype=kind)
     ids = ids if right_valid is None else ids[right_valid.view(bool)]
-    index = host_buffers.take(high - low + 1, np.int64)
+    index = host_buffers.take(high - low + 1, kind)
     if not run("merge_index_by_key", keys, np.int64(low), index):
         return None
     if right_valid is not None:  # the index holds positions among the valid rows
         index = np.where(index >= 0, ids[np.maximum(index, 0)], -1)
-    rows = host_buffers.take(left_codes.shape[0], np.int64)
+    rows = host_buffers.take(left_codes.shape[0], kind)
     counts = np.empty((rows.shape[0] + BLOCK - 1) // BLOCK, np.int64)
     valid = np.empty(0, np.uint8) if left_valid is None else left_valid
     run("merge_look_up", left_codes, valid, np.int64(low), index, rows, counts)
@@ -187,7 +194,9 @@ def _hashed_rows(left_codes, left_valid, right_codes, right_valid, device):
     if len(table) != keys.shape[0]:
         return None
     found_rows, found = table.find(_tensor(left_codes).to(device), default=-1)
-    rows = found_rows.cpu().numpy()
+    # narrowed where they run: half the bytes back over the link
+    rows = found_rows.to(torch.int32 if row_type(right_codes.shape[0]) == np.int32
+                         else torch.int64).cpu().numpy()
     if left_valid is not None:
         rows = np.where(left_valid.view(bool), rows, -1)
     counts = np.empty((rows.shape[0] + BLOCK - 1) // BLOCK, np.int64)
@@ -212,15 +221,15 @@ def _row_maps(rows, counts, how):
     if how == "left_anti":
         probe, _ = _row_maps(rows, counts, "anti")
         size = n if probe is None else probe.shape[0]
-        return probe, np.full(size, -1, np.int64)
+        return probe, np.full(size, -1, np.int32)
     if how in ("inner", "semi") and found == n:
         return None, (rows if how == "inner" else None)
     keep = how != "anti"
     size = found if keep else n - found
     starts = _exclusive(counts) if keep else _exclusive(
         np.minimum(BLOCK, n - np.arange(counts.shape[0]) * BLOCK) - counts)
-    probe = host_buffers.take(size, np.int64)
-    build = host_buffers.take(size if how == "inner" else 0, np.int64)
+    probe = host_buffers.take(size, row_type(n))
+    build = host_buffers.take(size if how == "inner" else 0, rows.dtype)
     run("merge_compact", rows, starts, keep, probe, build)
     return probe, (build if how == "inner" else None)
 
