@@ -23,6 +23,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import os
 from collections.abc import Callable
@@ -171,6 +173,10 @@ def run_question(tables: dict, question: str, *, runs: int, device: str,
     if reference is not None:
         _same(answer, reference, "gpuhash", question)
     result["gpuhash_ms"] = time_cpu(ours, runs=runs).median_ms
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):  # where the time went, from one more call
+        gh.merge(x, other, on=key, how=how, device=device, explain=True)
+    result["explain"] = shown.getvalue()
     for name, call in peers.items():
         if reference is not None and name != "duckdb":
             _same(_arrow(call()), reference, name, question)

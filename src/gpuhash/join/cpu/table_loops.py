@@ -210,13 +210,25 @@ def merge_take_strings(offsets, data, rows, begins, ends, first, out_offsets, ou
 
 @numba.njit(inline="always", **_JIT)
 def _hash_bytes(offsets, data, row):
-    """64-bit hash of string ``row``: FNV-1a over its bytes, then a 64-bit finaliser (FNV's
-    low bits alone group short keys that differ in their last byte)."""
-    h = np.uint64(0xCBF29CE484222325)
-    for j in range(_u(offsets[_u(row)]), _u(offsets[_u(row + 1)])):
-        h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
+    """64-bit hash of string ``row``: its bytes taken eight at a time as a word (the loads of a
+    word do not wait on each other), each word mixed in by a multiply, the length last, then
+    a 64-bit finaliser. (FNV-1a's multiply a byte chained every byte to the one before.)"""
+    begin, end = _u(offsets[_u(row)]), _u(offsets[_u(row + 1)])
+    h = np.uint64(0x9E3779B97F4A7C15)
+    at = begin
+    while at < end:
+        word = np.uint64(0)
+        stop = min(at + _u(8), end)
+        shift = np.uint64(0)
+        for j in range(at, stop):
+            word |= np.uint64(data[j]) << shift
+            shift += np.uint64(8)
+        h = (h ^ word) * np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(29)
+        at = stop
+    h ^= end - begin
     h ^= h >> np.uint64(33)
-    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
     h ^= h >> np.uint64(33)
     return h
 
