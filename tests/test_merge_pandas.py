@@ -100,3 +100,23 @@ def test_dicts_of_tensors_refuse_what_only_tables_take():
     side = {"k": torch.tensor([1, 2])}
     with pytest.raises(ValueError, match="dicts of tensors take none of"):
         gh.merge(side, side, on="k", indicator=True)
+
+
+def test_period_keys_join_by_value():
+    left = pd.DataFrame({"k": pd.period_range("2020-01", periods=4, freq="M"), "a": range(4)})
+    right = pd.DataFrame({"k": pd.period_range("2020-02", periods=4, freq="M"), "b": range(4)})
+    for how in HOWS:
+        _same(gh.merge(left, right, on="k", how=how, device="cpu").astype({"k": str}),
+              pd.merge(left, right, on="k", how=how).astype({"k": str}), ordered=False)
+
+
+@pytest.mark.parametrize("keys", [[[1, 2], [3]], [{"x": 1}, {"x": 2}]], ids=["list", "struct"])
+def test_nested_keys_are_refused_naming_the_column(keys):
+    import pyarrow as pa
+
+    left = pa.table({"k": keys, "a": [1, 2]})
+    with pytest.raises(TypeError, match="key column 'k' of the left side is .*nested types"):
+        gh.merge(left, left, on="k", device="cpu")
+    intervals = pd.DataFrame({"k": pd.interval_range(0, 2), "a": [1, 2]})
+    with pytest.raises(TypeError, match="nested types"):
+        gh.merge(intervals, intervals, on="k", device="cpu")

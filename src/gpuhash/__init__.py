@@ -30,12 +30,13 @@ _MODULES = {
     "merge": "gpuhash.join.merge",
     "JoinPlan": "gpuhash.join.plan",
     "clear_join_cache": "gpuhash.join.pool",
+    "release_host_memory": "gpuhash._common.host_buffers",
 }
-_RENAMED = {"clear_join_cache": "clear"}
+_RENAMED = {"clear_join_cache": "clear", "release_host_memory": "release"}
 
 __all__ = ["ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED", "SUPERSEDED",
            "CacheMap", "HashMap", "HashSet", "JoinBuild", "JoinPlan", "MultiMap", "TableFullError",
-           "clear_join_cache", "explain_join", "join", "merge"]
+           "clear_join_cache", "explain_join", "join", "merge", "release_host_memory"]
 
 _loaded: dict[str, object] = {}
 

@@ -85,3 +85,20 @@ def take(count: int, dtype) -> np.ndarray:
     if block is None:
         block = np.empty(size, np.uint8)
     return np.asarray(_Lease(block))[:nbytes].view(dtype)
+
+
+def release() -> int:
+    """Hand every kept free block back (to the allocator, which returns large ones to the
+    kernel); returns the bytes released. Blocks in use are kept until freed.
+
+    Example:
+        >>> _ = release()
+        >>> release()
+        0
+    """
+    global _free_bytes
+    with _lock:
+        released = _free_bytes
+        _free.clear()
+        _free_bytes = 0
+    return released

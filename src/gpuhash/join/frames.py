@@ -178,6 +178,33 @@ def _int64_key(array, name: str, nulls_equal: bool):
     return values.to(torch.int64), valid
 
 
+def _nested(kind) -> bool:
+    import pyarrow.types as pt
+
+    return (pt.is_list(kind) or pt.is_large_list(kind) or pt.is_fixed_size_list(kind)
+            or pt.is_struct(kind) or pt.is_map(kind) or pt.is_union(kind)
+            or getattr(pt, "is_list_view", lambda _: False)(kind))
+
+
+def _storage_keys(left, right, left_name: str, right_name: str):
+    """Key columns of extension types (pandas' Period, ...) as their storage where both sides
+    have the same type (equal values have equal storage then); nested keys refused with a
+    TypeError naming the column and its type."""
+    import pyarrow as pa
+
+    if isinstance(left.type, pa.ExtensionType) or isinstance(right.type, pa.ExtensionType):
+        if left.type != right.type:
+            raise TypeError(f"key column {left_name!r} of the left side is {left.type} but "
+                            f"{right_name!r} of the right side is {right.type}; cast one side")
+        left, right = left.storage, right.storage
+    for column, name, side in ((left, left_name, "left"), (right, right_name, "right")):
+        if _nested(column.type):
+            raise TypeError(f"key column {name!r} of the {side} side is {column.type}: "
+                            f"nested types (lists, structs, maps, pandas' Interval) are not "
+                            f"join keys; join on their fields, or on a string made of them")
+    return left, right
+
+
 def arrow_key_pair(left, right, left_name: str, right_name: str, *, nulls_equal: bool = False):
     """Join keys for one key column of each side: (left codes, left valid, right codes, right
     valid). Integer columns go as they are (signed against unsigned as int64, by value);
@@ -186,6 +213,7 @@ def arrow_key_pair(left, right, left_name: str, right_name: str, *, nulls_equal:
     import pyarrow as pa
     import pyarrow.types as pt
 
+    left, right = _storage_keys(left, right, left_name, right_name)
     # a column of no values (an empty dictionary: pandas' all-null category) as Arrow's nulls
     left, right = (pa.nulls(len(c)) if _valueless(c) else
                    c.dictionary_decode() if pt.is_dictionary(c.type) else c
@@ -374,6 +402,9 @@ def coalesce_arrow(left, right):
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if isinstance(left.type, pa.ExtensionType) and left.type == right.type:  # by storage
+        return pa.ExtensionArray.from_storage(left.type, coalesce_arrow(left.storage,
+                                                                        right.storage))
     # a side of no values (all null, or pandas' empty object or category column): its rows
     # are nulls of the other side's type
     if _valueless(left):
