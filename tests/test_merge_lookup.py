@@ -51,7 +51,10 @@ def _plain(result):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_gathers_match_arrows_take_for_every_type(seed):
+@pytest.mark.parametrize("cached", [True, False], ids=["small_columns", "large_columns"])
+def test_gathers_match_arrows_take_for_every_type(seed, cached, monkeypatch):
+    if not cached:  # every string column gathered as a large one (rows copy independently)
+        monkeypatch.setattr(arrow_gather, "CACHED_BYTES", 0)
     rng = np.random.default_rng(seed)
     for column in _columns(rng, 70_001):
         size = len(column)

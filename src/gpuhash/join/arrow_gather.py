@@ -28,6 +28,9 @@ from gpuhash._common.cpu.runtime import run
 from gpuhash.join.cpu.table_loops import BLOCK
 
 _WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+# string columns up to this size are gathered with a running position whatever the rows'
+# order: their offsets and bytes stay in cache, so no row waits on memory
+CACHED_BYTES = 8 << 20
 # the bytes a piece of gathered strings may hold, by offset type (what its offsets address)
 PIECE_BYTES = {np.int32: np.iinfo(np.int32).max, np.int64: np.iinfo(np.int64).max}
 
@@ -131,8 +134,11 @@ def _strings(array, rows: np.ndarray, validity, nulls: int, ascending: bool):
     offsets, data = string_buffers(array)
     offset_type = offsets.dtype.type
     n = rows.shape[0]
-    if ascending:  # each row at most once: the bytes fit the column's own offsets
-        return _strings_in_order(array, offsets, data, rows, validity, nulls)
+    if ascending or offsets.nbytes + data.nbytes <= CACHED_BYTES:
+        # rows in order, or a column the caches hold: a running position costs nothing
+        done = _strings_in_order(array, offsets, data, rows, validity, nulls)
+        if done is not None:
+            return done
     ends = host_buffers.take(n + 1, np.int64)
     begins = host_buffers.take(n, np.int64)
     sums = np.empty(_blocks(n), np.int64)
@@ -165,7 +171,9 @@ def _strings(array, rows: np.ndarray, validity, nulls: int, ascending: bool):
 
 
 def _strings_in_order(array, offsets, data, rows, validity, nulls: int):
-    """Strings gathered by ascending rows in one piece, a running position per block."""
+    """Strings gathered in one piece with a running position per block (the chain of each
+    row's place on the one before is free where the rows' bytes come in order or from cache),
+    or None where one piece's offsets could not address the bytes."""
     import pyarrow as pa
 
     n = rows.shape[0]
@@ -174,6 +182,8 @@ def _strings_in_order(array, offsets, data, rows, validity, nulls: int):
     starts = np.zeros_like(sums)
     np.cumsum(sums[:-1], out=starts[1:])
     total = int(sums.sum())
+    if total > PIECE_BYTES[offsets.dtype.type]:
+        return None
     out_offsets, offsets_buffer = _empty(n + 1, offsets.dtype)
     out_data, data_buffer = _empty(total, np.uint8)
     run("merge_take_strings_in_order", offsets, data, rows, starts, out_offsets, out_data)
