@@ -108,18 +108,19 @@ def _validity(array) -> np.ndarray:
 def string_rows(left, right):
     """The right row holding each left string (-1 where none) and per-block found counts, by
     an open-addressing table of the right side's strings; None when the right side repeats
-    a string."""
+    a string (or has 2^32 rows or bytes or more, which its entries cannot name)."""
     offsets, data = string_buffers(right)
-    slots = 1 << max(4, (2 * len(right)).bit_length())  # at most half full
-    slot_rows = np.full(slots, -1, row_type(len(right)))
-    slot_hashes = np.empty(slots, np.uint64)
-    if not run("merge_index_strings", offsets, data, _validity(right), slot_rows, slot_hashes):
+    if len(right) >= (1 << 32) - 1 or data.nbytes >= (1 << 32):
+        return None
+    entries = 1 << max(4, (2 * len(right)).bit_length())  # at most half full
+    table = np.zeros((entries, 3), np.uint64)
+    if not run("merge_index_strings", offsets, data, _validity(right), table):
         return None
     left_offsets, left_data = string_buffers(left)
     rows = host_buffers.take(len(left), row_type(len(right)))
     counts = np.empty((len(left) + BLOCK - 1) // BLOCK, np.int64)
     run("merge_look_up_strings", left_offsets, left_data, _validity(left), offsets, data,
-        slot_rows, slot_hashes, rows, counts)
+        table, rows, counts)
     return rows, counts
 
 

@@ -208,13 +208,17 @@ def merge_take_strings(offsets, data, rows, begins, ends, first, out_offsets, ou
     out_offsets[count] = ends[_u(first + count)] - base
 
 
+GROUP = 32  # probe rows whose table entries are read before any of them is compared
+
+
 @numba.njit(inline="always", **_JIT)
-def _hash_bytes(offsets, data, row):
-    """64-bit hash of string ``row``: its bytes taken eight at a time as a word (the loads of a
-    word do not wait on each other), each word mixed in by a multiply, the length last, then
-    a 64-bit finaliser. (FNV-1a's multiply a byte chained every byte to the one before.)"""
+def _string_key(offsets, data, row):
+    """(64-bit hash, first eight bytes as a word, length) of string ``row``: its bytes taken
+    eight at a time as a word (the loads of a word do not wait on each other), each word
+    mixed in by a multiply, the length last, then a 64-bit finaliser."""
     begin, end = _u(offsets[_u(row)]), _u(offsets[_u(row + 1)])
     h = np.uint64(0x9E3779B97F4A7C15)
+    prefix = np.uint64(0)
     at = begin
     while at < end:
         word = np.uint64(0)
@@ -223,6 +227,8 @@ def _hash_bytes(offsets, data, row):
         for j in range(at, stop):
             word |= np.uint64(data[j]) << shift
             shift += np.uint64(8)
+        if at == begin:
+            prefix = word
         h = (h ^ word) * np.uint64(0xFF51AFD7ED558CCD)
         h ^= h >> np.uint64(29)
         at = stop
@@ -230,69 +236,99 @@ def _hash_bytes(offsets, data, row):
     h ^= h >> np.uint64(33)
     h *= np.uint64(0xC4CEB9FE1A85EC53)
     h ^= h >> np.uint64(33)
-    return h
+    return h, prefix, np.int64(end - begin)
 
 
 @numba.njit(inline="always", **_JIT)
-def _same_bytes(offsets_a, data_a, row_a, offsets_b, data_b, row_b):
+def _same_tail(offsets_a, data_a, row_a, offsets_b, data_b, row_b, size):
+    """Whether two strings of ``size`` bytes whose first eight agree agree past them."""
     begin_a, begin_b = np.int64(offsets_a[_u(row_a)]), np.int64(offsets_b[_u(row_b)])
-    size = np.int64(offsets_a[_u(row_a + 1)]) - begin_a
-    if size != np.int64(offsets_b[_u(row_b + 1)]) - begin_b:
-        return False
-    for j in range(size):  # noqa: SIM110 (numba compiles no generator)
+    for j in range(8, size):  # noqa: SIM110 (numba compiles no generator)
         if data_a[_u(begin_a + j)] != data_b[_u(begin_b + j)]:
             return False
     return True
 
 
+@numba.njit(inline="always", **_JIT)
+def _find_string(table, mask, h, prefix, size, offsets, data, row, build_offsets, build_data):
+    """The build row whose entry matches a string (-1: none). An entry is three words: the
+    hash, (length << 32) | (build row + 1) (0: a free slot), and the first eight bytes, so
+    strings of up to eight bytes are decided by the entry alone."""
+    slot = h & mask
+    while True:
+        meta = table[slot, 1]
+        if meta == 0:
+            return np.int64(-1)
+        if (table[slot, 0] == h and table[slot, 2] == prefix
+                and np.int64(meta >> np.uint64(32)) == size):
+            found = np.int64(meta & np.uint64(0xFFFFFFFF)) - 1
+            if size <= 8 or _same_tail(offsets, data, row, build_offsets, build_data, found,
+                                       size):
+                return found
+        slot = (slot + np.uint64(1)) & mask
+
+
 @numba.njit(**_JIT)
-def merge_index_strings(offsets, data, valid, slot_rows, slot_hashes):
-    """The build side's strings in an open-addressing table (``slot_rows`` -1 where free, a
-    power of two of slots, at most half full): each non-null row (``valid`` uint8, empty:
-    every row) in the slot its hash probes to. False on a repeated string (the caller takes
-    the general join). One thread: the writes would race."""
-    mask = np.uint64(slot_rows.shape[0] - 1)
+def merge_index_strings(offsets, data, valid, table):
+    """The build side's strings in an open-addressing table (``table``: zeros, a power of two
+    of entries of three words, at most half full; _find_string says what an entry holds): each
+    non-null row (``valid`` uint8, empty: every row) in the entry its hash probes to. False
+    on a repeated string (the caller takes the general join). One thread: the writes would
+    race."""
+    mask = np.uint64(table.shape[0] - 1)
     check = valid.shape[0] > 0
     for row in range(offsets.shape[0] - 1):
         if check and valid[row] == 0:
             continue
-        h = _hash_bytes(offsets, data, row)
+        h, prefix, size = _string_key(offsets, data, row)
+        if _find_string(table, mask, h, prefix, size, offsets, data, row, offsets, data) >= 0:
+            return False
         slot = h & mask
-        while slot_rows[slot] >= 0:
-            if slot_hashes[slot] == h and _same_bytes(offsets, data, row, offsets, data,
-                                                      slot_rows[slot]):
-                return False
+        while table[slot, 1] != 0:
             slot = (slot + np.uint64(1)) & mask
-        slot_rows[slot] = row
-        slot_hashes[slot] = h
+        table[slot, 0] = h
+        table[slot, 1] = (np.uint64(size) << np.uint64(32)) | np.uint64(row + 1)
+        table[slot, 2] = prefix
     return True
 
 
 @numba.njit(parallel=True, **_JIT)
-def merge_look_up_strings(offsets, data, valid, build_offsets, build_data, slot_rows,
-                          slot_hashes, rows, counts):
+def merge_look_up_strings(offsets, data, valid, build_offsets, build_data, table, rows,
+                          counts):
     """rows[i] = the build row holding probe string i (-1 where none, or where ``valid`` is
-    0); counts[block] = the block's found rows."""
-    mask = np.uint64(slot_rows.shape[0] - 1)
+    0); counts[block] = the block's found rows. Rows go in groups of GROUP: each row's entry is
+    read first (reads that do not wait on each other, so their cache misses overlap), then
+    each row is compared; the reads' sums are returned so the compiler keeps them."""
+    mask = np.uint64(table.shape[0] - 1)
     n = offsets.shape[0] - 1
     check = valid.shape[0] > 0
-    for block in numba.prange((n + BLOCK - 1) // BLOCK):
+    blocks = (n + BLOCK - 1) // BLOCK
+    touched = np.zeros(blocks, np.uint64)
+    for block in numba.prange(blocks):
         found = 0
-        for i in range(_u(block * BLOCK), _u(min(n, (block + 1) * BLOCK))):
-            row = -1
-            if not check or valid[i] != 0:
-                h = _hash_bytes(offsets, data, i)
-                slot = h & mask
-                while slot_rows[slot] >= 0:
-                    if slot_hashes[slot] == h and _same_bytes(
-                            offsets, data, i, build_offsets, build_data, slot_rows[slot]):
-                        row = slot_rows[slot]
-                        break
-                    slot = (slot + np.uint64(1)) & mask
-            rows[i] = row
-            if row >= 0:
-                found += 1
+        hashes = np.empty(GROUP, np.uint64)
+        prefixes = np.empty(GROUP, np.uint64)
+        sizes = np.empty(GROUP, np.int64)
+        stop = min(n, (block + 1) * BLOCK)
+        seen = np.uint64(0)
+        for start in range(block * BLOCK, stop, GROUP):
+            end = min(stop, start + GROUP)
+            for i in range(start, end):
+                h, prefix, size = _string_key(offsets, data, i)
+                hashes[i - start], prefixes[i - start], sizes[i - start] = h, prefix, size
+                seen += table[h & mask, 1]
+            for i in range(start, end):
+                row = np.int64(-1)
+                if not check or valid[_u(i)] != 0:
+                    row = _find_string(table, mask, hashes[i - start], prefixes[i - start],
+                                       sizes[i - start], offsets, data, i, build_offsets,
+                                       build_data)
+                rows[_u(i)] = row
+                if row >= 0:
+                    found += 1
         counts[block] = found
+        touched[block] = seen
+    return touched
 
 
 @numba.njit(parallel=True, **_JIT)
