@@ -41,6 +41,15 @@ _free_bytes = 0
 _lock = threading.Lock()
 
 
+def _in_forked_child() -> None:
+    """Another thread may have held the lock at the fork: the child's copy would stay held."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_in_forked_child)
+
+
 class _Lease:
     """The base of the arrays handed out over one block: gives the block back when freed."""
 
