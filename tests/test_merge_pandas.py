@@ -39,7 +39,7 @@ def test_the_indicator_column_says_where_each_row_came_from(how, indicator):
     name = "_merge" if indicator is True else indicator
     assert isinstance(got[name].dtype, pd.CategoricalDtype)
     assert list(got[name].cat.categories) == ["left_only", "right_only", "both"]
-    _same(got.astype({name: str}), want.astype({name: str}), ordered=False)
+    _same(got.astype({name: str}), want.astype({name: str}), ordered=True)
 
 
 def test_an_indicator_named_like_a_column_is_refused():
@@ -56,7 +56,7 @@ def test_sort_orders_rows_by_the_keys_as_pandas(how):
     got = gh.merge(left, right, on="key", how=how, sort=True, device="cpu")
     want = pd.merge(left, right, on="key", how=how, sort=True)
     assert got["key"].tolist() == want["key"].tolist()
-    _same(got, want, ordered=False)
+    _same(got, want, ordered=True)
 
 
 @pytest.mark.parametrize("how", ["left_anti", "right_anti"])
@@ -67,7 +67,7 @@ def test_anti_joins_by_pandas_names(how, unique_right):
         right = right.drop_duplicates("key")
     got = gh.merge(left, right, on="key", how=how, device="cpu")
     want = pd.merge(left, right, on="key", how=how)
-    _same(got, want, ordered=how == "left_anti")
+    _same(got, want, ordered=True)
 
 
 @pytest.mark.parametrize(("left_type", "right_type"),
@@ -81,7 +81,7 @@ def test_signed_and_unsigned_keys_join_by_value(left_type, right_type, how):
     right = pd.DataFrame({"key": np.array(right_values, dtype=right_type), "b": np.arange(6)})
     got = gh.merge(left, right, on="key", how=how, device="cpu")
     want = pd.merge(left, right, on="key", how=how)
-    _same(got, want, ordered=False)
+    _same(got, want, ordered=True)
 
 
 def test_uint64_keys_past_int64_equal_no_signed_key():
@@ -89,7 +89,7 @@ def test_uint64_keys_past_int64_equal_no_signed_key():
     right = pd.DataFrame({"key": np.array([1, -1, -2], dtype=np.int64), "b": [4, 5, 6]})
     for how in HOWS:
         _same(gh.merge(left, right, on="key", how=how, device="cpu"),
-              pd.merge(left, right, on="key", how=how), ordered=False)
+              pd.merge(left, right, on="key", how=how), ordered=True)
     with pytest.raises(TypeError, match="past int64's range"):
         gh.merge(left, right, on="key", nulls_equal=True, device="cpu")
 
@@ -107,7 +107,7 @@ def test_period_keys_join_by_value():
     right = pd.DataFrame({"k": pd.period_range("2020-02", periods=4, freq="M"), "b": range(4)})
     for how in HOWS:
         _same(gh.merge(left, right, on="k", how=how, device="cpu").astype({"k": str}),
-              pd.merge(left, right, on="k", how=how).astype({"k": str}), ordered=False)
+              pd.merge(left, right, on="k", how=how).astype({"k": str}), ordered=True)
 
 
 @pytest.mark.parametrize("keys", [[[1, 2], [3]], [{"x": 1}, {"x": 2}]], ids=["list", "struct"])
@@ -120,3 +120,16 @@ def test_nested_keys_are_refused_naming_the_column(keys):
     intervals = pd.DataFrame({"k": pd.interval_range(0, 2), "a": [1, 2]})
     with pytest.raises(TypeError, match="nested types"):
         gh.merge(intervals, intervals, on="k", device="cpu")
+
+
+@pytest.mark.parametrize("how", [*HOWS, "cross", "left_anti", "right_anti"])
+@pytest.mark.parametrize("seed", range(3))
+def test_frames_come_out_in_pandas_order_with_repeated_keys(how, seed):
+    """Keys repeated on both sides (the general path): the same frame as pandas', row for
+    row."""
+    rng = np.random.default_rng(seed)
+    left = pd.DataFrame({"k": rng.integers(0, 30, 200), "a": np.arange(200)})
+    right = pd.DataFrame({"k": rng.integers(10, 50, 80), "b": np.arange(80)})
+    on = {} if how == "cross" else {"on": "k"}
+    _same(gh.merge(left, right, how=how, device="cpu", **on), pd.merge(left, right, how=how, **on),
+          ordered=True)

@@ -203,9 +203,10 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
     (default: the tensors' device for dicts, else CUDA when available); columns of tables in
     host memory are gathered on the host with every core.
 
-    Row order: with one key column whose right side holds each key once, ``inner``, ``left``,
-    ``semi``, ``anti`` and ``left_anti`` keep the left rows in their order (pandas' order);
-    otherwise the order is unspecified unless ``sort=True``.
+    Row order: pandas frames come out in pandas' order (by left row and then right row; a
+    right join by right row; an outer join by key); other kinds too where one key column's
+    right side holds each key once (``inner``, ``left``, ``semi``, ``anti``, ``left_anti``:
+    the left rows in their order), else in no particular order unless ``sort=True``.
 
     Dicts of tensors have no nulls: a column of a side that a row lacks (outer kinds) holds
     zeros there, and a bool column ``"_left_found"`` / ``"_right_found"`` says which rows
@@ -267,14 +268,34 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                                 left_table.num_rows, right_table.num_rows, validate,
                                 {"left": left_keys, "right": right_keys})
         rows_l, rows_r = _only_unmatched(rows_l, rows_r, how)
+        if kind == PANDAS:  # pandas' order; its outer join orders the keys (a stable sort)
+            rows_l, rows_r = pandas_order(rows_l, rows_r, shape)
+            sort = sort or shape == "full"
         table = gather_tables(left_table, right_table, rows_l, rows_r, left_keys, right_keys,
                               how=shape, suffixes=suffixes, kind=kind, device=device)
         if indicator is not None:
             table = table.append_column(indicator, indicator_column(rows_l, rows_r))
     if sort:
-        table = table.sort_by([(_sort_name(a, b, names), "ascending")
-                               for a, b in zip(left_keys, right_keys)])
+        table = _sorted_by(table, [_sort_name(a, b, names) for a, b in zip(left_keys, right_keys)])
     return restore_frame(table, kind, left, right, *names)
+
+
+def _sorted_by(table, names: list[str]):
+    """The table's rows ordered by the named columns, stably (extension types by their
+    storage and dictionaries by their values, which Arrow's sort takes)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys = {}
+    for name in names:
+        column = table.column(name)
+        if isinstance(column.type, pa.ExtensionType):
+            column = pa.chunked_array([c.storage for c in column.chunks], column.type.storage_type)
+        if pa.types.is_dictionary(column.type):
+            column = column.cast(column.type.value_type)
+        keys[name] = column
+    order = pc.sort_indices(pa.table(keys), sort_keys=[(n, "ascending") for n in names])
+    return table.take(order)
 
 
 def _indicator_name(indicator: bool | str) -> str | None:
@@ -290,6 +311,26 @@ def _indicator_name(indicator: bool | str) -> str | None:
 def _sort_name(left_key: str, right_key: str, names: tuple[dict, dict]) -> str:
     """The output column of a key pair to sort by: the left's where the output keeps it."""
     return names[0].get(left_key) or names[1][right_key]
+
+
+def pandas_order(rows_l, rows_r, how: str):
+    """The gather maps in pandas' order: by left row, then right row (a right join: by right
+    row, then left row). The lookup path gives this order as it goes; here the pairs are
+    sorted (one sort of the output's pairs, on the maps' device).
+
+    Example:
+        >>> import torch
+        >>> pandas_order(torch.tensor([1, 0, 1]), torch.tensor([0, 2, -1]), "left")
+        (tensor([0, 1, 1]), tensor([ 2, -1,  0]))
+    """
+    if rows_r is None:
+        return rows_l.sort().values, None
+    first, second = (rows_r, rows_l) if how == "right" else (rows_l, rows_r)
+    if first.shape[0] < 2:
+        return rows_l, rows_r
+    span = int(second.max()) + 2  # -1 (a side missing) first
+    order = torch.sort((first + 1) * span + (second + 1)).indices
+    return rows_l[order], rows_r[order]
 
 
 def _only_unmatched(rows_l, rows_r, how):
