@@ -27,7 +27,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -54,6 +54,8 @@ from gpuhash.join.table_merge import try_lookup_merge
 
 VALIDATE = (None, "1:1", "1:m", "m:1", "m:m")
 ANTI_HOWS = ("left_anti", "right_anti")  # pandas' names: a side's rows without a match
+MaintainOrder = Literal["none", "left", "right", "left_right", "right_left"]
+ORDERS = (None, "none", "left", "right", "left_right", "right_left")  # polars' names
 VALIDATE_NAMES = {"one_to_one": "1:1", "one_to_many": "1:m", "many_to_one": "m:1",
                   "many_to_many": "m:m"}  # pandas' long names
 
@@ -95,15 +97,21 @@ def _key_names(left_cols, right_cols, on, left_on, right_on, how):
     return left_keys, right_keys
 
 
-def _key_layout(left_keys, right_keys, kind, how):
+def _key_layout(left_keys, right_keys, kind, how, coalesce=None):
     """Which key columns the output keeps: (left keys dropped, right keys dropped, left key ->
     the right key whose value fills its rows that lack a left side).
 
     pandas, pyarrow and dicts: a key named alike on both sides appears once, at the left's
-    place, holding whichever side's key the row has. polars, as its join does by default:
-    inner, left, semi and anti keep the left keys only; right keeps the right keys only (the
-    left side's other columns first); full keeps both sides' keys."""
+    place, holding whichever side's key the row has. polars, as its join does by default
+    (``coalesce`` None): inner, left, semi and anti keep the left keys only; right keeps the
+    right keys only (the left side's other columns first); full keeps both sides' keys.
+    ``coalesce`` True: one key column a pair, holding whichever side's key the row has (full:
+    under the left's name); False: both sides' keys."""
     if kind == POLARS:
+        if coalesce is False and how not in ("semi", "anti"):
+            return set(), set(), {}
+        if coalesce is True and how == "full":
+            return set(), set(right_keys), dict(zip(left_keys, right_keys))
         if how == "right":
             return set(left_keys), set(), {}
         if how == "full":
@@ -187,6 +195,7 @@ def _keys_of(pairs, nulls_equal, device):
 def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_on: Any = None,
           how: str = "inner", suffixes: tuple[str, str] | None = None, validate: str | None = None,
           nulls_equal: bool = False, indicator: bool | str = False, sort: bool = False,
+          coalesce: bool | None = None, maintain_order: MaintainOrder | None = None,
           device: Any = None, memory_budget: int | None = None, explain: bool = False) -> Any:
     """Join two tables on key columns; returns a table of the inputs' kind.
 
@@ -199,7 +208,11 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
     ``validate``: ``"1:1"``, ``"1:m"``, ``"m:1"`` check that the side marked 1 has distinct
     keys (ValueError otherwise). ``indicator`` (pandas): a categorical column ``"_merge"`` (or
     the name given) saying where each row came from: ``"left_only"``, ``"right_only"`` or
-    ``"both"``. ``sort``: rows ordered by the keys. ``device``: where keys are matched
+    ``"both"``. ``sort``: rows ordered by the keys. polars' ``coalesce`` (None: polars'
+    default; True: one column a key pair; False: both sides' keys) and ``maintain_order``
+    (``"left"``, ``"left_right"``: by left row, then right row; ``"right"``,
+    ``"right_left"``: by right row, then left row; rows a side lacks after the others).
+    ``device``: where keys are matched
     (default: the tensors' device for dicts, else CUDA when available); columns of tables in
     host memory are gathered on the host with every core.
 
@@ -226,15 +239,20 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         raise ValueError(f"how must be one of {', '.join(map(repr, HOWS + ANTI_HOWS))} (or "
                          f"'outer'); got {how!r}")
     indicator = _indicator_name(indicator)
+    if maintain_order not in ORDERS:
+        raise ValueError(f"maintain_order must be one of {ORDERS}, got {maintain_order!r}")
+    if coalesce not in (None, True, False):
+        raise ValueError(f"coalesce must be None, True or False, got {coalesce!r}")
     validate = VALIDATE_NAMES.get(validate, validate) if isinstance(validate, str) else validate
     kind, other = frame_kind(left, "left"), frame_kind(right, "right")
     if kind != other:
         raise TypeError(f"left is a {kind} table but right is a {other} table; convert one")
     if kind == TENSORS:
-        if how in ANTI_HOWS or indicator or sort:
+        if how in ANTI_HOWS or indicator or sort or maintain_order not in (None, "none") or (
+                coalesce is not None):
             raise ValueError("dicts of tensors take none of how='left_anti' / 'right_anti', "
-                             "indicator or sort; merge pyarrow, pandas or polars tables for "
-                             "them")
+                             "indicator, sort, coalesce or maintain_order; merge pyarrow, "
+                             "pandas or polars tables for them")
         return _merge_tensors(left, right, on, left_on, right_on, how, suffixes, validate,
                               nulls_equal, device, memory_budget, explain)
     if kind == PANDAS:  # Arrow names columns by their labels as strings
@@ -249,13 +267,15 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
     names = _output_names(left_table.column_names, right_table.column_names,
-                          _key_layout(left_keys, right_keys, kind, shape), suffixes, kind, shape)
+                          _key_layout(left_keys, right_keys, kind, shape, coalesce), suffixes,
+                          kind, shape)
     if indicator is not None and indicator in {*names[0].values(), *names[1].values()}:
         raise ValueError(f"indicator={indicator!r} names a column the output already has; "
                          f"give indicator another name")
     table = None
-    if (len(left_keys) == 1 and how in LOOKUP_HOWS and not nulls_equal
-            and validate in (None, "m:1", "m:m")):
+    right_major = maintain_order in ("right", "right_left")
+    if (len(left_keys) == 1 and how in LOOKUP_HOWS and not nulls_equal and not right_major
+            and validate in (None, "m:1", "m:m") and coalesce is None):
         table = try_lookup_merge(left_table, right_table, left_keys[0], right_keys[0],
                                  how=how, names=names, device=device, explain=explain,
                                  indicator=indicator)
@@ -271,8 +291,11 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         if kind == PANDAS:  # pandas' order; its outer join orders the keys (a stable sort)
             rows_l, rows_r = pandas_order(rows_l, rows_r, shape)
             sort = sort or shape == "full"
+        elif maintain_order not in (None, "none"):
+            rows_l, rows_r = pandas_order(rows_l, rows_r, "right" if right_major else "left")
         table = gather_tables(left_table, right_table, rows_l, rows_r, left_keys, right_keys,
-                              how=shape, suffixes=suffixes, kind=kind, device=device)
+                              how=shape, suffixes=suffixes, kind=kind, device=device,
+                              coalesce=coalesce)
         if indicator is not None:
             table = table.append_column(indicator, indicator_column(rows_l, rows_r))
     if sort:
@@ -328,8 +351,10 @@ def pandas_order(rows_l, rows_r, how: str):
     first, second = (rows_r, rows_l) if how == "right" else (rows_l, rows_r)
     if first.shape[0] < 2:
         return rows_l, rows_r
-    span = int(second.max()) + 2  # -1 (a side missing) first
-    order = torch.sort((first + 1) * span + (second + 1)).indices
+    span = int(second.max()) + 2  # -1 (a side missing) first among equal first rows
+    last = int(first.max()) + 1  # rows without the first side after the others
+    first = torch.where(first < 0, last, first)
+    order = torch.sort(first * span + (second + 1), stable=True).indices
     return rows_l[order], rows_r[order]
 
 
@@ -370,7 +395,7 @@ def indicator_column(rows_l, rows_r):
 def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
                   rows_r: torch.Tensor | None, left_keys: list[str], right_keys: list[str], *,
                   how: str, suffixes: tuple[str, str] | None, kind: str,
-                  device: torch.device) -> Any:
+                  device: torch.device, coalesce: bool | None = None) -> Any:
     """The output pyarrow Table of a merge from both sides' tables and the gather maps
     (``rows_r`` None for semi / anti); also used by ``gpuhash join`` chunk by chunk.
 
@@ -386,7 +411,7 @@ def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
     """
     import pyarrow as pa
 
-    layout = _key_layout(left_keys, right_keys, kind, how)
+    layout = _key_layout(left_keys, right_keys, kind, how, coalesce)
     left_out, right_out = _output_names(left_table.column_names, right_table.column_names,
                                         layout, suffixes, kind, how)
     coalesced = layout[2]
