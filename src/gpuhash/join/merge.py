@@ -27,7 +27,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -48,14 +48,22 @@ from gpuhash.join.frames import (
     to_arrow,
 )
 from gpuhash.join.keys import BITS
+from gpuhash.join.merge_options import (
+    ANTI_HOWS,
+    ORDERS,
+    MaintainOrder,
+    indicator_column,
+    indicator_name,
+    only_unmatched,
+    pandas_order,
+    sort_name,
+    sorted_by,
+)
 from gpuhash.join.plan import HOWS
 from gpuhash.join.table_merge import HOWS as LOOKUP_HOWS
 from gpuhash.join.table_merge import try_lookup_merge
 
 VALIDATE = (None, "1:1", "1:m", "m:1", "m:m")
-ANTI_HOWS = ("left_anti", "right_anti")  # pandas' names: a side's rows without a match
-MaintainOrder = Literal["none", "left", "right", "left_right", "right_left"]
-ORDERS = (None, "none", "left", "right", "left_right", "right_left")  # polars' names
 VALIDATE_NAMES = {"one_to_one": "1:1", "one_to_many": "1:m", "many_to_one": "m:1",
                   "many_to_many": "m:m"}  # pandas' long names
 
@@ -238,7 +246,7 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
     if how not in HOWS + ANTI_HOWS:
         raise ValueError(f"how must be one of {', '.join(map(repr, HOWS + ANTI_HOWS))} (or "
                          f"'outer'); got {how!r}")
-    indicator = _indicator_name(indicator)
+    indicator = indicator_name(indicator)
     if maintain_order not in ORDERS:
         raise ValueError(f"maintain_order must be one of {ORDERS}, got {maintain_order!r}")
     if coalesce not in (None, True, False):
@@ -287,7 +295,7 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         rows_l, rows_r = _match(pairs, shape, nulls_equal, device, memory_budget, explain,
                                 left_table.num_rows, right_table.num_rows, validate,
                                 {"left": left_keys, "right": right_keys})
-        rows_l, rows_r = _only_unmatched(rows_l, rows_r, how)
+        rows_l, rows_r = only_unmatched(rows_l, rows_r, how)
         if kind == PANDAS:  # pandas' order; its outer join orders the keys (a stable sort)
             rows_l, rows_r = pandas_order(rows_l, rows_r, shape)
             sort = sort or shape == "full"
@@ -299,97 +307,8 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         if indicator is not None:
             table = table.append_column(indicator, indicator_column(rows_l, rows_r))
     if sort:
-        table = _sorted_by(table, [_sort_name(a, b, names) for a, b in zip(left_keys, right_keys)])
+        table = sorted_by(table, [sort_name(a, b, names) for a, b in zip(left_keys, right_keys)])
     return restore_frame(table, kind, left, right, *names)
-
-
-def _sorted_by(table, names: list[str]):
-    """The table's rows ordered by the named columns, stably (extension types by their
-    storage and dictionaries by their values, which Arrow's sort takes)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    keys = {}
-    for name in names:
-        column = table.column(name)
-        if isinstance(column.type, pa.ExtensionType):
-            column = pa.chunked_array([c.storage for c in column.chunks], column.type.storage_type)
-        if pa.types.is_dictionary(column.type):
-            column = column.cast(column.type.value_type)
-        keys[name] = column
-    order = pc.sort_indices(pa.table(keys), sort_keys=[(n, "ascending") for n in names])
-    return table.take(order)
-
-
-def _indicator_name(indicator: bool | str) -> str | None:
-    if indicator is True:
-        return "_merge"
-    if indicator is False or indicator is None:
-        return None
-    if isinstance(indicator, str):
-        return indicator
-    raise ValueError(f"indicator must be True, False or a column name, got {indicator!r}")
-
-
-def _sort_name(left_key: str, right_key: str, names: tuple[dict, dict]) -> str:
-    """The output column of a key pair to sort by: the left's where the output keeps it."""
-    return names[0].get(left_key) or names[1][right_key]
-
-
-def pandas_order(rows_l, rows_r, how: str):
-    """The gather maps in pandas' order: by left row, then right row (a right join: by right
-    row, then left row). The lookup path gives this order as it goes; here the pairs are
-    sorted (one sort of the output's pairs, on the maps' device).
-
-    Example:
-        >>> import torch
-        >>> pandas_order(torch.tensor([1, 0, 1]), torch.tensor([0, 2, -1]), "left")
-        (tensor([0, 1, 1]), tensor([ 2, -1,  0]))
-    """
-    if rows_r is None:
-        return rows_l.sort().values, None
-    first, second = (rows_r, rows_l) if how == "right" else (rows_l, rows_r)
-    if first.shape[0] < 2:
-        return rows_l, rows_r
-    span = int(second.max()) + 2  # -1 (a side missing) first among equal first rows
-    last = int(first.max()) + 1  # rows without the first side after the others
-    first = torch.where(first < 0, last, first)
-    order = torch.sort(first * span + (second + 1), stable=True).indices
-    return rows_l[order], rows_r[order]
-
-
-def _only_unmatched(rows_l, rows_r, how):
-    """The pairs of a left (right) join whose right (left) side is missing: pandas'
-    ``left_anti`` (``right_anti``); other kinds as they are."""
-    if how == "left_anti":
-        kept = rows_r < 0
-    elif how == "right_anti":
-        kept = rows_l < 0
-    else:
-        return rows_l, rows_r
-    return rows_l[kept], rows_r[kept]
-
-
-def indicator_column(rows_l, rows_r):
-    """pandas' ``_merge`` column from both gather maps (-1 where a side is missing): a
-    dictionary column of "left_only", "right_only" and "both".
-
-    Example:
-        >>> import torch
-        >>> indicator_column(torch.tensor([0, -1, 2]), torch.tensor([-1, 1, 0])).to_pylist()
-        ['left_only', 'right_only', 'both']
-    """
-    import numpy as np
-    import pyarrow as pa
-
-    rows_l = rows_l.cpu().numpy() if isinstance(rows_l, torch.Tensor) else np.asarray(rows_l)
-    codes = np.full(rows_l.shape[0], 2, np.int8)
-    if rows_r is not None:
-        rows_r = rows_r.cpu().numpy() if isinstance(rows_r, torch.Tensor) else np.asarray(rows_r)
-        codes[rows_r < 0] = 0
-    codes[rows_l < 0] = 1
-    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int8()),
-                                          pa.array(["left_only", "right_only", "both"]))
 
 
 def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,

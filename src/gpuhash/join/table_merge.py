@@ -37,6 +37,7 @@ from gpuhash._common import host_buffers
 from gpuhash._common.cpu.runtime import run
 from gpuhash.join.arrow_gather import single, string_buffers, take_column
 from gpuhash.join.cpu.table_loops import BLOCK
+from gpuhash.join.merge_options import indicator_column
 
 HOWS = ("inner", "left", "semi", "anti", "left_anti")
 
@@ -275,8 +276,6 @@ def try_lookup_merge(left_table: Any, right_table: Any, left_key: str, right_key
         columns[out] = take_column(right_table.column(name), right_rows,
                                    may_miss=how in ("left", "left_anti"))
     if indicator is not None:
-        from gpuhash.join.merge import indicator_column
-
         kept = left_table.num_rows if left_rows is None else left_rows.shape[0]
         columns[indicator] = indicator_column(np.zeros(kept, np.int64), right_rows)
     table = pa.table(columns)
