@@ -61,7 +61,7 @@ from gpuhash.join.merge_options import (
 )
 from gpuhash.join.plan import HOWS
 from gpuhash.join.table_merge import HOWS as LOOKUP_HOWS
-from gpuhash.join.table_merge import try_lookup_merge
+from gpuhash.join.table_merge import Phases, try_lookup_merge
 
 VALIDATE = (None, "1:1", "1:m", "m:1", "m:m")
 VALIDATE_NAMES = {"one_to_one": "1:1", "one_to_many": "1:m", "many_to_one": "m:1",
@@ -288,24 +288,33 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                                  how=how, names=names, device=device, explain=explain,
                                  indicator=indicator)
     if table is None:
+        phases = Phases()
         pairs = [arrow_key_pair(left_table.column(a).combine_chunks(),
                                 right_table.column(b).combine_chunks(), a, b,
                                 nulls_equal=nulls_equal)
                  for a, b in zip(left_keys, right_keys)]
+        phases.done("key codes", ", ".join(str(left_table.schema.field(a).type)
+                                           for a in left_keys))
         rows_l, rows_r = _match(pairs, shape, nulls_equal, device, memory_budget, explain,
                                 left_table.num_rows, right_table.num_rows, validate,
                                 {"left": left_keys, "right": right_keys})
         rows_l, rows_r = only_unmatched(rows_l, rows_r, how)
+        phases.done("join", f"gh.join on {device}, {rows_l.shape[0]} output rows")
         if kind == PANDAS:  # pandas' order; its outer join orders the keys (a stable sort)
             rows_l, rows_r = pandas_order(rows_l, rows_r, shape)
             sort = sort or shape == "full"
+            phases.done("order", "pandas' order of the pairs")
         elif maintain_order not in (None, "none"):
             rows_l, rows_r = pandas_order(rows_l, rows_r, "right" if right_major else "left")
+            phases.done("order", f"maintain_order={maintain_order!r}")
         table = gather_tables(left_table, right_table, rows_l, rows_r, left_keys, right_keys,
                               how=shape, suffixes=suffixes, kind=kind, device=device,
                               coalesce=coalesce)
         if indicator is not None:
             table = table.append_column(indicator, indicator_column(rows_l, rows_r))
+        phases.done("gather", f"{table.num_columns} columns on the host")
+        if explain:
+            print(f"merge by gh.join ({how})\n{phases}")
     if sort:
         table = sorted_by(table, [sort_name(a, b, names) for a, b in zip(left_keys, right_keys)])
     return restore_frame(table, kind, left, right, *names)
