@@ -133,3 +133,38 @@ def test_frames_come_out_in_pandas_order_with_repeated_keys(how, seed):
     on = {} if how == "cross" else {"on": "k"}
     _same(gh.merge(left, right, how=how, device="cpu", **on), pd.merge(left, right, how=how, **on),
           ordered=True)
+
+
+def _anti_cases():
+    """Frames of the kinds pandas' anti-join tests take (their values rewritten): keys named
+    differently on each side, keys repeated, time-zone timestamps, extension dtypes, empty
+    frames, no common key."""
+    text = pd.DataFrame({"A": [1.0, 2.0, 3.0], "B": ["a", "b", "c"]})
+    other = pd.DataFrame({"C": [1.0, 2.0, 4.0], "D": ["a", "d", "b"]})
+    yield "left_on/right_on", text, other, {"left_on": "B", "right_on": "D"}
+    repeated = pd.DataFrame({"A": [1.0, 2.0, 3.0], "B": ["a", "b", "b"]})
+    repeated_other = pd.DataFrame({"C": [1.0, 2.0, 4.0], "D": ["b", "d", "d"]})
+    yield "repeated keys", repeated, repeated_other, {"left_on": "B", "right_on": "D"}
+    stamps = pd.DataFrame({"key": pd.date_range("20151010", periods=2, tz="US/Eastern"),
+                           "value": [1.0, 2.0]})
+    stamps_other = pd.DataFrame({"key": pd.date_range("20151011", periods=3, tz="US/Eastern"),
+                                 "value": [1.0, 2.0, 3.0]})
+    yield "timestamps with a time zone", stamps, stamps_other, {"on": "key"}
+    for dtype in ("Int64", "int64[pyarrow]", "timestamp[s][pyarrow]", "string[pyarrow]"):
+        first = pd.DataFrame({"k": [1, 3, 5], "a": [1, 2, 3]}).astype({"k": dtype})
+        second = pd.DataFrame({"k": [2, 3, 4], "b": [1, 2, 3]}).astype({"k": dtype})
+        yield f"{dtype} keys", first, second, {"on": "k"}
+    empty = pd.DataFrame({"A": [], "B": []})
+    yield "empty", empty, pd.DataFrame({"C": [], "D": []}), {"left_on": "A", "right_on": "C"}
+    yield ("no common key", pd.DataFrame({"A": [1, 2, 3]}), pd.DataFrame({"B": [4, 5, 6]}),
+           {"left_on": "A", "right_on": "B"})
+
+
+@pytest.mark.parametrize("how", ["left_anti", "right_anti"])
+@pytest.mark.parametrize("case", list(_anti_cases()), ids=lambda case: case[0])
+def test_anti_joins_in_the_manner_of_pandas_own_tests(case, how):
+    """Rows, values and order as pandas gives them (pandas' anti joins keep the input rows'
+    index labels; gh.merge's output has a new index, as its other joins do)."""
+    _, left, right, keys = case
+    _same(gh.merge(left, right, how=how, device="cpu", **keys),
+          pd.merge(left, right, how=how, **keys), ordered=True)
