@@ -168,3 +168,23 @@ def test_anti_joins_in_the_manner_of_pandas_own_tests(case, how):
     _, left, right, keys = case
     _same(gh.merge(left, right, how=how, device="cpu", **keys),
           pd.merge(left, right, how=how, **keys), ordered=True)
+
+
+def test_dtypes_as_pandas_gives_them():
+    """Object columns stay object (Arrow would make them str or bool); datetime keys of two
+    units come out at the finer; a category key against an object key as object."""
+    left = pd.DataFrame({"k": [1, 2, 3], "text": pd.Series(["a", "b", "c"], dtype=object),
+                         "flag": pd.Series([True, False, True], dtype=object)})
+    right = pd.DataFrame({"k": [2, 3], "b": [1, 2]})
+    got = gh.merge(left, right, on="k", device="cpu")
+    assert got.dtypes.to_dict() == pd.merge(left, right, on="k").dtypes.to_dict()
+    seconds = pd.DataFrame({"k": pd.to_datetime(["2020-01-01", "2020-01-02"]).astype(
+        "datetime64[s]"), "a": [1, 2]})
+    nanos = pd.DataFrame({"k": pd.to_datetime(["2020-01-02"]).astype("datetime64[ns]"),
+                          "b": [5]})
+    for how in HOWS:
+        assert gh.merge(seconds, nanos, on="k", how=how, device="cpu")["k"].dtype == (
+            pd.merge(seconds, nanos, on="k", how=how)["k"].dtype)
+    category = pd.DataFrame({"k": pd.Series(["x", "y"], dtype="category"), "a": [1, 2]})
+    plain = pd.DataFrame({"k": pd.Series(["y", "z"], dtype=object), "b": [1, 2]})
+    assert gh.merge(category, plain, on="k", how="outer", device="cpu")["k"].dtype == object

@@ -91,15 +91,20 @@ def pandas_key_names(value: Any) -> Any:
 
 
 def restore_frame(table: Any, kind: str, left: Any, right: Any, left_out: dict,
-                  right_out: dict) -> Any:
+                  right_out: dict, keys: tuple[list, list] = ([], [])) -> Any:
     """A merge's output Table as the caller's kind of frame (``left_out`` / ``right_out``:
-    each side's column name -> its output name): pandas columns keep the labels and extension
-    dtypes of the columns they came from (pandas_frame), polars columns their Enum types,
-    which a trip through Arrow turns into Categorical."""
+    each side's column name -> its output name; ``keys``: both sides' key names): pandas
+    columns keep the labels and dtypes of the columns they came from (pandas_frame; a key
+    column of both sides the dtype pandas gives it, _pandas_key_dtype), polars columns their
+    Enum types, which a trip through Arrow turns into Categorical."""
     if kind == PANDAS:
         labels_l, labels_r = pandas_labels(left, "left"), pandas_labels(right, "right")
         dtypes = {out: right[labels_r[name]].dtype for name, out in right_out.items()}
         dtypes.update({out: left[labels_l[name]].dtype for name, out in left_out.items()})
+        for a, b in zip(*keys):
+            if a == b and a in left_out:  # one column holds both sides' keys
+                dtypes[left_out[a]] = _pandas_key_dtype(left[labels_l[a]].dtype,
+                                                        right[labels_r[b]].dtype)
         frame = pandas_frame(table, dtypes)
         back = {out: labels_r[name] for name, out in right_out.items() if out == name}
         back.update({out: labels_l[name] for name, out in left_out.items() if out == name})
@@ -116,6 +121,21 @@ def restore_frame(table: Any, kind: str, left: Any, right: Any, left_out: dict,
     return table
 
 
+def _pandas_key_dtype(left, right):
+    """The dtype pandas gives a key column both sides fill: the left's where they agree;
+    datetimes at the finer unit; a category against another dtype as plain values (object
+    where a side is object)."""
+    import pandas as pd
+
+    if left == right:
+        return left
+    if left.kind == "M" and right.kind == "M" and not hasattr(left, "tz"):
+        return np.result_type(left, right)
+    if isinstance(left, pd.CategoricalDtype) or isinstance(right, pd.CategoricalDtype):
+        return np.dtype(object) if np.dtype(object) in (left, right) else None
+    return left
+
+
 def pandas_frame(table: Any, dtypes: dict) -> Any:
     """A merge's pyarrow Table as a pandas DataFrame whose columns keep the extension dtypes
     their source columns had (``dtypes``: output name -> the input column's dtype), as pandas'
@@ -130,7 +150,15 @@ def pandas_frame(table: Any, dtypes: dict) -> Any:
     """
     frame = table.to_pandas()
     for name, dtype in dtypes.items():
-        if not hasattr(dtype, "__from_arrow__") or frame[name].dtype == dtype:
+        if dtype is None or frame[name].dtype == dtype:
+            continue
+        if dtype == np.dtype(object) or (dtype.kind == "M" and frame[name].dtype.kind == "M"):
+            # pandas keeps object columns as object (Arrow makes them str or bool) and a
+            # datetime key at its unit
+            with contextlib.suppress(TypeError, ValueError):
+                frame[name] = frame[name].astype(dtype)
+            continue
+        if not hasattr(dtype, "__from_arrow__"):
             continue
         # (suppressed: the output's type cannot hold it, a key coalesced with another type's)
         with contextlib.suppress(TypeError, ValueError, NotImplementedError):

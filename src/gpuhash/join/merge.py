@@ -317,7 +317,7 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
             print(f"merge by gh.join ({how})\n{phases}")
     if sort:
         table = sorted_by(table, [sort_name(a, b, names) for a, b in zip(left_keys, right_keys)])
-    return restore_frame(table, kind, left, right, *names)
+    return restore_frame(table, kind, left, right, *names, keys=(left_keys, right_keys))
 
 
 def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
