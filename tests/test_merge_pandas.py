@@ -188,3 +188,18 @@ def test_dtypes_as_pandas_gives_them():
     category = pd.DataFrame({"k": pd.Series(["x", "y"], dtype="category"), "a": [1, 2]})
     plain = pd.DataFrame({"k": pd.Series(["y", "z"], dtype=object), "b": [1, 2]})
     assert gh.merge(category, plain, on="k", how="outer", device="cpu")["k"].dtype == object
+
+
+@pytest.mark.parametrize("how", [*HOWS, "left_anti", "right_anti"])
+def test_merges_on_both_indexes(how):
+    left = pd.DataFrame({"a": [1, 2, 3]}, index=pd.Index(["x", "y", "z"], name="id"))
+    right = pd.DataFrame({"b": [5, 6, 7]}, index=["z", "x", "w"])
+    got = gh.merge(left, right, left_index=True, right_index=True, how=how, device="cpu")
+    want = pd.merge(left, right, left_index=True, right_index=True, how=how)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
+def test_an_index_against_a_column_is_refused_with_the_fix():
+    left = pd.DataFrame({"a": [1, 2]})
+    with pytest.raises(NotImplementedError, match="reset_index"):
+        gh.merge(left, left, left_index=True, right_on="a", device="cpu")

@@ -204,7 +204,8 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
           how: str = "inner", suffixes: tuple[str, str] | None = None, validate: str | None = None,
           nulls_equal: bool = False, indicator: bool | str = False, sort: bool = False,
           coalesce: bool | None = None, maintain_order: MaintainOrder | None = None,
-          device: Any = None, memory_budget: int | None = None, explain: bool = False) -> Any:
+          left_index: bool = False, right_index: bool = False, device: Any = None,
+          memory_budget: int | None = None, explain: bool = False) -> Any:
     """Join two tables on key columns; returns a table of the inputs' kind.
 
     ``left`` and ``right``: pyarrow Tables, pandas or polars DataFrames (both need pyarrow),
@@ -220,6 +221,8 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
     default; True: one column a key pair; False: both sides' keys) and ``maintain_order``
     (``"left"``, ``"left_right"``: by left row, then right row; ``"right"``,
     ``"right_left"``: by right row, then left row; rows a side lacks after the others).
+    pandas' ``left_index`` and ``right_index`` (both): join on the frames' indexes; the
+    output's index holds the keys.
     ``device``: where keys are matched
     (default: the tensors' device for dicts, else CUDA when available); columns of tables in
     host memory are gathered on the host with every core.
@@ -263,6 +266,12 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                              "pandas or polars tables for them")
         return _merge_tensors(left, right, on, left_on, right_on, how, suffixes, validate,
                               nulls_equal, device, memory_budget, explain)
+    if left_index or right_index:
+        return _merge_on_indexes(left, right, kind, left_index, right_index,
+                                 (on, left_on, right_on), how=how, suffixes=suffixes,
+                                 validate=validate, nulls_equal=nulls_equal,
+                                 indicator=indicator or False, sort=sort, device=device,
+                                 memory_budget=memory_budget, explain=explain)
     if kind == PANDAS:  # Arrow names columns by their labels as strings
         pandas_labels(left, "left"), pandas_labels(right, "right")  # MultiIndex: refused
         on, left_on, right_on = map(pandas_key_names, (on, left_on, right_on))
@@ -318,6 +327,33 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
     if sort:
         table = sorted_by(table, [sort_name(a, b, names) for a, b in zip(left_keys, right_keys)])
     return restore_frame(table, kind, left, right, *names, keys=(left_keys, right_keys))
+
+
+def _merge_on_indexes(left, right, kind, left_index, right_index, keys, **options):
+    """pandas' merge on both frames' indexes: the indexes joined as a key column, which
+    becomes the output's index (named as the left's; a right join's as the right's)."""
+    import pandas as pd
+
+    if kind != PANDAS:
+        raise ValueError("left_index and right_index are pandas' options; name key columns "
+                         "with on, left_on and right_on for other tables")
+    if not (left_index and right_index) or any(k is not None for k in keys):
+        raise NotImplementedError("left_index / right_index join on both indexes only (give "
+                                  "both, and no on, left_on or right_on); for an index "
+                                  "against a column, reset_index() that side first")
+    for frame, side in ((left, "left"), (right, "right")):
+        if isinstance(frame.index, pd.MultiIndex):
+            raise TypeError(f"the {side} frame has a MultiIndex; reset_index() it first")
+    name = "__gpuhash_index__"
+    while name in left.columns or name in right.columns:
+        name += "_"
+    out = merge(left.assign(**{name: left.index}), right.assign(**{name: right.index}),
+                on=name, **options)
+    keys_out = out.pop(name)
+    index_name = (right if options["how"] in ("right", "right_anti") else left).index.name
+    out.index = pd.Index(keys_out)
+    out.index.name = index_name
+    return out
 
 
 def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
