@@ -183,3 +183,32 @@ def test_sparse_keys_looked_up_on_the_gpu_match_the_cpu(how):
     on_gpu = gh.merge(left, right, on="k", how=how, device="cuda")
     on_cpu = gh.merge(left, right, on="k", how=how, device="cpu")
     assert on_gpu.equals(on_cpu)
+
+
+def test_blocks_freed_by_the_garbage_collector_inside_take_do_not_deadlock():
+    """A block whose last array sits in a reference cycle is freed when a collection runs,
+    which may be inside take() itself (an allocation there triggers it): run in a child with
+    a time limit, since the failure is a hang."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import gc
+        import numpy as np
+        from gpuhash._common import host_buffers
+        for threshold in range(1, 20):
+            gc.set_threshold(threshold)
+            for _ in range(100):
+                kept = host_buffers.take(1 << 21, np.uint8)
+                cycle = [host_buffers.take(1 << 22, np.uint8)]
+                cycle.append(cycle)
+                del cycle, kept
+        print("done")
+    """)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("take() deadlocked on a block the garbage collector freed")
+    assert done.stdout.strip() == "done", done.stderr

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import threading
@@ -39,6 +40,10 @@ RETAIN_BYTES = _retain_bytes()
 _free: dict[int, list[np.ndarray]] = {}
 _free_bytes = 0
 _lock = threading.Lock()
+# blocks whose last array was freed, not yet sorted into _free: a lease's __del__ may run
+# inside a garbage collection that interrupts code holding _lock (a deadlock if it took the
+# lock), so it only appends here (deque.append needs no lock) and take() sorts them
+_returned: collections.deque = collections.deque()
 
 
 def _in_forked_child() -> None:
@@ -60,12 +65,14 @@ class _Lease:
     def __del__(self):
         # at interpreter exit the module may be gone: nothing to keep then
         with contextlib.suppress(Exception):
-            _give_back(self.block)
+            _returned.append(self.block)
 
 
-def _give_back(block: np.ndarray) -> None:
+def _settle() -> None:
+    """Sort the returned blocks into the kept ones, up to RETAIN_BYTES (under _lock)."""
     global _free_bytes
-    with _lock:
+    while _returned:
+        block = _returned.popleft()
         if _free_bytes + block.nbytes <= RETAIN_BYTES:
             _free.setdefault(block.nbytes, []).append(block)
             _free_bytes += block.nbytes
@@ -87,6 +94,7 @@ def take(count: int, dtype) -> np.ndarray:
         return np.empty(count, dtype)
     size = _size_class(nbytes)
     with _lock:
+        _settle()
         blocks = _free.get(size)
         block = blocks.pop() if blocks else None
         if block is not None:
@@ -107,6 +115,7 @@ def release() -> int:
     """
     global _free_bytes
     with _lock:
+        _settle()
         released = _free_bytes
         _free.clear()
         _free_bytes = 0
