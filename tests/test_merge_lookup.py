@@ -212,3 +212,53 @@ def test_blocks_freed_by_the_garbage_collector_inside_take_do_not_deadlock():
     except subprocess.TimeoutExpired:
         pytest.fail("take() deadlocked on a block the garbage collector freed")
     assert done.stdout.strip() == "done", done.stderr
+
+
+@pytest.mark.parametrize("kind", ["float", "timestamp", "dictionary"])
+def test_other_key_types_keep_the_left_order_too(kind):
+    """Keys that are neither integers nor strings go through one dictionary of both sides'
+    values, and still keep the left rows in order (a review found them unordered)."""
+    rng = np.random.default_rng(1)
+    right_keys, left_keys = rng.permutation(1000), rng.integers(0, 2000, 3000)
+    convert = {"float": lambda x: pa.array(x.astype(float)),
+               "timestamp": lambda x: pa.array(x, pa.timestamp("s")),
+               "dictionary": lambda x: pa.array(x.astype(str)).dictionary_encode()}[kind]
+    left = pa.table({"k": convert(left_keys), "a": np.arange(3000)})
+    right = pa.table({"k": convert(right_keys), "b": np.arange(1000)})
+    for how in ("inner", "left"):
+        got = gh.merge(left, right, on="k", how=how, device="cpu")
+        assert bool(np.all(np.diff(got["a"].to_numpy()) > 0))
+        want = pd.merge(left.to_pandas(), right.to_pandas(), on="k", how=how)
+        assert got["b"].to_pandas().fillna(-1).tolist() == want["b"].fillna(-1).tolist()
+
+
+def test_findings_of_the_review():
+    """Each case a review of the merge options found wrong, now as pandas / polars give it."""
+    left = pa.table({"k": [1, 2, 3], "a": [1, 2, 3]})
+    right = pa.table({"k": [2], "b": [1]})
+    anti = gh.merge(left, right, on="k", how="anti", indicator=True, device="cpu")
+    assert anti["_merge"].to_pylist() == ["left_only", "left_only"]
+    ordered = pa.DictionaryArray.from_arrays(pa.array([0, 1, 0], pa.int32()),
+                                             pa.array(["lo", "hi"]), ordered=True)
+    out = gh.merge(pa.table({"k": [1, 2, 3], "c": ordered}), pa.table({"k": [1, 3]}), on="k",
+                   device="cpu")
+    assert out.schema.field("c").type.ordered
+    views = pa.table({"k": [2, 1], "s": pa.array(["x", "y"], pa.string_view())})
+    assert gh.merge(pa.table({"k": [1, 2]}), views, on="k", device="cpu")["s"].to_pylist() == (
+        ["y", "x"])
+    signed = pd.DataFrame({"k": np.array([1, 2], np.int64), "a": [1, 2]})
+    unsigned = pd.DataFrame({"k": np.array([2, 2**53 + 1], np.uint64), "b": [1, 2]})
+    assert gh.merge(signed, unsigned, on="k", how="right_anti", device="cpu")["k"].tolist() == (
+        pd.merge(signed, unsigned, on="k", how="right_anti")["k"].tolist())
+    named = pd.DataFrame({"a": [3, 1, 2], "x": [1, 2, 3]})
+    other = pd.DataFrame({"b": [2, 5, 0, 3], "y": [1, 2, 3, 4]})
+    for how in ("right", "outer"):
+        got = gh.merge(named, other, left_on="a", right_on="b", how=how, sort=True, device="cpu")
+        want = pd.merge(named, other, left_on="a", right_on="b", how=how, sort=True)
+        assert got["b"].fillna(-1).tolist() == want["b"].fillna(-1).tolist()
+    assert gh.merge(named, other, how="cross", sort=True, device="cpu").shape == (12, 4)
+    categories = pd.CategoricalDtype(["z", "b", "a"])
+    first = pd.DataFrame({"k": pd.Categorical(["a", "z", "b"], dtype=categories), "x": [1, 2, 3]})
+    second = pd.DataFrame({"k": pd.Categorical(["b", "a", "z"], dtype=categories), "y": [1, 2, 3]})
+    assert gh.merge(first, second, on="k", sort=True, device="cpu")["k"].tolist() == (
+        pd.merge(first, second, on="k", sort=True)["k"].tolist())

@@ -216,12 +216,16 @@ def take_column(column: Any, rows: np.ndarray, *, may_miss: bool = True,
         return pa.nulls(n, type=kind)
     if pt.is_dictionary(kind):
         indices = take_column(array.indices, rows, may_miss=may_miss, ascending=ascending)
-        return pa.DictionaryArray.from_arrays(indices, array.dictionary)
+        return pa.DictionaryArray.from_arrays(indices, array.dictionary,
+                                              ordered=kind.ordered)
     width = _width(kind)
     strings = (pt.is_string(kind) or pt.is_large_string(kind) or pt.is_binary(kind)
                or pt.is_large_binary(kind))
     if width is None and not strings and not pt.is_boolean(kind):
         index = pa.array(rows, mask=rows < 0) if may_miss else pa.array(rows)
+        if pt.is_string_view(kind) or pt.is_binary_view(kind):  # Arrow has no take of views
+            plain = pa.large_string() if pt.is_string_view(kind) else pa.large_binary()
+            return array.cast(plain).take(index).cast(kind)
         return array.take(index)
     validity, nulls = _validity(array, rows, may_miss)
     if strings:

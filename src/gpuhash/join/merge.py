@@ -56,7 +56,6 @@ from gpuhash.join.merge_options import (
     indicator_name,
     only_unmatched,
     pandas_order,
-    sort_name,
     sorted_by,
 )
 from gpuhash.join.plan import HOWS
@@ -320,12 +319,13 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                               how=shape, suffixes=suffixes, kind=kind, device=device,
                               coalesce=coalesce)
         if indicator is not None:
-            table = table.append_column(indicator, indicator_column(rows_l, rows_r))
+            table = table.append_column(indicator, indicator_column(rows_l, rows_r, how))
         phases.done("gather", f"{table.num_columns} columns on the host")
         if explain:
             print(f"merge by gh.join ({how})\n{phases}")
     if sort:
-        table = sorted_by(table, [sort_name(a, b, names) for a, b in zip(left_keys, right_keys)])
+        table = sorted_by(table, [(names[0].get(a), names[1].get(b))
+                                  for a, b in zip(left_keys, right_keys)])
     return restore_frame(table, kind, left, right, *names, keys=(left_keys, right_keys))
 
 
@@ -384,9 +384,11 @@ def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
     for name, out in left_out.items():
         column = _host_take(left_table.column(name), map_l)
         if name in coalesced and how in ("right", "full"):
-            column = coalesce_arrow(_single(column),
-                                    _single(_host_take(right_table.column(coalesced[name]),
-                                                       map_r)))
+            other = _single(_host_take(right_table.column(coalesced[name]), map_r))
+            column = _single(column)
+            # no row has the left side (pandas' right_anti): the right keys as they are
+            column = other if column.null_count == len(column) and len(column) else (
+                coalesce_arrow(column, other))
         columns[out] = column
     for name, out in right_out.items():
         columns[out] = _host_take(right_table.column(name), map_r)

@@ -19,22 +19,45 @@ MaintainOrder = Literal["none", "left", "right", "left_right", "right_left"]
 ORDERS = (None, "none", "left", "right", "left_right", "right_left")  # polars' names
 
 
-def sorted_by(table, names: list[str]):
-    """The table's rows ordered by the named columns, stably (extension types by their
-    storage and dictionaries by their values, which Arrow's sort takes)."""
+def sorted_by(table, pairs: list[tuple[str | None, str | None]]):
+    """The table's rows ordered by its keys, stably: ``pairs`` names each key pair's output
+    columns (None where the output drops that side's), and a pair sorts by the left's value,
+    else the right's (pandas orders a join's keys, whichever side a row has). A categorical
+    key sorts in its categories' order; extension types by their storage."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     keys = {}
-    for name in names:
-        column = table.column(name)
-        if isinstance(column.type, pa.ExtensionType):
-            column = pa.chunked_array([c.storage for c in column.chunks], column.type.storage_type)
-        if pa.types.is_dictionary(column.type):
-            column = column.cast(column.type.value_type)
-        keys[name] = column
-    order = pc.sort_indices(pa.table(keys), sort_keys=[(n, "ascending") for n in names])
+    for k, pair in enumerate(pairs):
+        columns = [_sortable(table.column(name)) for name in pair if name is not None]
+        if len(columns) == 2 and columns[0].type == columns[1].type:
+            columns = [pc.coalesce(*columns)]
+        elif len(columns) == 2:
+            try:
+                columns = [pc.coalesce(columns[0], columns[1].cast(columns[0].type))]
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                columns = columns[:1]
+        keys[f"key{k}"] = columns[0]
+    if not keys:  # a cross join: nothing to order by
+        return table
+    order = pc.sort_indices(pa.table(keys), sort_keys=[(n, "ascending") for n in keys])
     return table.take(order)
+
+
+def _sortable(column):
+    """A key column as Arrow's sort takes it: extension types as their storage, a dictionary
+    (pandas' categorical) as its codes where its chunks share one dictionary (the categories'
+    order), else as its values."""
+    import pyarrow as pa
+
+    if isinstance(column.type, pa.ExtensionType):
+        column = pa.chunked_array([c.storage for c in column.chunks], column.type.storage_type)
+    if pa.types.is_dictionary(column.type):
+        chunks = column.chunks
+        if chunks and all(c.dictionary.equals(chunks[0].dictionary) for c in chunks):
+            return pa.chunked_array([c.indices for c in chunks], column.type.index_type)
+        return column.cast(column.type.value_type)
+    return column
 
 
 def indicator_name(indicator: bool | str) -> str | None:
@@ -45,11 +68,6 @@ def indicator_name(indicator: bool | str) -> str | None:
     if isinstance(indicator, str):
         return indicator
     raise ValueError(f"indicator must be True, False or a column name, got {indicator!r}")
-
-
-def sort_name(left_key: str, right_key: str, names: tuple[dict, dict]) -> str:
-    """The output column of a key pair to sort by: the left's where the output keeps it."""
-    return names[0].get(left_key) or names[1][right_key]
 
 
 def pandas_order(rows_l, rows_r, how: str):
@@ -86,7 +104,7 @@ def only_unmatched(rows_l, rows_r, how):
     return rows_l[kept], rows_r[kept]
 
 
-def indicator_column(rows_l, rows_r):
+def indicator_column(rows_l, rows_r, how: str = "inner"):
     """pandas' ``_merge`` column from both gather maps (-1 where a side is missing): a
     dictionary column of "left_only", "right_only" and "both".
 
@@ -99,7 +117,8 @@ def indicator_column(rows_l, rows_r):
     import pyarrow as pa
 
     rows_l = rows_l.cpu().numpy() if isinstance(rows_l, torch.Tensor) else np.asarray(rows_l)
-    codes = np.full(rows_l.shape[0], 2, np.int8)
+    # an anti join's rows have no right side (its maps leave the right rows out)
+    codes = np.full(rows_l.shape[0], 0 if how == "anti" else 2, np.int8)
     if rows_r is not None:
         rows_r = rows_r.cpu().numpy() if isinstance(rows_r, torch.Tensor) else np.asarray(rows_r)
         codes[rows_r < 0] = 0

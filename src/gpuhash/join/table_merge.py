@@ -37,6 +37,7 @@ from gpuhash._common import host_buffers
 from gpuhash._common.cpu.runtime import run
 from gpuhash.join.arrow_gather import single, string_buffers, take_column
 from gpuhash.join.cpu.table_loops import BLOCK
+from gpuhash.join.frames import arrow_key_pair
 from gpuhash.join.merge_options import indicator_column
 
 HOWS = ("inner", "left", "semi", "anti", "left_anti")
@@ -160,6 +161,22 @@ def _dense_rows(left_codes, left_valid, right_codes, right_valid):
     return rows, counts
 
 
+def _encoded(left, right, left_name: str, right_name: str):
+    """Both sides' keys as codes of one dictionary of their values (join/frames.py's
+    arrow_key_pair: floats, timestamps, dictionaries, ...), as integer_codes gives them, or
+    None where the types do not compare (the general path then raises the error)."""
+    try:
+        left_codes, left_valid, right_codes, right_valid = arrow_key_pair(
+            left, right, left_name, right_name)
+    except TypeError:
+        return None
+
+    def host(valid):
+        return None if valid is None else valid.numpy().view(np.uint8)
+
+    return left_codes.numpy(), host(left_valid), right_codes.numpy(), host(right_valid)
+
+
 def _is_dense(right_codes, right_valid) -> bool:
     keys = right_codes if right_valid is None else right_codes[right_valid.view(bool)]
     if keys.shape[0] == 0:
@@ -258,8 +275,11 @@ def try_lookup_merge(left_table: Any, right_table: Any, left_key: str, right_key
             looked_up, where = _hashed_rows(*codes, device), f"a HashMap on {device}"
     elif _text(left.type) is not None and _text(left.type) == _text(right.type):
         looked_up, where = string_rows(left, right), "a table of the strings on the host"
-    else:
-        return None
+    else:  # other types: codes of one dictionary of both sides' values, then an index
+        codes = _encoded(left, right, left_key, right_key)
+        if codes is None:
+            return None
+        looked_up, where = _dense_rows(*codes), "codes of both sides' values, indexed"
     if looked_up is None:
         return None
     phases.done("look up", where)
@@ -277,7 +297,7 @@ def try_lookup_merge(left_table: Any, right_table: Any, left_key: str, right_key
                                    may_miss=how in ("left", "left_anti"))
     if indicator is not None:
         kept = left_table.num_rows if left_rows is None else left_rows.shape[0]
-        columns[indicator] = indicator_column(np.zeros(kept, np.int64), right_rows)
+        columns[indicator] = indicator_column(np.zeros(kept, np.int64), right_rows, how)
     table = pa.table(columns)
     phases.done("gather", f"{len(columns)} columns on the host")
     if explain:
