@@ -262,3 +262,11 @@ def test_findings_of_the_review():
     second = pd.DataFrame({"k": pd.Categorical(["b", "a", "z"], dtype=categories), "y": [1, 2, 3]})
     assert gh.merge(first, second, on="k", sort=True, device="cpu")["k"].tolist() == (
         pd.merge(first, second, on="k", sort=True)["k"].tolist())
+
+
+def test_eight_strings_past_their_offsets_are_refused(monkeypatch):
+    monkeypatch.setattr(arrow_gather, "PIECE_BYTES", {np.int32: 20, np.int64: 2**62})
+    monkeypatch.setattr(arrow_gather, "CACHED_BYTES", 0)
+    column = pa.array(["x" * 10] * 16)
+    with pytest.raises(ValueError, match="cast the column to large_string"):
+        take_column(column, np.arange(16, dtype=np.int64))

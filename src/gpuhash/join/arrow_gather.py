@@ -154,6 +154,11 @@ def _strings(array, rows: np.ndarray, validity, nulls: int, ascending: bool):
         if stop < n:  # pieces start at a multiple of 8 rows: whole bytes of validity
             stop -= stop % 8
         stop = min(n, max(stop, first + 8)) if n else 0
+        if ends[stop] - ends[first] > limit:  # eight rows' strings past what offsets address
+            raise ValueError(f"gathered {array.type} rows {first}..{stop} hold "
+                             f"{int(ends[stop] - ends[first])} bytes, more than its 32-bit "
+                             f"offsets address; cast the column to large_string or "
+                             f"large_binary first")
         out_offsets, offsets_buffer = _empty(stop - first + 1, offset_type)
         out_data, data_buffer = _empty(int(ends[stop] - ends[first]), np.uint8)
         run("merge_take_strings", offsets, data, rows, begins, ends, np.int64(first),
