@@ -270,3 +270,20 @@ def test_eight_strings_past_their_offsets_are_refused(monkeypatch):
     column = pa.array(["x" * 10] * 16)
     with pytest.raises(ValueError, match="cast the column to large_string"):
         take_column(column, np.arange(16, dtype=np.int64))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_string_keys_of_every_length_and_byte(seed):
+    """Keys of 0 to 20 random bytes (zeros among them, some sharing their first eight bytes),
+    sliced so that their bytes start anywhere in the buffer: the lookup finds what a set of
+    Python bytes finds."""
+    rng = np.random.default_rng(seed)
+    values = [bytes(rng.integers(0, 3, rng.integers(0, 21)).astype(np.uint8)) for _ in range(600)]
+    values += [b"\x00" * 8 + bytes([k]) for k in range(5)] + [b"\x00" * 8]
+    right_values = list(dict.fromkeys(values))[::2]
+    left = pa.table({"k": pa.array([b"pad"] + values, pa.binary()).slice(1),
+                     "a": np.arange(len(values))})
+    right = pa.table({"k": pa.array(right_values, pa.binary()), "b": np.arange(len(right_values))})
+    got = gh.merge(left, right, on="k", how="left", device="cpu")
+    where = {v: i for i, v in enumerate(right_values)}
+    assert got["b"].to_pylist() == [where.get(v) for v in values]

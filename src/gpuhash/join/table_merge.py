@@ -107,6 +107,14 @@ def _validity(array) -> np.ndarray:
     return np.asarray(array.is_valid()).view(np.uint8)
 
 
+def _words(data: np.ndarray) -> np.ndarray:
+    """A string column's bytes as whole uint64 words (empty where the buffer is not 8-byte
+    aligned: the loops then read bytes)."""
+    if data.ctypes.data % 8:
+        return np.empty(0, np.uint64)
+    return data[: data.shape[0] // 8 * 8].view(np.uint64)
+
+
 def string_rows(left, right):
     """The right row holding each left string (-1 where none) and per-block found counts, by
     an open-addressing table of the right side's strings; None when the right side repeats
@@ -116,13 +124,13 @@ def string_rows(left, right):
         return None
     entries = 1 << max(4, (2 * len(right)).bit_length())  # at most half full
     table = np.zeros((entries, 3), np.uint64)
-    if not run("merge_index_strings", offsets, data, _validity(right), table):
+    if not run("merge_index_strings", offsets, data, _words(data), _validity(right), table):
         return None
     left_offsets, left_data = string_buffers(left)
     rows = host_buffers.take(len(left), row_type(len(right)))
     counts = np.empty((len(left) + BLOCK - 1) // BLOCK, np.int64)
-    run("merge_look_up_strings", left_offsets, left_data, _validity(left), offsets, data,
-        table, rows, counts)
+    run("merge_look_up_strings", left_offsets, left_data, _words(left_data), _validity(left),
+        offsets, data, table, rows, counts)
     return rows, counts
 
 

@@ -212,26 +212,42 @@ GROUP = 32  # probe rows whose table entries are read before any of them is comp
 
 
 @numba.njit(inline="always", **_JIT)
-def _string_key(offsets, data, row):
+def _word(data, words, at, count):
+    """``count`` (1 to 8) bytes of ``data`` from byte ``at`` as a little-endian word: two
+    aligned loads of ``words`` (the same bytes as uint64, empty where they are not aligned)
+    shifted together, or byte by byte at the buffer's end."""
+    q = at >> _u(3)
+    if q + _u(1) < words.shape[0]:
+        r = (at & _u(7)) * _u(8)
+        word = words[q] >> r
+        if r:
+            word |= words[q + _u(1)] << (_u(64) - r)
+    else:
+        word = np.uint64(0)
+        for j in range(count):
+            word |= np.uint64(data[at + _u(j)]) << _u(8 * j)
+    if count < 8:
+        word &= (np.uint64(1) << _u(8 * count)) - np.uint64(1)
+    return word
+
+
+@numba.njit(inline="always", **_JIT)
+def _string_key(offsets, data, words, row):
     """(64-bit hash, first eight bytes as a word, length) of string ``row``: its bytes taken
-    eight at a time as a word (the loads of a word do not wait on each other), each word
-    mixed in by a multiply, the length last, then a 64-bit finaliser."""
+    eight at a time as a word (_word), each word mixed in by a multiply, the length last,
+    then a 64-bit finaliser."""
     begin, end = _u(offsets[_u(row)]), _u(offsets[_u(row + 1)])
     h = np.uint64(0x9E3779B97F4A7C15)
     prefix = np.uint64(0)
     at = begin
     while at < end:
-        word = np.uint64(0)
-        stop = min(at + _u(8), end)
-        shift = np.uint64(0)
-        for j in range(at, stop):
-            word |= np.uint64(data[j]) << shift
-            shift += np.uint64(8)
+        count = min(_u(8), end - at)
+        word = _word(data, words, at, count)
         if at == begin:
             prefix = word
         h = (h ^ word) * np.uint64(0xFF51AFD7ED558CCD)
         h ^= h >> np.uint64(29)
-        at = stop
+        at += count
     h ^= end - begin
     h ^= h >> np.uint64(33)
     h *= np.uint64(0xC4CEB9FE1A85EC53)
@@ -269,7 +285,7 @@ def _find_string(table, mask, h, prefix, size, offsets, data, row, build_offsets
 
 
 @numba.njit(**_JIT)
-def merge_index_strings(offsets, data, valid, table):
+def merge_index_strings(offsets, data, words, valid, table):
     """The build side's strings in an open-addressing table (``table``: zeros, a power of two
     of entries of three words, at most half full; _find_string says what an entry holds): each
     non-null row (``valid`` uint8, empty: every row) in the entry its hash probes to. False
@@ -280,7 +296,7 @@ def merge_index_strings(offsets, data, valid, table):
     for row in range(offsets.shape[0] - 1):
         if check and valid[row] == 0:
             continue
-        h, prefix, size = _string_key(offsets, data, row)
+        h, prefix, size = _string_key(offsets, data, words, row)
         if _find_string(table, mask, h, prefix, size, offsets, data, row, offsets, data) >= 0:
             return False
         slot = h & mask
@@ -293,7 +309,7 @@ def merge_index_strings(offsets, data, valid, table):
 
 
 @numba.njit(parallel=True, **_JIT)
-def merge_look_up_strings(offsets, data, valid, build_offsets, build_data, table, rows,
+def merge_look_up_strings(offsets, data, words, valid, build_offsets, build_data, table, rows,
                           counts):
     """rows[i] = the build row holding probe string i (-1 where none, or where ``valid`` is
     0); counts[block] = the block's found rows. Rows go in groups of GROUP: each row's entry is
@@ -314,7 +330,7 @@ def merge_look_up_strings(offsets, data, valid, build_offsets, build_data, table
         for start in range(block * BLOCK, stop, GROUP):
             end = min(stop, start + GROUP)
             for i in range(start, end):
-                h, prefix, size = _string_key(offsets, data, i)
+                h, prefix, size = _string_key(offsets, data, words, i)
                 hashes[i - start], prefixes[i - start], sizes[i - start] = h, prefix, size
                 seen += table[h & mask, 1]
             for i in range(start, end):
