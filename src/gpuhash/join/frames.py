@@ -4,10 +4,10 @@
 frames are converted to one and back) or a dict of tensors. This module owns the conversions,
 the encoding of key columns (integers as they are; strings, dictionaries and every other type
 through one dictionary encoding of both sides together, so equal values get equal codes), and
-the gathers: fixed-width numeric columns with torch on the join's device, the rest with
-Arrow's ``take``; a -1 in a gather map gives a null (a zero plus a found mask for tensors).
-Each side's map is made ready once (``GatherMap``) for all the columns it gathers: on a GPU
-every small operation per column is a launch, and on Arrow's path a host copy.
+the gather maps: each side's map is made ready once (``GatherMap``) for all the columns it
+gathers (on a GPU every small operation per column is a launch). Dicts of tensors are
+gathered by torch on the join's device, a -1 giving a zero and a found mask; Arrow columns on
+the host by join/arrow_gather.py, a -1 giving a null.
 
 Example:
     >>> import torch
@@ -366,18 +366,8 @@ class GatherMap:
         return ~self.missing
 
     @functools.cached_property
-    def any_missing(self) -> bool:
-        """Whether some row is -1 (one synchronisation, the first time it is asked)."""
-        return self.missing is not None and bool(self.missing.any())
-
-    @functools.cached_property
-    def host_missing(self) -> np.ndarray | None:
-        """The -1 rows as a NumPy mask, or None when there are none."""
-        return self.missing.cpu().numpy() if self.any_missing else None
-
-    @functools.cached_property
     def host_rows(self) -> np.ndarray:
-        """The rows as a NumPy array (one copy from the device, for Arrow's take)."""
+        """The rows as a NumPy array (one copy from the device, for the host gathers)."""
         return self.rows.cpu().numpy()
 
     def take(self, column: torch.Tensor) -> torch.Tensor:
@@ -392,26 +382,6 @@ class GatherMap:
             missing = self.missing.to(column.device)
             taken.masked_fill_(missing.view((-1,) + (1,) * (taken.dim() - 1)), 0)
         return taken if alias is None else taken.view(column.dtype)
-
-
-def take_arrow(array, rows: GatherMap):
-    """``array`` gathered by ``rows``, null where a row is -1: numeric columns by torch on the
-    map's device, others by Arrow's take."""
-    import pyarrow as pa
-
-    if len(array) == 0:  # every row is -1: a column of nulls
-        return pa.nulls(rows.rows.shape[0], type=array.type)
-    if _numeric(array.type):
-        values, valid = _integer_key(array)
-        taken = rows.take(values.to(rows.index.device)).cpu().numpy()  # nulls masked below
-        null = rows.host_missing
-        if valid is not None:
-            lost = ~valid.to(rows.index.device).index_select(0, rows.index).cpu().numpy()
-            null = lost if null is None else null | lost
-        return pa.array(taken, type=array.type, mask=null)
-    index = rows.host_rows
-    indices = pa.array(index, mask=index < 0) if rows.any_missing else pa.array(index)
-    return array.take(indices)
 
 
 def _valueless(array) -> bool:
