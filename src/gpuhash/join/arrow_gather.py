@@ -39,6 +39,13 @@ def _blocks(rows: int) -> int:
     return (rows + BLOCK - 1) // BLOCK
 
 
+def exclusive_sums(counts: np.ndarray) -> np.ndarray:
+    """Where each block's output starts: the sums of the counts of the blocks before it."""
+    starts = np.zeros_like(counts)
+    np.cumsum(counts[:-1], out=starts[1:])
+    return starts
+
+
 def single(column: Any):
     """A column as one Arrow array (a chunked column's chunks combined, a copy only when it
     has more than one)."""
@@ -143,8 +150,7 @@ def _strings(array, rows: np.ndarray, validity, nulls: int, ascending: bool):
     begins = host_buffers.take(n, np.int64)
     sums = np.empty(_blocks(n), np.int64)
     run("merge_string_lengths", offsets, rows, begins, ends, sums)
-    starts = np.zeros_like(sums)
-    np.cumsum(sums[:-1], out=starts[1:])
+    starts = exclusive_sums(sums)
     run("merge_string_ends", ends, starts)
     limit = PIECE_BYTES[offset_type]
     pieces, first = [], 0
@@ -184,8 +190,7 @@ def _strings_in_order(array, offsets, data, rows, validity, nulls: int):
     n = rows.shape[0]
     sums = np.empty(_blocks(n), np.int64)
     run("merge_string_block_sizes", offsets, rows, sums)
-    starts = np.zeros_like(sums)
-    np.cumsum(sums[:-1], out=starts[1:])
+    starts = exclusive_sums(sums)
     total = int(sums.sum())
     if total > PIECE_BYTES[offsets.dtype.type]:
         return None

@@ -35,7 +35,7 @@ import numpy as np
 
 from gpuhash._common import host_buffers
 from gpuhash._common.cpu.runtime import run
-from gpuhash.join.arrow_gather import single, string_buffers, take_column
+from gpuhash.join.arrow_gather import exclusive_sums, single, string_buffers, take_column
 from gpuhash.join.cpu.table_loops import BLOCK
 from gpuhash.join.frames import arrow_key_pair
 from gpuhash.join.merge_options import indicator_column
@@ -231,12 +231,6 @@ def _hashed_rows(left_codes, left_valid, right_codes, right_valid, device):
     return rows, counts
 
 
-def _exclusive(counts: np.ndarray) -> np.ndarray:
-    starts = np.zeros_like(counts)
-    np.cumsum(counts[:-1], out=starts[1:])
-    return starts
-
-
 def _row_maps(rows, counts, how):
     """(left rows or None for every row in order, right rows or None for none): the gather maps
     of the output from the looked-up rows (``left_anti``: the anti join's left rows, beside
@@ -253,7 +247,7 @@ def _row_maps(rows, counts, how):
         return None, (rows if how == "inner" else None)
     keep = how != "anti"
     size = found if keep else n - found
-    starts = _exclusive(counts) if keep else _exclusive(
+    starts = exclusive_sums(counts) if keep else exclusive_sums(
         np.minimum(BLOCK, n - np.arange(counts.shape[0]) * BLOCK) - counts)
     probe = host_buffers.take(size, row_type(n))
     build = host_buffers.take(size if how == "inner" else 0, rows.dtype)
