@@ -19,8 +19,9 @@ from conftest import BITS, key_list, key_tensor
 def make_multimap_machine(*, key_dtype: torch.dtype, value_shape: tuple[int, ...] | None,
                           device: str, max_load_factor: float = 0.9):
     """MultiMap with int32 values of ``value_shape`` (None: keys only) against a multiset."""
-    top = (1 << BITS[key_dtype]) - 3  # the two values above are reserved by a MultiMap
-    key_strategy = st.one_of(st.integers(0, 40), st.sampled_from([top, top - 1, 1 << 20]))
+    top = (1 << BITS[key_dtype]) - 1  # this and the value below it are the slots' sentinels
+    key_strategy = st.one_of(st.integers(0, 40),
+                             st.sampled_from([top, top - 1, top - 2, top - 3, 1 << 20]))
     batch = st.lists(key_strategy, min_size=0, max_size=40)
 
     class MultiMapMachine(RuleBasedStateMachine):

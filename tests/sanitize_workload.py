@@ -61,8 +61,9 @@ for key_dtype, value_dtype, shape in APPLY_LAYOUTS:
         table.insert_or_apply(keys, torch.ones(3000, *shape, dtype=value_dtype).cuda(), op=op)
     multi = gh.MultiMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
                         capacity=64, device="cuda")
+    keys[:3] = torch.tensor([-1, -2, -1]).to(key_dtype)  # the sentinels: kept out of band
     multi.insert(keys, torch.ones(3000, *shape, dtype=value_dtype).cuda())
-    multi.count(keys)
+    assert multi.count(keys[:3].contiguous()).tolist() == [2, 1, 2]
     multi.find_all(keys[:100].contiguous())
     multi.erase(keys[::3].contiguous())
     assert len(multi) > 0

@@ -47,12 +47,43 @@ def test_insert_or_apply_refuses_bad_op_and_dtype():
     assert len(table) == len(small) == 0
 
 
-def test_multimap_refuses_the_reserved_keys_and_stays_unchanged():
-    table = gh.MultiMap(key_dtype=torch.int64)
-    table.insert(torch.tensor([1, 2]))
-    with pytest.raises(ValueError, match="0xffffffffffffffff"):
-        table.insert(torch.tensor([3, -1]))
-    assert len(table) == 2 and table.count(torch.tensor([3])).tolist() == [0]
+@pytest.mark.parametrize("key_dtype", [torch.int64, torch.uint64, torch.int32, torch.uint32])
+def test_multimap_holds_any_number_of_copies_of_the_sentinel_keys(key_dtype, tmp_path):
+    """All ones and all ones minus one mark empty and erased slots; a MultiMap keeps copies
+    of them out of band, through growth, queries, erase, save, load and moves."""
+    signed = torch.int32 if key_dtype.itemsize == 4 else torch.int64
+    as_keys = lambda xs: torch.tensor(xs).to(signed).view(key_dtype)  # noqa: E731
+    table = gh.MultiMap(key_dtype=key_dtype, value_dtype=torch.float32, value_shape=(2,),
+                        capacity=4, growable=True)
+    keys = as_keys([-1, 3, -2, -1, 3, -1])
+    values = torch.arange(12, dtype=torch.float32).view(6, 2)
+    table.insert(keys, values)
+    table.insert(as_keys(list(range(100, 200))), torch.zeros(100, 2))  # grows
+    assert len(table) == 106
+    query = as_keys([-2, -1, 7, -1])
+    assert table.count(query).tolist() == [1, 3, 0, 3]
+    assert table.contains(query).tolist() == [True, True, False, True]
+    rows, index = table.find_all(query)
+    assert rows.tolist() == [0, 1, 1, 1, 3, 3, 3]
+    assert table.values[index[1:4]][:, 0].tolist() == [0.0, 6.0, 10.0]  # insertion order
+    assert table.values[index[0]].tolist() == [4.0, 5.0]
+    path = tmp_path / "multimap.pt"
+    table.save(path)
+    for other in (gh.MultiMap.load(path), table.to("cpu")):
+        assert len(other) == 106 and other.count(query).tolist() == [1, 3, 0, 3]
+    assert table.erase(as_keys([-1, 3, -1])).tolist() == [3, 2, 0]
+    assert len(table) == 101 and table.count(query).tolist() == [1, 0, 0, 0]
+    keys, values = table.items()
+    assert sorted(keys.view(signed).tolist())[:2] == [-2, 100]
+    table.clear()
+    assert len(table) == 0 and table.count(query).tolist() == [0, 0, 0, 0]
+
+
+def test_multimap_refusing_an_insert_for_room_keeps_the_sentinel_copies_out_too():
+    table = gh.MultiMap(key_dtype=torch.int64, capacity=4, growable=False)
+    with pytest.raises(gh.TableFullError):
+        table.insert(torch.tensor([-1, *range(100)]))
+    assert len(table) == 0 and table.count(torch.tensor([-1])).tolist() == [0]
 
 
 @pytest.mark.parametrize(("key_dtype", "value_dtype", "shape"),

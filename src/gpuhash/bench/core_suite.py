@@ -52,7 +52,7 @@ def apply_versus_atomics(rows: int, keys: int, device: torch.device, *, runs: in
 def multimap_versus_gather(keys: int, copies: int, probes: int, device: torch.device,
                            ceilings: dict, *, runs: int) -> dict:
     distinct = unique_keys(keys, torch.int64, device)
-    distinct = distinct[(distinct != -1) & (distinct != -2)]  # the two keys a MultiMap refuses
+    distinct = distinct[(distinct != -1) & (distinct != -2)]  # slot markers: out of band
     keys = distinct.numel()
     entries = distinct.repeat(copies)
     values = torch.arange(entries.numel(), device=device)

@@ -16,6 +16,7 @@ from gpuhash._common import arrays as _arrays
 from gpuhash._common.constants import STASH_CAPACITY
 from gpuhash._common.memory import require
 from gpuhash._common.streams import StreamOrder
+from gpuhash.table import reserved
 from gpuhash.table.format import (
     KEY_DTYPES,
     MAX_LOAD_FACTOR,
@@ -229,6 +230,8 @@ class _Table:
                     *(v for v in old.caches.values() if isinstance(v, torch.Tensor))]
             for tensor in kept:
                 tensor.record_stream(stream)
+        # a MultiMap's copies of the sentinel keys live beside the slots, untouched by growth
+        target.reserved_keys, target.reserved_values = old.reserved_keys, old.reserved_values
         self._state = target
         self._default_cache.clear()
         self._used_bound = self._counts()[1]
@@ -374,6 +377,7 @@ class _Table:
             state = self._state
             state.slots.fill_(-1)
             reset_out_of_band(state)
+            reserved.drop(state)
             state.overflow.zero_()
             state.counts.zero_()
             self._used_bound = 0

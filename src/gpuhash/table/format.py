@@ -13,6 +13,8 @@ A table is stored as
   out-of-band slots for the two keys that equal an internal sentinel (so no key is refused).
 * ``values``: only for the ``rows`` layout, shape ``(num_slots + 2, *value_shape)``; row ``i``
   belongs to slot ``i``.
+* ``reserved_keys`` and ``reserved_values``: a MultiMap's copies of the two sentinel key
+  values, which it may hold any number of (absent, None, while it holds none; table/reserved.py).
 * ``overflow``: int32 words holding 16 filter bits per bucket. A key placed outside its first
   bucket sets the bit its hash fingerprint picks among its first bucket's low 8; a key placed
   past its second bucket also sets its fingerprint's bit among the second bucket's high 8. A
@@ -117,6 +119,11 @@ class TableSpec:
     @property
     def key_bytes(self) -> int:
         return self.key_dtype.itemsize
+
+    @property
+    def bits_dtype(self) -> torch.dtype:
+        """The signed dtype keys are handled as inside (their raw bits)."""
+        return torch.int32 if self.key_bytes == 4 else torch.int64
 
     @functools.cached_property
     def value_bytes(self) -> int:
@@ -238,12 +245,13 @@ def check_seed(seed: object) -> None:
 class TableState:
     """The tensors of one table; either engine operates on them in place.
 
-    The first five fields are the table's contents (saved, copied, compared). The rest belong
-    to no file: ``spare``, zero words an engine made with the table for its caller (a join
-    build's arrays); ``join_groups``, a join build's group array and its counters (the join
-    engine's build sets them, its probe reads them); ``caches``, what an engine or the join
-    keeps with the table between calls (launch arguments, locks, a stash, a pooled table's
-    first-use words), by name, dropped with the state.
+    The first five fields are the table's contents (saved, copied, compared), and so are the
+    two after them, a MultiMap's copies of the sentinel keys (None while it holds none). The
+    rest belong to no file: ``spare``, zero words an engine made with the table for its caller
+    (a join build's arrays); ``join_groups``, a join build's group array and its counters (the
+    join engine's build sets them, its probe reads them); ``caches``, what an engine or the
+    join keeps with the table between calls (launch arguments, locks, a stash, a pooled
+    table's first-use words), by name, dropped with the state.
     """
 
     spec: TableSpec
@@ -251,6 +259,8 @@ class TableState:
     values: torch.Tensor | None
     overflow: torch.Tensor
     counts: torch.Tensor
+    reserved_keys: torch.Tensor | None = None
+    reserved_values: torch.Tensor | None = None
     spare: torch.Tensor | None = field(default=None, repr=False, compare=False)
     join_groups: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False,
                                                                    compare=False)
@@ -264,6 +274,10 @@ class TableState:
         out = {"slots": self.slots, "overflow": self.overflow, "counts": self.counts}
         if self.values is not None:
             out["values"] = self.values
+        if self.reserved_keys is not None:
+            out["reserved_keys"] = self.reserved_keys
+            if self.reserved_values is not None:
+                out["reserved_values"] = self.reserved_values
         return out
 
     def key_view(self) -> torch.Tensor:
@@ -389,10 +403,10 @@ def _signed(value: int, nbytes: int) -> int:
 def copy_state(state: TableState, device: torch.device | str) -> TableState:
     """The same table on another device (always a copy)."""
     device = torch.device(device)
-    return TableState(
-        state.spec,
-        state.slots.to(device, copy=True),
-        None if state.values is None else state.values.to(device, copy=True),
-        state.overflow.to(device, copy=True),
-        state.counts.to(device, copy=True),
-    )
+
+    def copied(tensor: torch.Tensor | None) -> torch.Tensor | None:
+        return None if tensor is None else tensor.to(device, copy=True)
+
+    return TableState(state.spec, copied(state.slots), copied(state.values),
+                      copied(state.overflow), copied(state.counts),
+                      copied(state.reserved_keys), copied(state.reserved_values))

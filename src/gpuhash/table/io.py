@@ -88,13 +88,12 @@ def load_state(path: str | Path, device: torch.device | str, *, kind: str) -> Ta
         raise ValueError(f"{path} is not a gpuhash table file or is damaged: {exc}"
                          ) from exc.__cause__
     device = torch.device(device)
-    return TableState(
-        spec,
-        tensors["slots"].to(device),
-        tensors["values"].to(device) if "values" in tensors else None,
-        tensors["overflow"].to(device),
-        counts.to(device),
-    )
+
+    def moved(name: str) -> torch.Tensor | None:
+        return tensors[name].to(device) if name in tensors else None
+
+    return TableState(spec, moved("slots"), moved("values"), moved("overflow"),
+                      counts.to(device), moved("reserved_keys"), moved("reserved_values"))
 
 
 # --- load_state's checks: kernels index by the shapes the spec implies, so a file must match
@@ -148,6 +147,12 @@ def _checked_tensors(spec: TableSpec, raw: object) -> dict[str, torch.Tensor]:
     }
     if spec.layout == ROWS:
         expected["values"] = (spec.value_dtype, (rows, *spec.value_shape))
+    if spec.multi and isinstance(raw, dict) and "reserved_keys" in raw:
+        copies = raw["reserved_keys"]
+        copies = copies.shape[0] if isinstance(copies, torch.Tensor) and copies.dim() else 0
+        expected["reserved_keys"] = (spec.bits_dtype, (copies,))
+        if spec.value_dtype is not None:
+            expected["reserved_values"] = (spec.value_dtype, (copies, *spec.value_shape))
     check_keys("tensors", raw, tuple(expected))
     tensors, storages = {}, set()
     for name, (dtype, shape) in expected.items():

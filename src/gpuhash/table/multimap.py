@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from gpuhash._common import arrays as _arrays
+from gpuhash.table import reserved
 from gpuhash.table.base import _Table
 from gpuhash.table.format import gather_values
 
@@ -19,10 +20,10 @@ from gpuhash.table.format import gather_values
 class MultiMap(_Table):
     """A hash multimap from integer keys to fixed-shape values: every inserted row is kept.
 
-    Keys may be int32, uint32, int64 or uint64, except the two largest values of the key's
-    bit pattern (all ones and all ones minus one, e.g. -1 and -2 for int64), which the table
-    format reserves for empty and erased slots; a HashMap stores those out of band, one copy
-    each, which a multimap cannot. They are refused with an error naming them.
+    Keys may be int32, uint32, int64 or uint64, every value of them. The two values the slot
+    format reserves for empty and erased slots (all ones and all ones minus one of the key
+    width, -1 and -2 when signed) are kept out of band, any number of copies of each: their
+    value rows follow the slot rows in :attr:`values`.
 
     Args:
         key_dtype: dtype of the keys.
@@ -59,21 +60,14 @@ class MultiMap(_Table):
                     device=device, max_load_factor=max_load_factor, growable=growable,
                     duplicates="any", seed=seed)
 
-    def _multi_keys(self, keys: Any) -> tuple[torch.Tensor, str]:
-        bits, kind = self._keys(keys)
-        spec = self._state.spec
-        empty = spec.empty_key - (1 << 8 * spec.key_bytes)  # as the signed bits
-        reserved = (bits == empty) | (bits == empty - 1)
-        if bits.shape[0] and bool(reserved.any()):
-            bad = int(bits[reserved][0]) % (1 << 8 * spec.key_bytes)
-            raise ValueError(f"keys holds {bad:#x}, one of the two key values a MultiMap "
-                             f"reserves (all-ones and all-ones minus one of the key width)")
-        return bits, kind
+    def __len__(self) -> int:
+        """Live entries, copies included. Synchronises with the device."""
+        return super().__len__() + reserved.held(self._state)
 
     def insert(self, keys: Any, values: Any = None, *, stream: Any = None) -> None:
         """Add every row as its own entry, repeated keys included. Completes for every row or
-        raises with the table unchanged. Checks the keys for the two reserved values, which
-        synchronises with the device.
+        raises with the table unchanged. Looks for the two sentinel key values among the keys
+        (their copies are kept out of band), which synchronises with the device.
 
         Example:
             >>> import torch
@@ -83,7 +77,7 @@ class MultiMap(_Table):
             2
         """
         with self._stream(stream, writes=True):
-            bits, _ = self._multi_keys(keys)
+            bits, _ = self._keys(keys)
             spec = self._state.spec
             checked = None
             if spec.value_dtype is not None:
@@ -92,9 +86,20 @@ class MultiMap(_Table):
                 raise TypeError("values given to a MultiMap created without value_dtype")
             if bits.shape[0] == 0:
                 return
-            self._make_room(bits)
-            self._engine.multi_insert(self._state, bits, checked)
-            self._used_bound += bits.shape[0]
+            aside = reserved.reserved_rows(self._state, bits)
+            if bool(aside.any()):
+                kept = ~aside
+                reserved_values = None if checked is None else checked[aside]
+                reserved_bits, bits = bits[aside], bits[kept]
+                checked = None if checked is None else checked[kept]
+            else:
+                reserved_bits = None
+            if bits.shape[0]:
+                self._make_room(bits)  # the only step that can refuse: before any change
+                self._engine.multi_insert(self._state, bits, checked)
+                self._used_bound += bits.shape[0]
+            if reserved_bits is not None:
+                reserved.add(self._state, reserved_bits, reserved_values)
 
     def count(self, keys: Any, *, stream: Any = None) -> Any:
         """Entries holding each key (int64). No host synchronisation.
@@ -109,7 +114,28 @@ class MultiMap(_Table):
         """
         with self._stream(stream, writes=False):
             bits, kind = self._keys(keys)
-            return _arrays.to_kind(self._engine.multi_count(self._state, bits), kind)
+            counts = self._engine.multi_count(self._state, bits)
+            if reserved.held(self._state):
+                counts += reserved.count(self._state, bits)
+            return _arrays.to_kind(counts, kind)
+
+    def contains(self, keys: Any, *, stream: Any = None) -> Any:
+        """True where the key has at least one entry. No host synchronisation.
+
+        Example:
+            >>> import torch
+            >>> from gpuhash import MultiMap
+            >>> mm = MultiMap(key_dtype=torch.int64)
+            >>> mm.insert(torch.tensor([-1, 4, -1]))
+            >>> mm.contains(torch.tensor([-1, -2, 4])).tolist()
+            [True, False, True]
+        """
+        with self._stream(stream, writes=False):
+            bits, kind = self._keys(keys)
+            found = self._engine.contains(self._state, bits)
+            if reserved.held(self._state):
+                found |= reserved.count(self._state, bits) > 0
+            return _arrays.to_kind(found, kind)
 
     def find_all(self, keys: Any, *, stream: Any = None) -> tuple[Any, Any]:
         """Every match as int64 pairs: the query row and the entry's row in :attr:`values`,
@@ -128,12 +154,17 @@ class MultiMap(_Table):
         with self._stream(stream, writes=False):
             bits, kind = self._keys(keys)
             rows, index = self._engine.multi_find_all(self._state, bits)
+            if reserved.held(self._state):
+                more_rows, more_index = reserved.matches(self._state, bits)
+                if more_rows.shape[0]:
+                    rows, order = torch.cat([rows, more_rows]).sort(stable=True)
+                    index = torch.cat([index, more_index])[order]
         return _arrays.to_kind(rows, kind), _arrays.to_kind(index, kind)
 
     def erase(self, keys: Any, *, stream: Any = None) -> Any:
         """Remove every copy of each key; returns the copies each row removed (int64; for a
         key repeated in the batch, its rows' counts add up to the copies it had). No host
-        synchronisation.
+        synchronisation, unless the table holds copies of the two sentinel keys.
 
         Example:
             >>> import torch
@@ -145,12 +176,20 @@ class MultiMap(_Table):
         """
         with self._stream(stream, writes=True):
             bits, kind = self._keys(keys)
-            return _arrays.to_kind(self._engine.multi_erase(self._state, bits), kind)
+            erased = self._engine.multi_erase(self._state, bits)
+            if reserved.held(self._state):  # then it synchronises
+                erased += reserved.erase(self._state, bits)
+            return _arrays.to_kind(erased, kind)
 
     @property
     def values(self) -> torch.Tensor | None:
-        """The value storage, indexable by :meth:`find_all` rows (None without values)."""
-        return self._state.value_view()
+        """The value storage, indexable by :meth:`find_all` rows (None without values). While
+        the table holds copies of the two sentinel keys their values follow the slot rows, and
+        this is a copy of both, not the storage."""
+        state = self._state
+        if state.value_view() is None or not reserved.held(state):
+            return state.value_view()
+        return torch.cat([state.value_view(), state.reserved_values])
 
     def items(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Keys and values of every entry (copies included), in no particular order.
@@ -165,11 +204,16 @@ class MultiMap(_Table):
             [[1, 1], [4, 4]]
         """
         with self._order.lock:
+            state = self._state
             rows = self._live()
-            values = None
-            if self._state.spec.value_dtype is not None:
-                values = gather_values(self._state, rows)
-            return self._live_keys(rows), values
+            keys, values = self._live_keys(rows), None
+            if state.spec.value_dtype is not None:
+                values = gather_values(state, rows)
+            if reserved.held(state):
+                keys = torch.cat([keys, state.reserved_keys.view(state.spec.key_dtype)])
+                if values is not None:
+                    values = torch.cat([values, state.reserved_values])
+            return keys, values
 
     def to(self, device: str | torch.device) -> MultiMap:
         """A copy of the table on ``device``.
