@@ -395,10 +395,7 @@ EXTREMES = {
 
 @pytest.mark.parametrize("how", ["left", "right"])
 @pytest.mark.parametrize("name", EXTREMES)
-def test_range_like_and_extreme_integer_keys_without_sort(how, name, request):
-    if how == "left" and name == "uint64 past int64":
-        request.applymarker(_differs("a left merge onto uint64 keys past int64 (distinct "
-                                     "right keys): gh.merge raises a raw OverflowError"))
+def test_range_like_and_extreme_integer_keys_without_sort(how, name):
     ranged, other = EXTREMES[name]
     left_keys, right_keys = (other, ranged) if how == "left" else (ranged, other)
     _same(DF({"k": left_keys, "v": np.arange(len(left_keys))}),

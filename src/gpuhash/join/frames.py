@@ -52,13 +52,26 @@ def frame_kind(frame: Any, name: str) -> str:
                     f"of tensors, not {type(frame).__name__}")
 
 
-def to_arrow(frame: Any, kind: str):
-    """The frame as a pyarrow Table (pandas: its index dropped, as merge does)."""
+def to_arrow(frame: Any, kind: str, side: str = "left"):
+    """The frame as a pyarrow Table (pandas: its index dropped, as merge does; polars: its
+    128-bit integer columns as decimal128(38, 0), which Arrow holds, cast back by
+    restore_frame)."""
     import pyarrow as pa
 
     if kind == PANDAS:
         return pa.Table.from_pandas(frame, preserve_index=False)
     if kind == POLARS:
+        import polars
+
+        wide = [n for n, t in frame.schema.items() if t in (polars.Int128, polars.UInt128)]
+        for name in wide:
+            try:
+                frame = frame.with_columns(polars.col(name).cast(polars.Decimal(38, 0)))
+            except polars.exceptions.InvalidOperationError:
+                raise TypeError(f"column {name!r} of the {side} frame is "
+                                f"{frame.schema[name]} and holds values of 39 digits, past "
+                                f"the decimal128(38, 0) that gh.merge carries such columns "
+                                f"in; cast it to another type first") from None
         return frame.to_arrow()
     return frame
 
@@ -114,11 +127,25 @@ def restore_frame(table: Any, kind: str, left: Any, right: Any, left_out: dict,
         import polars
 
         frame = polars.from_arrow(table)
-        enums = {out: source.schema[name]
+        casts = {out: _polars_type(source.schema[name], frame.schema[out])
                  for source, names in ((right, right_out), (left, left_out))
-                 for name, out in names.items() if isinstance(source.schema[name], polars.Enum)}
-        return frame.with_columns([polars.col(out).cast(dtype) for out, dtype in enums.items()])
+                 for name, out in names.items()}
+        return frame.with_columns([polars.col(out).cast(dtype) for out, dtype in casts.items()
+                                   if dtype is not None])
     return table
+
+
+def _polars_type(source, got):
+    """The polars type an output column is cast back to from the type the trip through Arrow
+    gave it (None: as it is): an Enum (Arrow makes it Categorical), and a 128-bit integer
+    (carried as a decimal; a key coalesced of uint64 and signed keys too: polars' Int128)."""
+    import polars
+
+    if isinstance(source, polars.Enum):
+        return source
+    if isinstance(got, polars.Decimal) and source.is_integer():
+        return polars.UInt128 if source == polars.UInt128 else polars.Int128
+    return None
 
 
 def _pandas_key_dtype(left, right):
@@ -312,13 +339,17 @@ def _common_key_type(left, right):
     """The type both sides' key values are compared in, the same whichever side is which (None:
     none, the kinds differ): numbers with a float among them as float64 (by value, as pandas
     merges an integer and a float key), text as large_string, bytes as large_binary,
-    timestamps of one time zone at the finer unit, dates as date64; any other type only with
-    itself. (Integer pairs are joined by value before this.)"""
+    timestamps of one time zone at the finer unit, dates as date64, integers against decimals
+    of no fraction as decimal128(38, 0); any other type only with itself. (Integer pairs are
+    joined by value before this.)"""
     import pyarrow as pa
     import pyarrow.types as pt
 
     if left == right:
         return left
+    if all((pt.is_decimal(t) and t.scale == 0 and t.precision <= 38) or pt.is_integer(t)
+           for t in (left, right)):  # whole numbers, one a decimal (polars' Int128): by value
+        return pa.decimal128(38, 0)
     if _numeric(left) or pt.is_float16(left):
         numeric = _numeric(right) or pt.is_float16(right)
         return pa.float64() if numeric else None
@@ -395,14 +426,21 @@ def _valueless(array) -> bool:
                                                             or len(array.dictionary) == 0))
 
 
-def coalesce_arrow(left, right):
-    """One key column from both sides' gathered keys: the left's value, else the right's."""
+def coalesce_arrow(left, right, *, exact: bool = False):
+    """One key column from both sides' gathered keys: the left's value, else the right's.
+    uint64 and signed keys: float64, as pandas makes them, or with ``exact`` a
+    decimal128(38, 0) that holds both (polars' Int128)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if isinstance(left.type, pa.ExtensionType) and left.type == right.type:  # by storage
         return pa.ExtensionArray.from_storage(left.type, coalesce_arrow(left.storage,
                                                                         right.storage))
+    if exact and {pa.types.is_uint64(left.type), pa.types.is_uint64(right.type)} == {
+            True, False} and pa.types.is_signed_integer(
+                right.type if pa.types.is_uint64(left.type) else left.type):
+        wide = pa.decimal128(38, 0)
+        return pc.coalesce(left.cast(wide), right.cast(wide))
     # a side of no values (all null, or pandas' empty object or category column): its rows
     # are nulls of the other side's type
     if _valueless(left):

@@ -209,7 +209,8 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
 
     ``left`` and ``right``: pyarrow Tables, pandas or polars DataFrames (both need pyarrow),
     or dicts of 1-D tensors / NumPy arrays (integer keys). ``on`` (or ``left_on`` and
-    ``right_on``): a column name or list of them; by default the names both sides share.
+    ``right_on``): a column name or list of them; by default the names both sides share
+    (polars frames: refused, as polars' join refuses).
     ``how``: as in :func:`gpuhash.join`; semi / anti return the left table's matching /
     non-matching rows; pandas' ``"left_anti"`` / ``"right_anti"`` return one side's rows
     without a match with the other side's columns empty (null), as pandas does.
@@ -271,10 +272,14 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                                  validate=validate, nulls_equal=nulls_equal,
                                  indicator=indicator or False, sort=sort, device=device,
                                  memory_budget=memory_budget, explain=explain)
+    if kind == POLARS and how != "cross" and on is None and left_on is None and (
+            right_on is None):  # polars joins on no columns by default: it refuses
+        raise ValueError("polars frames join on the columns named by on (or left_on and "
+                         "right_on), as polars' join takes them; give on=...")
     if kind == PANDAS:  # Arrow names columns by their labels as strings
         pandas_labels(left, "left"), pandas_labels(right, "right")  # MultiIndex: refused
         on, left_on, right_on = map(pandas_key_names, (on, left_on, right_on))
-    left_table, right_table = to_arrow(left, kind), to_arrow(right, kind)
+    left_table, right_table = to_arrow(left, kind), to_arrow(right, kind, "right")
     # the anti kinds have the shape of the outer join on their side
     shape = {"left_anti": "left", "right_anti": "right"}.get(how, how)
     left_keys, right_keys = _key_names(left_table.column_names, right_table.column_names, on,
@@ -388,7 +393,7 @@ def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,
             column = _single(column)
             # no row has the left side (pandas' right_anti): the right keys as they are
             column = other if column.null_count == len(column) and len(column) else (
-                coalesce_arrow(column, other))
+                coalesce_arrow(column, other, exact=kind == POLARS))
         columns[out] = column
     for name, out in right_out.items():
         columns[out] = _host_take(right_table.column(name), map_r)

@@ -142,8 +142,19 @@ def integer_codes(left, right):
     if not (pt.is_integer(left.type) and pt.is_integer(right.type)):
         return None
     if not (_fits_int64(left) and _fits_int64(right)):
-        return None
+        if pt.is_signed_integer(left.type) or pt.is_signed_integer(right.type):
+            return None  # against signed keys: by value, past int64 matching nothing
+        return (*_flipped(left), *_flipped(right))
     return (*_integers(left), *_integers(right))
+
+
+def _flipped(array) -> tuple[np.ndarray, np.ndarray | None]:
+    """Unsigned keys past int64 as int64 values in the same order (the top bit flipped), so
+    that equal keys stay equal and a narrow range of them stays a narrow range."""
+    import pyarrow as pa
+
+    values, valid = _integers(array.cast(pa.uint64()))
+    return (values ^ np.uint64(1 << 63)).view(np.int64), valid
 
 
 def _dense_rows(left_codes, left_valid, right_codes, right_valid):
