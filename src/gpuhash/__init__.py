@@ -28,6 +28,7 @@ _MODULES = {
     "MultiMap": "gpuhash.table.multimap",
     **dict.fromkeys(("JoinBuild", "explain_join", "join"), "gpuhash.join.api"),
     "merge": "gpuhash.join.merge",
+    **dict.fromkeys(("factorize", "groupby"), "gpuhash.groupby.api"),
     "JoinPlan": "gpuhash.join.plan",
     "clear_join_cache": "gpuhash.join.pool",
     "release_host_memory": "gpuhash._common.host_buffers",
@@ -36,9 +37,11 @@ _RENAMED = {"clear_join_cache": "clear", "release_host_memory": "release"}
 
 __all__ = ["ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED", "SUPERSEDED",
            "CacheMap", "HashMap", "HashSet", "JoinBuild", "JoinPlan", "MultiMap", "TableFullError",
-           "clear_join_cache", "explain_join", "join", "merge", "release_host_memory"]
+           "clear_join_cache", "explain_join", "factorize", "groupby", "join", "merge",
+           "release_host_memory"]
 
 _loaded: dict[str, object] = {}
+_SHADOWED = ("join", "groupby")  # functions named as a subpackage: see _Package
 
 
 def _load(name: str):
@@ -51,7 +54,7 @@ def _load(name: str):
 def __getattr__(name: str):
     if name in _MODULES:
         value = _load(name)
-        if name != "join":
+        if name not in _SHADOWED:
             globals()[name] = value  # later lookups skip this function
         return value
     raise AttributeError(f"module 'gpuhash' has no attribute {name!r}")
@@ -61,19 +64,24 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-class _Package(types.ModuleType):
-    """The package's module type: ``gpuhash.join`` is the function, although the import system
-    binds the subpackage of the same name here when it first loads it (the subpackage is
-    reached by import, ``from gpuhash.join import api``)."""
+def _function_over_subpackage(name: str) -> property:
+    def get(self):
+        return _load(name)
 
-    @property
-    def join(self):
-        return _load("join")
-
-    @join.setter
-    def join(self, value) -> None:
+    def set_(self, value) -> None:
         if not isinstance(value, types.ModuleType):  # a caller's replacement, kept
-            _loaded["join"] = value
+            _loaded[name] = value
+
+    return property(get, set_)
+
+
+class _Package(types.ModuleType):
+    """The package's module type: ``gpuhash.join`` and ``gpuhash.groupby`` are the functions,
+    although the import system binds the subpackages of the same names here when it first
+    loads them (the subpackages are reached by import, ``from gpuhash.join import api``)."""
+
+    join = _function_over_subpackage("join")
+    groupby = _function_over_subpackage("groupby")
 
 
 sys.modules[__name__].__class__ = _Package

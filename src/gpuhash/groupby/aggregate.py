@@ -1,0 +1,237 @@
+"""The aggregations of one value column over dense group ids, in plain torch on either device.
+
+Every function takes the group id of each row (int64 in ``[0, groups)``, ``-1`` for a row
+whose null key was dropped), the number of groups, the values and their validity (None: all
+valid; float NaN is a null too, as pandas skips it), and returns one result a group with its
+validity (None: every group has a result). Nulls are skipped (SQL). A group with no value
+gets a null, except for ``count``, ``size``, ``nunique`` (zero), ``sum`` (zero, as pandas and
+polars) and ``any`` / ``all`` (False / True).
+
+Sums of integers and bools accumulate in int64, sums of floats in float64 whatever their
+width (``mean``, ``var``, ``std``, ``median``, ``quantile`` and ``corr`` return float64;
+``min``, ``max``, ``first``, ``last`` and ``top_k`` the values' dtype). Float sums on a GPU
+follow no fixed order: results agree with a serial sum to a few float64 ulps a row.
+
+Masked rows are sent to one spare group past the last (index ``groups``) rather than filtered
+out: a mask costs one pass, a filter a copy of every column.
+
+Example:
+    >>> import torch
+    >>> ids = torch.tensor([0, 1, 0, 1])
+    >>> total, _ = aggregate("sum", ids, 2, torch.tensor([1, 2, 3, 4]), None)
+    >>> total.tolist()
+    [4, 6]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+Result = tuple[torch.Tensor, torch.Tensor | None]
+
+
+def usable(ids: torch.Tensor, values: torch.Tensor, valid: torch.Tensor | None,
+           ) -> torch.Tensor | None:
+    """Rows that count: a kept key and a valid, non-NaN value (None: every row)."""
+    use = None if valid is None else valid
+    if values.dtype.is_floating_point:
+        number = ~torch.isnan(values)
+        use = number if use is None else use & number
+    return use
+
+
+def _slots(ids: torch.Tensor, groups: int, use: torch.Tensor | None) -> torch.Tensor:
+    """Each row's group, or the spare group ``groups`` for a row that does not count."""
+    slot = torch.where(ids < 0, groups, ids)
+    return slot if use is None else torch.where(use, slot, groups)
+
+
+def _sum_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype.is_floating_point else torch.int64
+
+
+def counts(ids: torch.Tensor, groups: int, use: torch.Tensor | None) -> torch.Tensor:
+    return torch.bincount(_slots(ids, groups, use), minlength=groups + 1)[:groups]
+
+
+def _nonempty(count: torch.Tensor, at_least: int = 1) -> torch.Tensor | None:
+    ok = count >= at_least
+    return None if bool(ok.all()) else ok
+
+
+def sums(ids, groups, values, use) -> torch.Tensor:
+    acc = _sum_dtype(values.dtype)
+    data = values.to(acc)
+    if use is not None:
+        data = torch.where(use, data, 0)
+    out = torch.zeros(groups + 1, dtype=acc, device=values.device)
+    return out.index_add_(0, _slots(ids, groups, None), data)[:groups]
+
+
+def _extreme(op: str, ids, groups, values, use) -> torch.Tensor:
+    data = values.to(torch.int64) if values.dtype == torch.bool else values
+    out = torch.zeros(groups + 1, dtype=data.dtype, device=values.device)
+    out.scatter_reduce_(0, _slots(ids, groups, use), data, op, include_self=False)
+    out = out[:groups]
+    return out.to(torch.bool) if values.dtype == torch.bool else out
+
+
+def _mean(ids, groups, values, use) -> Result:
+    count = counts(ids, groups, use)
+    return sums(ids, groups, values, use).to(torch.float64) / count, _nonempty(count)
+
+
+def _var(ids, groups, values, use) -> Result:
+    """Two passes: the groups' means, then squared distances from them (no cancellation)."""
+    count = counts(ids, groups, use)
+    mean = sums(ids, groups, values, use).to(torch.float64) / count.clamp(min=1)
+    spare = torch.cat([mean, mean.new_zeros(1)])
+    distance = values.to(torch.float64) - spare[_slots(ids, groups, use)]
+    if use is not None:
+        distance = torch.where(use, distance, 0.0)
+    squares = torch.zeros(groups + 1, dtype=torch.float64, device=values.device)
+    squares.index_add_(0, _slots(ids, groups, use), distance * distance)
+    return squares[:groups] / (count - 1).clamp(min=1), _nonempty(count, 2)
+
+
+def _sorted_within_groups(ids, groups, values, use, *, descending: bool = False):
+    """Row order by group, then by value within each group (rows that do not count last),
+    and each group's count and first position in that order."""
+    slot = _slots(ids, groups, use)
+    by_value = torch.sort(values, stable=True, descending=descending).indices
+    order = by_value[torch.sort(slot[by_value], stable=True).indices]
+    count = counts(ids, groups, use)
+    start = torch.cumsum(count, 0) - count
+    return order, count, start
+
+
+def quantile(q: float, ids, groups, values, use) -> Result:
+    """Linear interpolation between the two nearest ranks (pandas' default)."""
+    order, count, start = _sorted_within_groups(ids, groups, values, use)
+    if not values.shape[0]:
+        return torch.zeros(groups, dtype=torch.float64, device=values.device), _nonempty(count)
+    ranked = values[order].to(torch.float64)
+    position = start.to(torch.float64) + q * (count - 1).clamp(min=0).to(torch.float64)
+    below = position.floor().to(torch.int64).clamp(0, values.shape[0] - 1)
+    above = position.ceil().to(torch.int64).clamp(0, values.shape[0] - 1)
+    share = position - below.to(torch.float64)
+    out = ranked[below] + (ranked[above] - ranked[below]) * share
+    return out, _nonempty(count)
+
+
+def _first_or_last(op: str, ids, groups, values, use) -> Result:
+    rows = torch.arange(values.shape[0], device=values.device)
+    count = counts(ids, groups, use)
+    pick = torch.zeros(groups + 1, dtype=torch.int64, device=values.device)
+    pick.scatter_reduce_(0, _slots(ids, groups, use), rows, op, include_self=False)
+    pick = pick[:groups].clamp(0, max(values.shape[0] - 1, 0))
+    taken = values[pick] if values.shape[0] else values.new_zeros(groups)
+    return taken, _nonempty(count)
+
+
+def _nunique(ids, groups, values, use) -> Result:
+    from gpuhash.groupby.keys import factorize_columns
+
+    slot = _slots(ids, groups, use)
+    pairs = factorize_columns([slot, values], [None, None], dropna=True, order="any")
+    per_group = torch.bincount(pairs.keys[0], minlength=groups + 1)[:groups]
+    return per_group, None
+
+
+def _truth(values, use) -> torch.Tensor:
+    truth = values != 0
+    return truth if use is None else truth & use
+
+
+def _any(ids, groups, values, use) -> Result:
+    return counts(ids, groups, _truth(values, use)) > 0, None
+
+
+def _all(ids, groups, values, use) -> Result:
+    nonzero = counts(ids, groups, _truth(values, use))
+    return nonzero == counts(ids, groups, use), None
+
+
+def correlation(ids, groups, first, first_valid, second, second_valid) -> Result:
+    """Pearson's r of two columns over the rows where both count, from centred sums."""
+    use = usable(ids, first, first_valid)
+    other = usable(ids, second, second_valid)
+    use = other if use is None else (use if other is None else use & other)
+    count = counts(ids, groups, use)
+    slot = _slots(ids, groups, use)
+
+    def centred(values):
+        mean = sums(ids, groups, values, use).to(torch.float64) / count.clamp(min=1)
+        out = values.to(torch.float64) - torch.cat([mean, mean.new_zeros(1)])[slot]
+        return out if use is None else torch.where(use, out, 0.0)
+
+    a, b = centred(first), centred(second)
+
+    def total(x):
+        out = torch.zeros(groups + 1, dtype=torch.float64, device=first.device)
+        return out.index_add_(0, slot, x)[:groups]
+
+    spread = torch.sqrt(total(a * a) * total(b * b))
+    r = total(a * b) / spread
+    ok = (count >= 2) & (spread > 0)
+    return r, None if bool(ok.all()) else ok
+
+
+def top_rows(k: int, ids, groups, values, use, *, largest: bool,
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` largest (or smallest) counting values of each group: (group, value) rows,
+    by group, then from the largest (smallest) down."""
+    order, count, start = _sorted_within_groups(ids, groups, values, use, descending=largest)
+    slot = _slots(ids, groups, use)[order]
+    keep = slot < groups
+    spare_start = torch.cat([start, start.new_zeros(1)])
+    rank = torch.arange(order.shape[0], device=values.device) - spare_start[slot]
+    keep &= rank < k
+    return slot[keep], values[order[keep]]
+
+
+def _plain(function: Callable) -> Callable:
+    def run(ids, groups, values, use) -> Result:
+        return function(ids, groups, values, use), None
+    return run
+
+
+def _extreme_result(op: str) -> Callable:
+    def run(ids, groups, values, use) -> Result:
+        return _extreme(op, ids, groups, values, use), _nonempty(counts(ids, groups, use))
+    return run
+
+
+def _std(ids, groups, values, use) -> Result:
+    var, ok = _var(ids, groups, values, use)
+    return torch.sqrt(var), ok
+
+
+AGGREGATIONS: dict[str, Callable[..., Result]] = {
+    "count": lambda ids, groups, values, use: (counts(ids, groups, use), None),
+    "size": lambda ids, groups, values, use: (counts(ids, groups, None), None),
+    "sum": _plain(sums),
+    "mean": _mean,
+    "min": _extreme_result("amin"),
+    "max": _extreme_result("amax"),
+    "var": _var,
+    "std": _std,
+    "median": lambda ids, groups, values, use: quantile(0.5, ids, groups, values, use),
+    "first": lambda ids, groups, values, use: _first_or_last("amin", ids, groups, values, use),
+    "last": lambda ids, groups, values, use: _first_or_last("amax", ids, groups, values, use),
+    "nunique": _nunique,
+    "any": _any,
+    "all": _all,
+}
+NUMERIC_ONLY = {"sum", "mean", "var", "std", "median", "quantile", "corr"}
+
+
+def aggregate(name: str, ids: torch.Tensor, groups: int, values: torch.Tensor,
+              valid: torch.Tensor | None, *, q: float | None = None) -> Result:
+    """One aggregation of one column (see the module docstring)."""
+    use = usable(ids, values, valid)
+    if name == "quantile":
+        return quantile(q, ids, groups, values, use)
+    return AGGREGATIONS[name](ids, groups, values, use)

@@ -1,0 +1,261 @@
+"""``gh.factorize`` and ``gh.groupby``: validation at the edge, then keys made group ids
+(groupby/keys.py), then each aggregation (groupby/aggregate.py), then the caller's kind of
+answer.
+
+Tables (pyarrow, pandas, polars, dicts of arrays) come back as the same kind with the key
+columns first; arrays come back as the same kind of array. Options a pandas or polars user
+looks for, and what was chosen:
+
+* ``sort=False`` (default): groups in no particular order, as polars and DuckDB give them (the
+  order costs a sort of the groups); ``sort=True``: by the keys, nulls last, as pandas.
+* ``dropna=False`` (default): a null key is a group of its own, as polars and SQL (pandas'
+  ``dropna=False``); ``dropna=True`` drops those rows.
+* Key columns come back as columns, not as an index (pandas' ``as_index=False``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from gpuhash._common.arrays import as_tensor, to_kind
+from gpuhash.groupby.aggregate import aggregate, correlation, top_rows, usable
+from gpuhash.groupby.columns import Column, tensor_column
+from gpuhash.groupby.keys import factorize_columns
+from gpuhash.groupby.specs import ROWS_A_GROUP, STRING_OK, AggSpec, parse_aggs
+
+NUMBER_RESULTS = ("count", "size", "sum", "mean", "var", "std", "median", "quantile", "nunique",
+                  "any", "all", "corr")  # results that are numbers whatever the column holds
+
+
+def _key_arrays(keys: Any, name: str) -> tuple[list[torch.Tensor], str, bool]:
+    several = isinstance(keys, (tuple, list))
+    arrays = list(keys) if several else [keys]
+    if not arrays:
+        raise ValueError(f"{name} is an empty tuple: give at least one key array")
+    tensors, kinds = [], []
+    for i, array in enumerate(arrays):
+        tensor, kind = as_tensor(array, f"{name}[{i}]" if several else name)
+        if tensor.dim() != 1:
+            raise ValueError(f"{name} must be 1-D arrays, got shape {tuple(tensor.shape)}")
+        tensors.append(tensor)
+        kinds.append(kind)
+    _same_rows(tensors, [f"{name}[{i}]" for i in range(len(tensors))] if several else [name])
+    if len({t.device for t in tensors}) > 1:
+        devices = sorted({str(t.device) for t in tensors})
+        raise ValueError(f"{name} are on several devices: {devices}; move them to one")
+    return tensors, kinds[0], several
+
+
+def _same_rows(tensors: list[torch.Tensor], names: list[str]) -> None:
+    lengths = {n: t.shape[0] for n, t in zip(names, tensors)}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"columns differ in length: {lengths}; every column needs one value "
+                         f"a row")
+
+
+def factorize(keys: Any, *, sort: bool = False, dropna: bool = False,
+              valid: Any = None) -> tuple[Any, Any]:
+    """A dense int64 group id for each row and the distinct keys, as ``pandas.factorize``.
+
+    Args:
+        keys: one array, or a tuple of arrays of one length (a multi-column key): integers,
+            floats or bools; torch, NumPy, CuPy or DLPack, on any device.
+        sort: number the groups in the keys' order (nulls last); else by first appearance.
+        dropna: give rows with a null key the id -1 (pandas' sentinel); else a null key is a
+            group of its own. Float NaN is a null; so is a row where ``valid`` is False.
+        valid: an optional bool array per key array (or one for a single array).
+
+    Returns:
+        ``(ids, uniques)``: int64 ids of the keys' kind, and the distinct keys (a tuple of
+        arrays for a tuple of keys) in id order. A null key's group holds NaN (floats) or 0.
+
+    Example:
+        >>> import torch
+        >>> import gpuhash as gh
+        >>> ids, uniques = gh.factorize(torch.tensor([30, 10, 30, 20]))
+        >>> ids.tolist(), uniques.tolist()
+        ([0, 1, 0, 2], [30, 10, 20])
+    """
+    columns, kind, several = _key_arrays(keys, "keys")
+    valids = _valid_arrays(valid, columns, several)
+    groups = factorize_columns(columns, valids, dropna=dropna,
+                               order="sorted" if sort else "first")
+    uniques = [_with_nan(key, ok) for key, ok in zip(groups.keys, groups.key_valid)]
+    uniques = [to_kind(u, kind) for u in uniques]
+    return to_kind(groups.ids, kind), tuple(uniques) if several else uniques[0]
+
+
+def _valid_arrays(valid: Any, columns: list[torch.Tensor], several: bool):
+    if valid is None:
+        return [None] * len(columns)
+    given = list(valid) if several else [valid]
+    if len(given) != len(columns):
+        raise ValueError(f"valid has {len(given)} masks for {len(columns)} key arrays")
+    out = []
+    for i, (mask, column) in enumerate(zip(given, columns)):
+        if mask is None:
+            out.append(None)
+            continue
+        tensor, _ = as_tensor(mask, f"valid[{i}]")
+        if tensor.dtype != torch.bool or tensor.shape != column.shape:
+            raise ValueError(f"valid[{i}] must be a bool array of shape {tuple(column.shape)}, "
+                             f"got {tensor.dtype} of shape {tuple(tensor.shape)}")
+        out.append(tensor.to(column.device))
+    return out
+
+
+def _with_nan(values: torch.Tensor, ok: torch.Tensor | None) -> torch.Tensor:
+    if ok is None or not values.dtype.is_floating_point:
+        return values
+    return torch.where(ok, values, float("nan"))
+
+
+def _is_table(data: Any) -> bool:
+    module = type(data).__module__.split(".")[0]
+    return isinstance(data, dict) or (module in ("pyarrow", "pandas", "polars")
+                                      and type(data).__name__ in ("Table", "DataFrame"))
+
+
+def _default_device(device: Any) -> torch.device:
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def groupby(data: Any, by: Any = None, aggs: Any = None, *, sort: bool = False,
+            dropna: bool = False, device: str | torch.device | None = None,
+            explain: bool = False) -> Any:
+    """Group rows by key columns and aggregate value columns.
+
+    Args:
+        data: a pyarrow Table, a pandas or polars DataFrame, or a dict of 1-D arrays; or key
+            arrays (one array or a tuple of them), with the values as ``by``.
+        by: the key column name(s) of a table; for key arrays, the values: one array (then
+            ``aggs`` is a name or a list of names) or a dict of arrays.
+        aggs: value column -> aggregation(s): ``"count"`` (non-null), ``"size"``, ``"sum"``,
+            ``"mean"``, ``"min"``, ``"max"``, ``"var"``, ``"std"`` (ddof=1), ``"median"``,
+            ``("quantile", q)``, ``"first"``, ``"last"`` (first / last non-null), ``"nunique"``,
+            ``"any"``, ``"all"``, ``("corr", other)``, ``("top_k", k)`` / ``("bottom_k", k)``
+            (the k largest / smallest values of each group, k rows a group). Nulls are
+            skipped. See groupby/specs.py for names of the output columns.
+        sort: groups in the keys' order (nulls last); else in no particular order.
+        dropna: drop rows whose key is null; else a null key is a group.
+        device: where the work runs (default: a GPU when there is one). Arrays stay where
+            they are.
+        explain: print how the keys were grouped and what each phase cost.
+
+    Returns:
+        The input's kind of table: the key columns, then one column per aggregation. For key
+        arrays: ``(uniques, results)``, the distinct keys as ``factorize`` gives them and a dict
+        of result arrays (NaN where a group has no value to aggregate).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> import gpuhash as gh
+        >>> t = pa.table({"k": ["a", "b", "a"], "v": [1, 2, 4]})
+        >>> gh.groupby(t, "k", {"v": ["sum", "max"]}, sort=True, device="cpu").to_pydict()
+        {'k': ['a', 'b'], 'v_sum': [5, 2], 'v_max': [4, 2]}
+    """
+    if _is_table(data):
+        return _table_groupby(data, by, aggs, sort=sort, dropna=dropna, device=device,
+                              explain=explain)
+    return _array_groupby(data, by, aggs, sort=sort, dropna=dropna, explain=explain)
+
+
+def _array_groupby(keys, values, aggs, *, sort, dropna, explain):
+    columns, kind, several = _key_arrays(keys, "keys")
+    if isinstance(values, dict):
+        named = values
+    elif values is None:
+        raise TypeError("groupby of key arrays needs the values as its second argument")
+    else:
+        named = {"value": values}
+        if isinstance(aggs, (str, tuple, list)):
+            aggs = {"value": aggs}
+    specs = parse_aggs(aggs)
+    if any(s.name in ROWS_A_GROUP for s in specs):
+        raise ValueError("top_k and bottom_k give several rows a group: group a table "
+                         "(a dict of arrays) for them")
+    table = {name: tensor_column(array, name, columns[0].device) for name, array in named.items()}
+    results, _ = _run(columns, [None] * len(columns), table, specs, sort=sort, dropna=dropna,
+                      explain=explain)
+    groups, outputs = results
+    uniques = [to_kind(_with_nan(k, ok), kind) for k, ok in zip(groups.keys, groups.key_valid)]
+    answer = {s.output: to_kind(_with_nan(v, ok) if v.dtype.is_floating_point else v, kind)
+              for s, (v, ok) in zip(specs, outputs)}
+    return (tuple(uniques) if several else uniques[0]), answer
+
+
+class _Phases:
+    def __init__(self):
+        self.rows: list[str] = []
+        self._last = time.perf_counter()
+
+    def done(self, phase: str, detail: str) -> None:
+        now = time.perf_counter()
+        self.rows.append(f"  {phase:<10} {(now - self._last) * 1e3:9.2f} ms  {detail}")
+        self._last = now
+
+
+def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec], *, sort,
+         dropna, explain):
+    """Group ids, then every aggregation: ((groups, [(values, valid)]), top-k rows or None)."""
+    phases = _Phases()
+    _check_columns(table, specs)
+    device = key_columns[0].device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    groups = factorize_columns(key_columns, key_valids, dropna=dropna,
+                               order="sorted" if sort else "any")
+    phases.done("keys", f"{groups.count} groups ({groups.strategy})")
+    outputs, rows = [], None
+    for spec in specs:
+        column = table[spec.column]
+        if spec.name == "corr":
+            other = table[spec.parameter]
+            outputs.append(correlation(groups.ids, groups.count, column.values, column.valid,
+                                       other.values, other.valid))
+        elif spec.name in ROWS_A_GROUP:
+            use = usable(groups.ids, column.values, column.valid)
+            rows = top_rows(spec.parameter, groups.ids, groups.count, column.values, use,
+                            largest=spec.name == "top_k")
+        else:
+            q = spec.parameter if spec.name == "quantile" else None
+            outputs.append(aggregate(spec.name, groups.ids, groups.count, column.values,
+                                     column.valid, q=q))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    phases.done("aggregate", f"{len(specs)} aggregations on {device}")
+    if explain:
+        print("groupby\n" + "\n".join(phases.rows))
+    return (groups, outputs), rows
+
+
+def _check_columns(table: dict[str, Column], specs: list[AggSpec]) -> None:
+    for spec in specs:
+        for name in (spec.column, spec.parameter if spec.name == "corr" else None):
+            if name is not None and name not in table:
+                raise KeyError(f"aggs names column {name!r}, which the table lacks; it has "
+                               f"{sorted(table)}")
+        column = table[spec.column]
+        if column.arrow_type is not None and (column.is_string or _temporal(column)) and (
+                spec.name not in STRING_OK):
+            raise TypeError(f"aggs[{spec.column!r}]: {spec.name} of a column of "
+                            f"{column.arrow_type}: only {', '.join(STRING_OK)} take strings, "
+                            f"dates and times")
+
+
+def _temporal(column: Column) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_temporal(column.arrow_type)
+
+
+def _table_groupby(data, by, aggs, *, sort, dropna, device, explain):
+    from gpuhash.groupby.tables import group_table
+
+    return group_table(data, by, aggs, sort=sort, dropna=dropna, device=device,
+                       explain=explain, run=_run, default_device=_default_device)

@@ -1,0 +1,243 @@
+"""Group keys made dense group ids: one int64 id a row in ``[0, groups)``, and each group's keys.
+
+Every key column is first made a *code* column: int64 values in ``[0, span)``, equal where the
+keys are equal, one extra code (``span - 1``) for a null key when nulls form a group. Integer
+columns whose values span at most ``DENSE_SPAN`` times the rows (ids, small categories) are
+coded by offset (``key - low``); any other column by the core's hash table (HashMap), a code a
+distinct key. Columns are then combined as digits of one mixed-radix code (first column most
+significant) while the product of spans stays at most ``DENSE_LIMIT``; past it, the combined
+code so far is compacted to its distinct values first. The last combined code is compacted to
+dense ids: by a presence array over the span when the span is small, by the hash table
+otherwise.
+
+Order: an offset code keeps the keys' order, so does the presence compaction; a hashed column,
+or a compaction by hash, does not. ``order="sorted"`` sorts what the hash gave (its distinct
+values only, never the rows), so ids follow the keys' order, nulls last; ``order="first"``
+numbers groups by their first row (pandas' ``factorize``); ``order="any"`` keeps whatever the
+compaction gave.
+
+Example:
+    >>> import torch
+    >>> groups = factorize_columns([torch.tensor([7, 3, 7, 9])], [None], dropna=False,
+    ...                            order="first")
+    >>> groups.ids.tolist(), groups.count, groups.keys[0].tolist()
+    ([0, 1, 0, 2], 3, [7, 3, 9])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from gpuhash.table.hash_map import HashMap
+
+Order = Literal["any", "first", "sorted"]
+
+DENSE_SPAN = 4  # a column (or a combined code) spanning at most this many times the rows ...
+DENSE_FLOOR = 1 << 16  # ... or at most this many values is coded by offset / a presence array
+DENSE_LIMIT = 1 << 62  # combined codes stay below this: int64 arithmetic never wraps
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Dense group ids and each group's keys.
+
+    ``ids``: int64 a row, ``-1`` for a row whose null key was dropped. ``keys[c]``: column
+    ``c``'s key of each group (the input's dtype; a null key's group holds zero there) and
+    ``key_valid[c]``: False for a null key's group, or None when the column has no null group.
+    ``strategy``: how the codes were compacted, for ``explain``.
+    """
+
+    ids: torch.Tensor
+    count: int
+    keys: list[torch.Tensor]
+    key_valid: list[torch.Tensor | None]
+    strategy: str
+
+
+@dataclass(frozen=True)
+class _Codes:
+    """One column as codes in [0, span) (-1: a dropped null); ``ordered``: codes follow the
+    keys' order."""
+
+    codes: torch.Tensor
+    span: int
+    ordered: bool
+    how: str  # "offset" or "hash"
+
+
+def _as_int64(column: torch.Tensor) -> torch.Tensor:
+    """int64 values equal exactly where the keys are equal (floats by bits, -0.0 as 0.0)."""
+    dtype = column.dtype
+    if dtype == torch.bool:
+        return column.to(torch.int64)
+    if dtype.is_floating_point:
+        column = column.to(torch.float64) + 0.0  # -0.0 + 0.0 is 0.0: one code for zero
+        return column.view(torch.int64)
+    if dtype == torch.uint64:
+        return column.view(torch.int64)
+    if dtype in (torch.uint32, torch.uint16):
+        signed = torch.int32 if dtype == torch.uint32 else torch.int16
+        return column.view(signed).to(torch.int64) & ((1 << (8 * dtype.itemsize)) - 1)
+    return column.to(torch.int64)
+
+
+def _from_int64(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    if dtype == torch.bool:
+        return values != 0
+    if dtype.is_floating_point:
+        return values.view(torch.float64).to(dtype)
+    if dtype == torch.uint64:
+        return values.view(torch.uint64)
+    if dtype in (torch.uint32, torch.uint16):
+        signed = torch.int32 if dtype == torch.uint32 else torch.int16
+        return values.to(signed).view(dtype)
+    return values.to(dtype)
+
+
+def _hashed(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(code a row, the distinct values by code) through the core's hash table."""
+    rows = values.shape[0]
+    table = HashMap(key_dtype=torch.int64, value_dtype=torch.int32, capacity=max(rows, 1),
+                    device=values.device, duplicates="any")
+    table.insert(values, torch.zeros(rows, dtype=torch.int32, device=values.device))
+    slot, _ = table.find_index(values)
+    present = torch.zeros(table.values.shape[0], dtype=torch.bool, device=values.device)
+    present[slot] = True
+    renumber = torch.cumsum(present, 0) - 1
+    codes = renumber[slot]
+    distinct = int(present.sum())
+    uniques = torch.empty(distinct, dtype=torch.int64, device=values.device)
+    uniques[codes] = values
+    return codes, uniques
+
+
+def _order_key(uniques: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Values whose int64 (or float) order is the keys' order."""
+    if dtype.is_floating_point:
+        return uniques.view(torch.float64)
+    if dtype == torch.uint64:  # the top bit flipped: unsigned order as signed
+        return uniques ^ torch.iinfo(torch.int64).min
+    return uniques
+
+
+def _sorted_codes(codes: torch.Tensor, uniques: torch.Tensor, dtype: torch.dtype,
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Codes renumbered so that they follow the distinct keys' order."""
+    order = torch.argsort(_order_key(uniques, dtype))
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(order.shape[0], device=order.device)
+    return rank[codes], uniques[order]
+
+
+def _fits_dense(span: int, rows: int) -> bool:
+    return span <= max(DENSE_SPAN * rows, DENSE_FLOOR)
+
+
+def column_codes(column: torch.Tensor, valid: torch.Tensor | None, *, keep_null: bool,
+                 order: Order) -> _Codes:
+    """The codes of one key column (see the module docstring)."""
+    dtype, rows = column.dtype, column.shape[0]
+    values = _as_int64(column)
+    nulls = None if valid is None else ~valid
+    if dtype.is_floating_point:  # NaN is a null key, as in pandas and polars
+        nan = torch.isnan(column)
+        nulls = nan if nulls is None else nulls | nan
+    present = values if nulls is None else values[~nulls]
+    if not present.shape[0]:  # no key at all (or only nulls)
+        codes, span, ordered, how = torch.zeros_like(values), 0, True, "offset"
+    else:
+        if nulls is not None:  # a real key stands in for the nulls: no group of its own
+            values = torch.where(nulls, present[0], values)
+        ranged = not dtype.is_floating_point and dtype != torch.uint64
+        low, high = (int(v) for v in torch.aminmax(present)) if ranged else (0, -1)
+        if ranged and _fits_dense(high - low + 1, rows):
+            codes, span, ordered, how = values - low, high - low + 1, True, "offset"
+        else:
+            codes, uniques = _hashed(values)
+            if order == "sorted":
+                codes, uniques = _sorted_codes(codes, uniques, dtype)
+            span, ordered, how = uniques.shape[0], order == "sorted", "hash"
+    if nulls is not None:  # the null code comes last: nulls sort last, as in pandas
+        codes = torch.where(nulls, span if keep_null else -1, codes)
+        span += 1
+    return _Codes(codes, max(span, 1), ordered, how)
+
+
+def _compact(code: torch.Tensor, span: int, order: Order) -> tuple[torch.Tensor, int, str]:
+    """Dense ids in [0, groups) of a code column (-1 stays -1)."""
+    rows = code.shape[0]
+    kept = code >= 0
+    if _fits_dense(span, rows):
+        present = torch.zeros(span + 1, dtype=torch.bool, device=code.device)
+        slot = torch.where(kept, code, span)
+        present[slot] = True
+        present[span] = False
+        renumber = torch.cumsum(present, 0) - 1
+        return torch.where(kept, renumber[slot], -1), int(present.sum()), "dense"
+    stand_in = code[kept][:1]
+    values = torch.where(kept, code, stand_in if stand_in.shape[0] else 0)
+    ids, uniques = _hashed(values)
+    if order == "sorted":  # codes are non-negative: int64 order is theirs
+        ids, uniques = _sorted_codes(ids, uniques, torch.int64)
+    return torch.where(kept, ids, -1), uniques.shape[0], "hash"
+
+
+def _first_row_order(ids: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ids renumbered by each group's first row, and that first row of each group."""
+    rows = ids.shape[0]
+    if not count:  # no group: every row dropped (or none at all)
+        return ids, ids.new_zeros(0)
+    kept = ids >= 0
+    first = torch.full((count + 1,), rows, dtype=torch.int64, device=ids.device)
+    where = torch.where(kept, ids, count)
+    first.scatter_reduce_(0, where, torch.arange(rows, device=ids.device), "amin")
+    first = first[:count]
+    order = torch.argsort(first)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(count, device=ids.device)
+    return torch.where(kept, rank[torch.where(kept, ids, 0)], -1), first[order]
+
+
+def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | None], *,
+                      dropna: bool, order: Order) -> Groups:
+    """Dense group ids of the rows of one or more key columns (see the module docstring)."""
+    rows = columns[0].shape[0]
+    device = columns[0].device
+    strategy = []
+    code, span = None, 1
+    for column, valid in zip(columns, valids):
+        part = column_codes(column, valid, keep_null=not dropna, order=order)
+        strategy.append(part.how)
+        if code is None:
+            code, span = part.codes, part.span
+            continue
+        if span * part.span > DENSE_LIMIT:  # compact the digits so far first
+            code, span, _ = _compact(code, span, order)
+        dropped = (code < 0) | (part.codes < 0)
+        code = torch.where(dropped, -1, code * part.span + part.codes)
+        span *= part.span
+    ids, count, how = _compact(code, span, order)
+    if order == "first":
+        ids, first = _first_row_order(ids, count)
+    else:  # any row of each group stands for it
+        kept = ids >= 0
+        first = torch.zeros(count + 1, dtype=torch.int64, device=device)
+        first[torch.where(kept, ids, count)] = torch.arange(rows, device=device)
+        first = first[:count]
+    keys, key_valid = [], []
+    for column, valid in zip(columns, valids):
+        key = column[first]
+        null = None if valid is None else ~valid[first]
+        if column.dtype.is_floating_point:
+            nan = torch.isnan(key)
+            null = nan if null is None else null | nan
+        if null is not None and not bool(null.any()):
+            null = None
+        if null is not None:
+            key = torch.where(null, torch.zeros((), dtype=key.dtype, device=device), key)
+        keys.append(key)
+        key_valid.append(None if null is None else ~null)
+    return Groups(ids, count, keys, key_valid, f"{'+'.join(strategy)} keys, {how} ids")
