@@ -1,13 +1,14 @@
 """Tables in and out of a join: key columns made join keys, and columns gathered by the maps.
 
 ``gh.merge`` works on one of two inner forms: a pyarrow Table (pyarrow, pandas and polars
-frames are converted to one and back) or a dict of tensors. This module owns the conversions,
-the encoding of key columns (integers as they are; strings, dictionaries and every other type
-through one dictionary encoding of both sides together, so equal values get equal codes), and
-the gather maps: each side's map is made ready once (``GatherMap``) for all the columns it
-gathers (on a GPU every small operation per column is a launch). Dicts of tensors are
-gathered by torch on the join's device, a -1 giving a zero and a found mask; Arrow columns on
-the host by join/arrow_gather.py, a -1 giving a null.
+frames are converted to one and back) or a dict of tensors. This module owns the conversions
+(pandas' labels and dtypes: join/pandas_frames.py), the encoding of key columns (integers as
+they are; strings, dictionaries and every other type through one dictionary encoding of both
+sides together, so equal values get equal codes), and the gather maps: each side's map is
+made ready once (``GatherMap``) for all the columns it gathers (on a GPU every small
+operation per column is a launch). Dicts of tensors are gathered by torch on the join's
+device, a -1 giving a zero and a found mask; Arrow columns on the host by
+join/arrow_gather.py, a -1 giving a null.
 
 Example:
     >>> import torch
@@ -18,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import warnings
 from typing import Any
@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from gpuhash._common.arrays import SIGNED_VIEW
+from gpuhash.join.pandas_frames import restore_pandas
 
 ARROW, PANDAS, POLARS, TENSORS = "pyarrow", "pandas", "polars", "dict"
 
@@ -76,53 +77,14 @@ def to_arrow(frame: Any, kind: str, side: str = "left"):
     return frame
 
 
-def pandas_labels(frame: Any, name: str) -> dict:
-    """Arrow column name -> the pandas column label it came from (Arrow names a column by its
-    label as a string); MultiIndex columns are refused before any work.
-
-    Example:
-        >>> import pandas as pd
-        >>> pandas_labels(pd.DataFrame({0: [1], "k": [2]}), "left")
-        {'0': 0, 'k': 'k'}
-    """
-    import pandas as pd
-
-    if isinstance(frame.columns, pd.MultiIndex):
-        raise TypeError(f"{name} has MultiIndex columns, which merge does not take; flatten "
-                        f"them to one level first")
-    return {str(label): label for label in frame.columns}
-
-
-def pandas_key_names(value: Any) -> Any:
-    """``on`` / ``left_on`` / ``right_on`` for a pandas frame as Arrow's column names: a label
-    that is not a string (an int column label) as its string; a list of them each so."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [v if isinstance(v, str) else str(v) for v in value]
-    return str(value)
-
-
 def restore_frame(table: Any, kind: str, left: Any, right: Any, left_out: dict,
                   right_out: dict, keys: tuple[list, list] = ([], [])) -> Any:
     """A merge's output Table as the caller's kind of frame (``left_out`` / ``right_out``:
     each side's column name -> its output name; ``keys``: both sides' key names): pandas
-    columns keep the labels and dtypes of the columns they came from (pandas_frame; a key
-    column of both sides the dtype pandas gives it, _pandas_key_dtype), polars columns their
-    Enum types, which a trip through Arrow turns into Categorical."""
+    frames as join/pandas_frames.py restores them, polars columns their Enum and 128-bit
+    integer types, which a trip through Arrow changes."""
     if kind == PANDAS:
-        labels_l, labels_r = pandas_labels(left, "left"), pandas_labels(right, "right")
-        dtypes = {out: right[labels_r[name]].dtype for name, out in right_out.items()}
-        dtypes.update({out: left[labels_l[name]].dtype for name, out in left_out.items()})
-        for a, b in zip(*keys):
-            if a == b and a in left_out:  # one column holds both sides' keys
-                dtypes[left_out[a]] = _pandas_key_dtype(left[labels_l[a]].dtype,
-                                                        right[labels_r[b]].dtype)
-        frame = pandas_frame(table, dtypes)
-        back = {out: labels_r[name] for name, out in right_out.items() if out == name}
-        back.update({out: labels_l[name] for name, out in left_out.items() if out == name})
-        frame.columns = [back.get(c, c) for c in frame.columns]
-        return frame
+        return restore_pandas(table, left, right, left_out, right_out, keys)
     if kind == POLARS:
         import polars
 
@@ -146,51 +108,6 @@ def _polars_type(source, got):
     if isinstance(got, polars.Decimal) and source.is_integer():
         return polars.UInt128 if source == polars.UInt128 else polars.Int128
     return None
-
-
-def _pandas_key_dtype(left, right):
-    """The dtype pandas gives a key column both sides fill: the left's where they agree;
-    datetimes at the finer unit; a category against another dtype as plain values (object
-    where a side is object)."""
-    import pandas as pd
-
-    if left == right:
-        return left
-    if left.kind == "M" and right.kind == "M" and not hasattr(left, "tz"):
-        return np.result_type(left, right)
-    if isinstance(left, pd.CategoricalDtype) or isinstance(right, pd.CategoricalDtype):
-        return np.dtype(object) if np.dtype(object) in (left, right) else None
-    return left
-
-
-def pandas_frame(table: Any, dtypes: dict) -> Any:
-    """A merge's pyarrow Table as a pandas DataFrame whose columns keep the extension dtypes
-    their source columns had (``dtypes``: output name -> the input column's dtype), as pandas'
-    merge keeps them: a nullable Int64 column with missing rows stays Int64 (Arrow's default
-    makes it float64, which rounds values past 2**53), a nullable boolean stays boolean.
-
-    Example:
-        >>> import pandas as pd, pyarrow as pa
-        >>> t = pa.table({"a": pa.array([2**53 + 1, None], pa.int64())})
-        >>> pandas_frame(t, {"a": pd.Int64Dtype()})["a"].tolist()
-        [9007199254740993, <NA>]
-    """
-    frame = table.to_pandas()
-    for name, dtype in dtypes.items():
-        if dtype is None or frame[name].dtype == dtype:
-            continue
-        if dtype == np.dtype(object) or (dtype.kind == "M" and frame[name].dtype.kind == "M"):
-            # pandas keeps object columns as object (Arrow makes them str or bool) and a
-            # datetime key at its unit
-            with contextlib.suppress(TypeError, ValueError):
-                frame[name] = frame[name].astype(dtype)
-            continue
-        if not hasattr(dtype, "__from_arrow__"):
-            continue
-        # (suppressed: the output's type cannot hold it, a key coalesced with another type's)
-        with contextlib.suppress(TypeError, ValueError, NotImplementedError):
-            frame[name] = table.column(name).to_pandas(types_mapper=lambda _, d=dtype: d)
-    return frame
 
 
 def _column(table: Any, name: str):

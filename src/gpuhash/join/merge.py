@@ -42,8 +42,6 @@ from gpuhash.join.frames import (
     arrow_key_pair,
     coalesce_arrow,
     frame_kind,
-    pandas_key_names,
-    pandas_labels,
     restore_frame,
     to_arrow,
 )
@@ -58,6 +56,7 @@ from gpuhash.join.merge_options import (
     pandas_order,
     sorted_by,
 )
+from gpuhash.join.pandas_frames import merge_on_indexes, pandas_key_names, pandas_labels
 from gpuhash.join.plan import HOWS
 from gpuhash.join.table_merge import HOWS as LOOKUP_HOWS
 from gpuhash.join.table_merge import Phases, try_lookup_merge
@@ -267,11 +266,14 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         return _merge_tensors(left, right, on, left_on, right_on, how, suffixes, validate,
                               nulls_equal, device, memory_budget, explain)
     if left_index or right_index:
-        return _merge_on_indexes(left, right, kind, left_index, right_index,
-                                 (on, left_on, right_on), how=how, suffixes=suffixes,
-                                 validate=validate, nulls_equal=nulls_equal,
-                                 indicator=indicator or False, sort=sort, device=device,
-                                 memory_budget=memory_budget, explain=explain)
+        if kind != PANDAS:
+            raise ValueError("left_index and right_index are pandas' options; name key "
+                             "columns with on, left_on and right_on for other tables")
+        return merge_on_indexes(merge, left, right, left_index, right_index,
+                                (on, left_on, right_on), how=how, suffixes=suffixes,
+                                validate=validate, nulls_equal=nulls_equal,
+                                indicator=indicator or False, sort=sort, device=device,
+                                memory_budget=memory_budget, explain=explain)
     if kind == POLARS and how != "cross" and on is None and left_on is None and (
             right_on is None):  # polars joins on no columns by default: it refuses
         raise ValueError("polars frames join on the columns named by on (or left_on and "
@@ -332,33 +334,6 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         table = sorted_by(table, [(names[0].get(a), names[1].get(b))
                                   for a, b in zip(left_keys, right_keys)])
     return restore_frame(table, kind, left, right, *names, keys=(left_keys, right_keys))
-
-
-def _merge_on_indexes(left, right, kind, left_index, right_index, keys, **options):
-    """pandas' merge on both frames' indexes: the indexes joined as a key column, which
-    becomes the output's index (named as the left's; a right join's as the right's)."""
-    import pandas as pd
-
-    if kind != PANDAS:
-        raise ValueError("left_index and right_index are pandas' options; name key columns "
-                         "with on, left_on and right_on for other tables")
-    if not (left_index and right_index) or any(k is not None for k in keys):
-        raise NotImplementedError("left_index / right_index join on both indexes only (give "
-                                  "both, and no on, left_on or right_on); for an index "
-                                  "against a column, reset_index() that side first")
-    for frame, side in ((left, "left"), (right, "right")):
-        if isinstance(frame.index, pd.MultiIndex):
-            raise TypeError(f"the {side} frame has a MultiIndex; reset_index() it first")
-    name = "__gpuhash_index__"
-    while name in left.columns or name in right.columns:
-        name += "_"
-    out = merge(left.assign(**{name: left.index}), right.assign(**{name: right.index}),
-                on=name, **options)
-    keys_out = out.pop(name)
-    index_name = (right if options["how"] in ("right", "right_anti") else left).index.name
-    out.index = pd.Index(keys_out)
-    out.index.name = index_name
-    return out
 
 
 def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,

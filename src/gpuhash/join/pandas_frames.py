@@ -1,0 +1,135 @@
+"""pandas frames in a merge: their column labels (Arrow names a column by its label as a
+string), and the output frame made as pandas' merge makes it: each column with the label and
+dtype of the column it came from, a key column of both sides with the dtype pandas gives it.
+
+Example:
+    >>> import pandas as pd, pyarrow as pa
+    >>> out = restore_pandas(pa.table({"0": [1], "k": [2]}), pd.DataFrame({0: [1], "k": [2]}),
+    ...                      pd.DataFrame({0: [1]}), {"0": "0", "k": "k"}, {}, (["0"], ["0"]))
+    >>> list(out.columns)
+    [0, 'k']
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+
+
+def pandas_labels(frame: Any, name: str) -> dict:
+    """Arrow column name -> the pandas column label it came from (Arrow names a column by its
+    label as a string); MultiIndex columns are refused before any work.
+
+    Example:
+        >>> import pandas as pd
+        >>> pandas_labels(pd.DataFrame({0: [1], "k": [2]}), "left")
+        {'0': 0, 'k': 'k'}
+    """
+    import pandas as pd
+
+    if isinstance(frame.columns, pd.MultiIndex):
+        raise TypeError(f"{name} has MultiIndex columns, which merge does not take; flatten "
+                        f"them to one level first")
+    return {str(label): label for label in frame.columns}
+
+
+def pandas_key_names(value: Any) -> Any:
+    """``on`` / ``left_on`` / ``right_on`` for a pandas frame as Arrow's column names: a label
+    that is not a string (an int column label) as its string; a list of them each so."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [v if isinstance(v, str) else str(v) for v in value]
+    return str(value)
+
+
+def restore_pandas(table: Any, left: Any, right: Any, left_out: dict, right_out: dict,
+                   keys: tuple[list, list]) -> Any:
+    """A merge's output Table as a pandas frame (``left_out`` / ``right_out``: each side's
+    column name -> its output name; ``keys``: both sides' key names): columns keep the labels
+    and dtypes of the columns they came from (pandas_frame; a key column of both sides the
+    dtype pandas gives it, _pandas_key_dtype)."""
+    labels_l, labels_r = pandas_labels(left, "left"), pandas_labels(right, "right")
+    dtypes = {out: right[labels_r[name]].dtype for name, out in right_out.items()}
+    dtypes.update({out: left[labels_l[name]].dtype for name, out in left_out.items()})
+    for a, b in zip(*keys):
+        if a == b and a in left_out:  # one column holds both sides' keys
+            dtypes[left_out[a]] = _pandas_key_dtype(left[labels_l[a]].dtype,
+                                                    right[labels_r[b]].dtype)
+    frame = pandas_frame(table, dtypes)
+    back = {out: labels_r[name] for name, out in right_out.items() if out == name}
+    back.update({out: labels_l[name] for name, out in left_out.items() if out == name})
+    frame.columns = [back.get(c, c) for c in frame.columns]
+    return frame
+
+
+def _pandas_key_dtype(left, right):
+    """The dtype pandas gives a key column both sides fill: the left's where they agree;
+    datetimes at the finer unit; a category against another dtype as plain values (object
+    where a side is object)."""
+    import pandas as pd
+
+    if left == right:
+        return left
+    if left.kind == "M" and right.kind == "M" and not hasattr(left, "tz"):
+        return np.result_type(left, right)
+    if isinstance(left, pd.CategoricalDtype) or isinstance(right, pd.CategoricalDtype):
+        return np.dtype(object) if np.dtype(object) in (left, right) else None
+    return left
+
+
+def pandas_frame(table: Any, dtypes: dict) -> Any:
+    """A merge's pyarrow Table as a pandas DataFrame whose columns keep the extension dtypes
+    their source columns had (``dtypes``: output name -> the input column's dtype), as pandas'
+    merge keeps them: a nullable Int64 column with missing rows stays Int64 (Arrow's default
+    makes it float64, which rounds values past 2**53), a nullable boolean stays boolean.
+
+    Example:
+        >>> import pandas as pd, pyarrow as pa
+        >>> t = pa.table({"a": pa.array([2**53 + 1, None], pa.int64())})
+        >>> pandas_frame(t, {"a": pd.Int64Dtype()})["a"].tolist()
+        [9007199254740993, <NA>]
+    """
+    frame = table.to_pandas()
+    for name, dtype in dtypes.items():
+        if dtype is None or frame[name].dtype == dtype:
+            continue
+        if dtype == np.dtype(object) or (dtype.kind == "M" and frame[name].dtype.kind == "M"):
+            # pandas keeps object columns as object (Arrow makes them str or bool) and a
+            # datetime key at its unit
+            with contextlib.suppress(TypeError, ValueError):
+                frame[name] = frame[name].astype(dtype)
+            continue
+        if not hasattr(dtype, "__from_arrow__"):
+            continue
+        # (suppressed: the output's type cannot hold it, a key coalesced with another type's)
+        with contextlib.suppress(TypeError, ValueError, NotImplementedError):
+            frame[name] = table.column(name).to_pandas(types_mapper=lambda _, d=dtype: d)
+    return frame
+
+
+def merge_on_indexes(merge, left, right, left_index, right_index, keys, **options):
+    """pandas' merge on both frames' indexes: the indexes joined as a key column by ``merge``
+    (gh.merge), which becomes the output's index (named as the left's; a right join's as
+    the right's)."""
+    import pandas as pd
+
+    if not (left_index and right_index) or any(k is not None for k in keys):
+        raise NotImplementedError("left_index / right_index join on both indexes only (give "
+                                  "both, and no on, left_on or right_on); for an index "
+                                  "against a column, reset_index() that side first")
+    for frame, side in ((left, "left"), (right, "right")):
+        if isinstance(frame.index, pd.MultiIndex):
+            raise TypeError(f"the {side} frame has a MultiIndex; reset_index() it first")
+    name = "__gpuhash_index__"
+    while name in left.columns or name in right.columns:
+        name += "_"
+    out = merge(left.assign(**{name: left.index}), right.assign(**{name: right.index}),
+                on=name, **options)
+    keys_out = out.pop(name)
+    index_name = (right if options["how"] in ("right", "right_anti") else left).index.name
+    out.index = pd.Index(keys_out)
+    out.index.name = index_name
+    return out
