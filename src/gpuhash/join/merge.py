@@ -56,7 +56,12 @@ from gpuhash.join.merge_options import (
     pandas_order,
     sorted_by,
 )
-from gpuhash.join.pandas_frames import merge_on_indexes, pandas_key_names, pandas_labels
+from gpuhash.join.pandas_frames import (
+    index_levels,
+    merge_on_indexes,
+    pandas_key_names,
+    pandas_labels,
+)
 from gpuhash.join.plan import HOWS
 from gpuhash.join.table_merge import HOWS as LOOKUP_HOWS
 from gpuhash.join.table_merge import Phases, try_lookup_merge
@@ -279,6 +284,13 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         raise ValueError("polars frames join on the columns named by on (or left_on and "
                          "right_on), as polars' join takes them; give on=...")
     if kind == PANDAS:  # Arrow names columns by their labels as strings
+        levels = index_levels(left, right, on, left_on, right_on)
+        if levels is not None:  # keys that name index levels, made columns
+            left, right, index_keys = levels
+            out = merge(left, right, on=on, how=how, suffixes=suffixes, validate=validate,
+                        nulls_equal=nulls_equal, indicator=indicator or False, sort=sort,
+                        device=device, memory_budget=memory_budget, explain=explain)
+            return out.set_index(index_keys) if index_keys else out
         pandas_labels(left, "left"), pandas_labels(right, "right")  # MultiIndex: refused
         on, left_on, right_on = map(pandas_key_names, (on, left_on, right_on))
     left_table, right_table = to_arrow(left, kind), to_arrow(right, kind, "right")

@@ -32,7 +32,17 @@ def pandas_labels(frame: Any, name: str) -> dict:
     if isinstance(frame.columns, pd.MultiIndex):
         raise TypeError(f"{name} has MultiIndex columns, which merge does not take; flatten "
                         f"them to one level first")
-    return {str(label): label for label in frame.columns}
+    labels = {str(label): label for label in frame.columns}
+    if len(labels) < len(frame.columns):  # pandas merges such a frame; Arrow cannot name it
+        seen: dict = {}
+        for label in frame.columns:
+            seen.setdefault(str(label), []).append(label)
+        twice = next(v for v in seen.values() if len(v) > 1)
+        shown = sorted(set(map(repr, twice)))
+        raise ValueError(f"the {name} frame has {len(twice)} columns labelled "
+                         f"{' and '.join(shown)}; gh.merge needs distinct column labels (as "
+                         f"strings): rename them first")
+    return labels
 
 
 def pandas_key_names(value: Any) -> Any:
@@ -133,3 +143,34 @@ def merge_on_indexes(merge, left, right, left_index, right_index, keys, **option
     out.index = pd.Index(keys_out)
     out.index.name = index_name
     return out
+
+
+def _listed(value) -> list:
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def index_levels(left: Any, right: Any, on: Any, left_on: Any, right_on: Any):
+    """pandas' merge takes the names of index levels as keys: (left, right, keys) with such
+    levels made columns, ``keys`` the ones that are levels on both sides (pandas makes them
+    the output's index; a level against a column stays a column); None where no key names a
+    level. A level of an index whose other levels are not keys, and levels named by left_on
+    or right_on, are refused naming the level, with the fix."""
+    sides = ((left, _listed(left_on if on is None else on), "left"),
+             (right, _listed(right_on if on is None else on), "right"))
+    levels = [[n for n in names if n not in frame.columns and n in frame.index.names]
+              for frame, names, _ in sides]
+    if not any(levels):
+        return None
+    for (frame, _, side), named in zip(sides, levels):
+        if named and on is None:
+            raise ValueError(f"{side}_on names {named[0]!r}, a level of the {side} frame's "
+                             f"index; gh.merge takes index levels as keys through on= only: "
+                             f"reset_index() the {side} frame first")
+        others = [n for n in frame.index.names if n not in named]
+        if named and others:
+            raise ValueError(f"on names {named[0]!r}, a level of the {side} frame's index, "
+                             f"whose other levels {others} are not keys; reset_index() the "
+                             f"{side} frame first")
+    left, right = (frame.reset_index() if named else frame
+                   for (frame, _, _), named in zip(sides, levels))
+    return left, right, [n for n in levels[0] if n in levels[1]]
