@@ -19,6 +19,7 @@ import torch
 from gpuhash._common.cuda.compile import inline_source
 from gpuhash.cache.cuda import engine as cache_cuda
 from gpuhash.cache.format import BUCKET_SHAPES, CacheSpec
+from gpuhash.groupby.cuda import engine as groupby_cuda
 from gpuhash.join.cuda import engine as join_cuda
 from gpuhash.join.cuda import radix as radix_cuda
 from gpuhash.table.cuda.engine import kernel_names
@@ -56,6 +57,7 @@ def instances() -> dict[str, list[str]]:
                              bucket_slots=width, multi=True)
             found["join/kernels/join.cu"] += join_cuda.kernel_names(spec).values()
     found["join/kernels/radix_join.cu"] = list(radix_cuda.kernel_names().values())
+    found["groupby/kernels/groupby.cu"] = list(groupby_cuda.kernel_names().values())
     return found
 
 

@@ -225,12 +225,66 @@ AGGREGATIONS: dict[str, Callable[..., Result]] = {
     "any": _any,
     "all": _all,
 }
-NUMERIC_ONLY = {"sum", "mean", "var", "std", "median", "quantile", "corr"}
+REDUCIBLE = (torch.int8, torch.uint8, torch.bool, torch.int16, torch.int32, torch.int64,
+             torch.float32, torch.float64)
+BY_ENGINE = ("count", "size", "sum", "mean", "min", "max")  # one pass of group_reduce each
+
+
+def engine_for(device: torch.device):
+    """The engine of ``device``'s type: group_reduce in CUDA kernels or numba loops."""
+    if device.type == "cuda":
+        from gpuhash.groupby.cuda import engine
+    else:
+        from gpuhash.groupby.cpu import engine
+    return engine
+
+
+class Reductions:
+    """The engine's grouped sums, minima and maxima of one value column, each computed once
+    however many aggregations ask for it (a mean and a sum share a pass; so do a count and
+    anything)."""
+
+    def __init__(self, ids: torch.Tensor, groups: int, values: torch.Tensor,
+                 valid: torch.Tensor | None, offset: int = 0):
+        self.ids, self.groups, self.values, self.valid = ids, groups, values, valid
+        self.offset = offset  # the group of a row is its id minus this
+        self._done: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+    @staticmethod
+    def takes(values: torch.Tensor, ids: torch.Tensor) -> bool:
+        return values.dtype in REDUCIBLE and ids.dtype in (torch.int32, torch.int64)
+
+    def get(self, op: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if op not in self._done:
+            any_op = next(iter(self._done.values()), None)
+            if op == "counts" and any_op is not None:
+                return any_op
+            engine = engine_for(self.ids.device)
+            self._done[op] = engine.group_reduce(self.ids, self.offset, self.groups, self.values,
+                                                 self.valid, "sum" if op == "counts" else op)
+        return self._done[op]
+
+    def result(self, name: str) -> Result:
+        if name in ("count", "size"):
+            _, counts, rows = self.get("counts")
+            return (counts if name == "count" else rows), None
+        if name in ("sum", "mean"):
+            total, counts, _ = self.get("sum")
+            if name == "sum":
+                return total, None
+            return total.to(torch.float64) / counts, _nonempty(counts)
+        extreme, counts, _ = self.get(name)
+        return extreme.to(self.values.dtype), _nonempty(counts)
 
 
 def aggregate(name: str, ids: torch.Tensor, groups: int, values: torch.Tensor,
-              valid: torch.Tensor | None, *, q: float | None = None) -> Result:
-    """One aggregation of one column (see the module docstring)."""
+              valid: torch.Tensor | None, *, q: float | None = None,
+              reductions: Reductions | None = None) -> Result:
+    """One aggregation of one column (see the module docstring); ``reductions``: the
+    column's engine passes, shared with its other aggregations."""
+    if name in BY_ENGINE and Reductions.takes(values, ids):
+        reductions = reductions or Reductions(ids, groups, values, valid)
+        return reductions.result(name)
     use = usable(ids, values, valid)
     if name == "quantile":
         return quantile(q, ids, groups, values, use)

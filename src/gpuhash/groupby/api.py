@@ -21,7 +21,14 @@ from typing import Any
 import torch
 
 from gpuhash._common.arrays import as_tensor, to_kind
-from gpuhash.groupby.aggregate import aggregate, correlation, top_rows, usable
+from gpuhash.groupby.aggregate import (
+    BY_ENGINE,
+    Reductions,
+    aggregate,
+    correlation,
+    top_rows,
+    usable,
+)
 from gpuhash.groupby.columns import Column, tensor_column
 from gpuhash.groupby.keys import factorize_columns
 from gpuhash.groupby.specs import ROWS_A_GROUP, STRING_OK, AggSpec, parse_aggs
@@ -209,29 +216,59 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     groups = factorize_columns(key_columns, key_valids, dropna=dropna,
-                               order="sorted" if sort else "any")
-    phases.done("keys", f"{groups.count} groups ({groups.strategy})")
-    outputs, rows = [], None
+                               order="sorted" if sort else "any", sparse=True)
+    phases.done("keys", f"{groups.count} {'codes' if groups.decode else 'groups'} "
+                        f"({groups.strategy})")
+    outputs, rows, passes = [], None, {}
+    codes = groups.ids if groups.offset == 0 and groups.ids.dtype == torch.int64 else None
     for spec in specs:
         column = table[spec.column]
+        if spec.column not in passes and Reductions.takes(column.values, groups.ids):
+            passes[spec.column] = Reductions(groups.ids, groups.count, column.values,
+                                             column.valid, groups.offset)
+        if spec.column in passes and spec.name in BY_ENGINE:
+            outputs.append(passes[spec.column].result(spec.name))
+            continue
+        codes = groups.codes() if codes is None else codes  # made once, when needed
         if spec.name == "corr":
             other = table[spec.parameter]
-            outputs.append(correlation(groups.ids, groups.count, column.values, column.valid,
+            outputs.append(correlation(codes, groups.count, column.values, column.valid,
                                        other.values, other.valid))
         elif spec.name in ROWS_A_GROUP:
-            use = usable(groups.ids, column.values, column.valid)
-            rows = top_rows(spec.parameter, groups.ids, groups.count, column.values, use,
+            use = usable(codes, column.values, column.valid)
+            rows = top_rows(spec.parameter, codes, groups.count, column.values, use,
                             largest=spec.name == "top_k")
         else:
             q = spec.parameter if spec.name == "quantile" else None
-            outputs.append(aggregate(spec.name, groups.ids, groups.count, column.values,
+            outputs.append(aggregate(spec.name, codes, groups.count, column.values,
                                      column.valid, q=q))
+    if groups.decode is not None:
+        groups, outputs, rows = _drop_empty_codes(groups, outputs, rows, passes)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     phases.done("aggregate", f"{len(specs)} aggregations on {device}")
     if explain:
         print("groupby\n" + "\n".join(phases.rows))
     return (groups, outputs), rows
+
+
+def _drop_empty_codes(groups, outputs, rows, passes):
+    """A sparse group-by's results narrowed to the codes that hold rows."""
+    done = next(iter(passes.values()), None)
+    if done is not None:
+        held = done.get("counts")[2]
+    else:
+        codes = groups.codes()
+        slot = torch.where(codes < 0, groups.count, codes)
+        held = torch.bincount(slot, minlength=groups.count + 1)[:groups.count]
+    present = held > 0
+    narrowed = groups.compacted(present)
+    outputs = [(values[present], None if ok is None or bool(ok[present].all()) else
+                ok[present]) for values, ok in outputs]
+    if rows is not None:
+        renumber = torch.cumsum(present, 0) - 1
+        rows = (renumber[rows[0]], rows[1])
+    return narrowed, outputs, rows
 
 
 def _check_columns(table: dict[str, Column], specs: list[AggSpec]) -> None:

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -52,9 +53,28 @@ class Groups:
 
     ids: torch.Tensor
     count: int
-    keys: list[torch.Tensor]
-    key_valid: list[torch.Tensor | None]
+    keys: list[torch.Tensor] | None
+    key_valid: list[torch.Tensor | None] | None
     strategy: str
+    # sparse: ``ids`` are codes of which some hold no row (``keys`` None); ``decode`` gives
+    # the keys of chosen codes. Only when asked for (a group-by, which learns the codes in use
+    # from its first aggregation's row counts, sparing a pass over the rows).
+    decode: Callable[[torch.Tensor], tuple[list, list]] | None = None
+    # ids minus offset are the codes: a sparse group-by on one integer column without nulls
+    # takes the column itself as its ids (its engine subtracts the offset as it reads them)
+    offset: int = 0
+
+    def codes(self) -> torch.Tensor:
+        """The ids as int64 codes (the offset taken off)."""
+        if self.offset == 0 and self.ids.dtype == torch.int64:
+            return self.ids
+        return self.ids.to(torch.int64) - self.offset
+
+    def compacted(self, present: torch.Tensor) -> Groups:
+        """A sparse Groups narrowed to the codes ``present`` marks (their order kept)."""
+        used = present.nonzero().squeeze(1)
+        keys, key_valid = self.decode(used)
+        return Groups(self.codes(), used.shape[0], keys, key_valid, self.strategy)
 
 
 @dataclass(frozen=True)
@@ -62,10 +82,13 @@ class _Codes:
     """One column as codes in [0, span) (-1: a dropped null); ``ordered``: codes follow the
     keys' order."""
 
-    codes: torch.Tensor
+    codes: torch.Tensor | None  # None: not needed (the caller reads the column itself)
     span: int
     ordered: bool
     how: str  # "offset" or "hash"
+    low: int = 0  # offset codes: the key of code 0
+    uniques: torch.Tensor | None = None  # hashed codes: the int64 key of each code
+    nulls: bool = False  # the last code is the null key's
 
 
 def _as_int64(column: torch.Tensor) -> torch.Tensor:
@@ -136,10 +159,27 @@ def _fits_dense(span: int, rows: int) -> bool:
     return span <= max(DENSE_SPAN * rows, DENSE_FLOOR)
 
 
+_RANGED = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
+
+
+def _as_offsets(column: torch.Tensor, valid: torch.Tensor | None) -> tuple[int, int] | None:
+    """(low, span) of an integer column without nulls whose values fit the dense range, read
+    from the column as it is (no int64 copy first): its codes are then ``key - low``."""
+    if valid is not None or column.dtype not in _RANGED or not column.shape[0]:
+        return None
+    low, high = (int(v) for v in torch.aminmax(column))
+    span = high - low + 1
+    return (low, span) if _fits_dense(span, column.shape[0]) else None
+
+
 def column_codes(column: torch.Tensor, valid: torch.Tensor | None, *, keep_null: bool,
                  order: Order) -> _Codes:
     """The codes of one key column (see the module docstring)."""
     dtype, rows = column.dtype, column.shape[0]
+    ranged = _as_offsets(column, valid)
+    if ranged is not None:
+        low, span = ranged
+        return _Codes(column.to(torch.int64) - low, span, True, "offset", low)
     values = _as_int64(column)
     nulls = None if valid is None else ~valid
     if dtype.is_floating_point:  # NaN is a null key, as in pandas and polars
@@ -148,6 +188,7 @@ def column_codes(column: torch.Tensor, valid: torch.Tensor | None, *, keep_null:
     present = values if nulls is None else values[~nulls]
     if not present.shape[0]:  # no key at all (or only nulls)
         codes, span, ordered, how = torch.zeros_like(values), 0, True, "offset"
+        low, uniques = 0, None
     else:
         if nulls is not None:  # a real key stands in for the nulls: no group of its own
             values = torch.where(nulls, present[0], values)
@@ -155,6 +196,7 @@ def column_codes(column: torch.Tensor, valid: torch.Tensor | None, *, keep_null:
         low, high = (int(v) for v in torch.aminmax(present)) if ranged else (0, -1)
         if ranged and _fits_dense(high - low + 1, rows):
             codes, span, ordered, how = values - low, high - low + 1, True, "offset"
+            uniques = None
         else:
             codes, uniques = _hashed(values)
             if order == "sorted":
@@ -163,7 +205,31 @@ def column_codes(column: torch.Tensor, valid: torch.Tensor | None, *, keep_null:
     if nulls is not None:  # the null code comes last: nulls sort last, as in pandas
         codes = torch.where(nulls, span if keep_null else -1, codes)
         span += 1
-    return _Codes(codes, max(span, 1), ordered, how)
+    return _Codes(codes, max(span, 1), ordered, how, low, uniques, nulls is not None)
+
+
+def _decoder(parts: list[_Codes], dtypes: list[torch.dtype]):
+    """Keys of combined codes made of every part's digit (no compaction between them)."""
+    def decode(codes: torch.Tensor) -> tuple[list, list]:
+        keys, key_valid = [], []
+        rest = codes
+        for part, dtype in zip(reversed(parts), reversed(dtypes)):
+            digit = rest % part.span
+            rest = rest // part.span
+            ok = None
+            if part.nulls:
+                ok = digit != part.span - 1
+                digit = torch.where(ok, digit, 0)
+            value = digit + part.low if part.uniques is None else (
+                part.uniques[digit] if part.uniques.shape[0] else digit)
+            key = _from_int64(value, dtype)
+            if ok is not None:
+                key = torch.where(ok, key, torch.zeros((), dtype=key.dtype, device=key.device))
+                ok = None if bool(ok.all()) else ok
+            keys.append(key)
+            key_valid.append(ok)
+        return keys[::-1], key_valid[::-1]
+    return decode
 
 
 def _compact(code: torch.Tensor, span: int, order: Order) -> tuple[torch.Tensor, int, str]:
@@ -202,23 +268,38 @@ def _first_row_order(ids: torch.Tensor, count: int) -> tuple[torch.Tensor, torch
 
 
 def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | None], *,
-                      dropna: bool, order: Order) -> Groups:
-    """Dense group ids of the rows of one or more key columns (see the module docstring)."""
+                      dropna: bool, order: Order, sparse: bool = False) -> Groups:
+    """Dense group ids of the rows of one or more key columns (see the module docstring).
+    ``sparse``: where the combined code is small enough to compact by a presence array, give
+    the codes themselves instead (Groups.decode, Groups.compacted)."""
     rows = columns[0].shape[0]
     device = columns[0].device
-    strategy = []
-    code, span = None, 1
+    if sparse and len(columns) == 1 and order != "first":
+        ranged = _as_offsets(columns[0], valids[0])
+        if ranged is not None:  # the column is its own ids: no pass over it to make codes
+            low, span = ranged
+            decode = _decoder([_Codes(None, span, True, "offset", low)], [columns[0].dtype])
+            return Groups(columns[0], span, None, None, "offset keys, the keys as ids", decode,
+                          offset=low)
+    strategy, parts = [], []
+    code, span, decodable = None, 1, True
     for column, valid in zip(columns, valids):
         part = column_codes(column, valid, keep_null=not dropna, order=order)
         strategy.append(part.how)
+        parts.append(part)
         if code is None:
             code, span = part.codes, part.span
             continue
         if span * part.span > DENSE_LIMIT:  # compact the digits so far first
             code, span, _ = _compact(code, span, order)
+            decodable = False
         dropped = (code < 0) | (part.codes < 0)
         code = torch.where(dropped, -1, code * part.span + part.codes)
         span *= part.span
+    if sparse and decodable and _fits_dense(span, rows) and order != "first":
+        decode = _decoder(parts, [c.dtype for c in columns])
+        return Groups(code, span, None, None, f"{'+'.join(strategy)} keys, codes as ids",
+                      decode)
     ids, count, how = _compact(code, span, order)
     if order == "first":
         ids, first = _first_row_order(ids, count)

@@ -114,7 +114,8 @@ def _twin_cache_dir(numba) -> str | None:
 def _twin(module, name: str):
     key = module.__name__
     if key not in _TWINS:
-        loops(), claim_loops(), cache_loops(), merge_loops()  # before any cache-dir swap
+        # before any cache-dir swap
+        loops(), claim_loops(), cache_loops(), merge_loops(), group_loops()
         with _TWINS_LOCK:
             if key not in _TWINS:
                 _TWINS[key] = _serial_twins(module)
@@ -181,14 +182,23 @@ def merge_loops():
     return _table_loops
 
 
+def group_loops():
+    """The compiled loops of group-bys."""
+    loops()
+    from gpuhash.groupby.cpu import loops as _group_loops
+
+    return _group_loops
+
+
 _CLAIMS = ("claim", "write_rows")
 
 
 def run(name: str, *args):
-    """Call the compiled loop ``name`` (CacheMap's: named cache_*; merges': merge_*; the
-    claims: _CLAIMS)."""
+    """Call the compiled loop ``name`` (CacheMap's: named cache_*; merges': merge_*;
+    group-bys': group_*; the claims: _CLAIMS)."""
     module = (cache_loops() if name.startswith("cache_") else
               merge_loops() if name.startswith("merge_") else
+              group_loops() if name.startswith("group_") else
               claim_loops() if name in _CLAIMS else loops())
     function = _twin(module, name) if _FORKED else getattr(module, name)
     if _serialise():

@@ -1,0 +1,44 @@
+"""The group-by's CPU engine: ``group_reduce``, the twin of groupby/cuda/engine.py over the
+same codes and values (see there for the operation), in numba loops on every core."""
+
+from __future__ import annotations
+
+import torch
+
+from gpuhash._common.cpu import runtime
+
+CHUNKS = 16  # fixed, so results do not depend on the thread count
+CHUNKED_CELLS = 1 << 24  # chunks x groups past this: one chunk (memory, and the combine pass)
+OPS = {"sum": 0, "min": 1, "max": 2}
+
+
+def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tensor,
+                 valid: torch.Tensor | None, op: str
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(accumulator, valid values, rows) a group; see groupby/cuda/engine.py."""
+    chunks = CHUNKS if CHUNKS * max(groups, 1) <= CHUNKED_CELLS else 1
+    chunks = max(1, min(chunks, codes.shape[0]))
+    floats = values.dtype.is_floating_point
+    acc = torch.float64 if floats else torch.int64
+    out = torch.zeros((chunks, groups), dtype=acc)
+    counts = torch.zeros((chunks, groups), dtype=torch.int64)
+    rows = torch.zeros((chunks, groups), dtype=torch.int64)
+    data = values.view(torch.uint8) if values.dtype == torch.bool else values
+    mask = (torch.zeros(1, dtype=torch.bool) if valid is None else valid).numpy()
+    runtime.run("group_reduce", codes.numpy(), low, data.numpy(), mask, valid is not None,
+                OPS[op], out.numpy(), counts.numpy(), rows.numpy())
+    if valid is None and not floats:  # every row's value counted: the loop left counts alone
+        counts = rows
+    total_counts = counts.sum(0)
+    if op == "sum":
+        combined = out.sum(0)
+    else:  # chunks that saw no value hold zeros: they must not win
+        empty = counts == 0
+        if op == "min":
+            filler = torch.inf if floats else torch.iinfo(torch.int64).max
+            combined = out.masked_fill(empty, filler).amin(0)
+        else:
+            filler = -torch.inf if floats else torch.iinfo(torch.int64).min
+            combined = out.masked_fill(empty, filler).amax(0)
+        combined = torch.where(total_counts > 0, combined, torch.zeros((), dtype=acc))
+    return combined, total_counts, rows.sum(0)

@@ -1,0 +1,50 @@
+"""The group-by's loops, compiled by numba: grouped sums, minima and maxima with counts.
+
+Rows are split into a fixed number of chunks (not one a thread), each accumulating into its
+own row of the outputs, which the engine then combines: results, float sums included, are
+the same whatever the thread count. Compiled on first use and cached on disk
+(_common/cpu/runtime.py picks the directory; a forked child runs serial twins).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_JIT = {"cache": True, "nogil": True}
+SUM, MIN, MAX = 0, 1, 2
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_reduce(codes, low, values, valid, has_valid, op, out, counts, rows):
+    """Per chunk ``c`` (a row of ``out``, ``counts``, ``rows``): rows seen, valid non-NaN
+    values seen and their sum / min / max, per group ``code - low`` (below zero: dropped).
+    Values seen are not counted where every row's value counts (integers without a validity
+    mask): the engine takes the rows seen for them."""
+    chunks = out.shape[0]
+    n = codes.shape[0]
+    per = (n + chunks - 1) // chunks
+    every_value = not has_valid and values.dtype.kind != "f"
+    for c in numba.prange(chunks):
+        start = c * per
+        stop = min(n, start + per)
+        acc, seen, held = out[c], counts[c], rows[c]
+        for i in range(start, stop):
+            g = np.int64(codes[i]) - low
+            if g < 0:
+                continue
+            held[g] += 1
+            v = values[i]
+            if not every_value:
+                if has_valid and not valid[i]:
+                    continue
+                if v != v:  # NaN: a null, as pandas skips it (never true of integers)
+                    continue
+                seen[g] += 1
+            if op == SUM:
+                acc[g] += v
+            elif op == MIN:
+                if (seen[g] if not every_value else held[g]) == 1 or v < acc[g]:
+                    acc[g] = v
+            elif (seen[g] if not every_value else held[g]) == 1 or v > acc[g]:
+                acc[g] = v

@@ -1,0 +1,77 @@
+"""The group-by's CUDA engine: ``group_reduce`` (groupby/kernels/groupby.cu), the twin of
+groupby/cpu/engine.py.
+
+``group_reduce(codes, low, groups, values, valid, op)``: for each row, group ``code - low``
+(negative: the row is dropped); returns per group the accumulator (``op`` "sum": int64 for
+integers and bools, float64 for floats; "min" / "max": int64 or float64, zero for a group
+with no value), the valid non-NaN values seen, and the rows seen. No host synchronisation.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+from gpuhash._common.cuda.compile import load_module
+from gpuhash._common.cuda.launch import THREADS, launch
+from gpuhash.table.cuda.engine import ARCH_ENV
+
+CODE_TYPES = {torch.int32: "int", torch.int64: "long long"}
+VALUE_TYPES = {torch.int8: "signed char", torch.uint8: "unsigned char", torch.bool:
+               "unsigned char", torch.int16: "short", torch.int32: "int",
+               torch.int64: "long long", torch.float32: "float", torch.float64: "double"}
+OPS = {"sum": 0, "min": 1, "max": 2}
+BLOCKS_PER_SM = 8  # a block's shared accumulators are flushed once: cap the blocks
+_ORDER_FLIP = 0x7FFFFFFFFFFFFFFF
+
+
+def kernel_names() -> dict[str, str]:
+    """(code, value, op) -> name expression of every instance."""
+    names = {}
+    for code, code_type in CODE_TYPES.items():
+        for value, value_type in VALUE_TYPES.items():
+            if value == torch.bool:
+                continue  # read as unsigned char
+            for op, number in OPS.items():
+                acc = "double" if value.is_floating_point and op == "sum" else "long long"
+                names[(code, value, op)] = (f"gh_group_reduce<{code_type}, {value_type}, "
+                                            f"{acc}, {number}>")
+    return names
+
+
+@functools.cache
+def _kernels(device_index: int, arch: str | None) -> dict:
+    names = kernel_names()
+    module = load_module("groupby/kernels/groupby.cu", tuple(names.values()), device_index,
+                         arch)
+    return {key: module.get_kernel(expression) for key, expression in names.items()}
+
+
+def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tensor,
+                 valid: torch.Tensor | None, op: str
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    device = codes.device
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    floats = values.dtype.is_floating_point
+    data = values.view(torch.uint8) if values.dtype == torch.bool else values
+    kernel = _kernels(index, os.environ.get(ARCH_ENV))[(codes.dtype, data.dtype, op)]
+    acc = torch.float64 if floats and op == "sum" else torch.int64
+    identity = {"sum": 0, "min": torch.iinfo(torch.int64).max,
+                "max": torch.iinfo(torch.int64).min}[op]
+    out = torch.full((groups,), identity, dtype=acc, device=device)
+    counts = torch.zeros(groups, dtype=torch.int64, device=device)
+    rows = torch.zeros(groups, dtype=torch.int64, device=device)
+    mask = None if valid is None else valid.view(torch.uint8)
+    n = codes.shape[0]
+    threads = min(n, BLOCKS_PER_SM * THREADS * torch.cuda.get_device_properties(
+        index).multi_processor_count)
+    launch(kernel, threads, codes.data_ptr(), low, n, data.data_ptr(),
+           0 if mask is None else mask.data_ptr(), groups, out.data_ptr(), counts.data_ptr(),
+           rows.data_ptr(), device=index)
+    if op != "sum":
+        if floats:  # back from the order-preserving bits
+            out = torch.where(out >= 0, out, out ^ _ORDER_FLIP).view(torch.float64)
+        out = torch.where(counts > 0, out, torch.zeros((), dtype=out.dtype, device=device))
+    return out, counts, rows

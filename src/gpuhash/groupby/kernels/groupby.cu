@@ -1,0 +1,103 @@
+// Grouped reductions over dense group codes: for each row, group = code - low (rows whose
+// code is below low are dropped: a null key dropped by the caller), and per group the rows
+// seen, the valid values seen and one accumulator (a sum, a min or a max). Templated on the
+// code, value and accumulator types and the operation; instantiated by name from
+// groupby/cuda/engine.py.
+//
+// Few groups (at most GH_GROUP_SHARED): each block accumulates in shared memory, then adds its
+// nonzero groups to the global result with one atomic each, so a hot group costs one global
+// atomic a block instead of one a row. Many groups: global atomics straight away (rows of one
+// group rarely meet). The launch caps the blocks (a block's flush costs the group count).
+//
+// Float min and max accumulate the value's bits mapped to an order-preserving int64 (a
+// negative number's bits flipped but the sign), so integer atomicMin / atomicMax order them
+// as numbers; the host maps them back. NaN is a null here (the caller skips it, as pandas).
+#include "common.cuh"
+
+#define GH_GROUP_SHARED 1024
+#define GH_OP_SUM 0
+#define GH_OP_MIN 1
+#define GH_OP_MAX 2
+
+template <class V> __device__ __forceinline__ bool gh_is_nan(V) { return false; }
+template <> __device__ __forceinline__ bool gh_is_nan<float>(float v) { return v != v; }
+template <> __device__ __forceinline__ bool gh_is_nan<double>(double v) { return v != v; }
+
+// The order-preserving int64 of a double (min / max of floats).
+__device__ __forceinline__ gh_i64 gh_ordered(double v) {
+    const gh_i64 bits = __double_as_longlong(v + 0.0);  // -0.0 + 0.0 is 0.0
+    return bits >= 0 ? bits : bits ^ 0x7fffffffffffffffLL;
+}
+
+template <class A, int OP> __device__ __forceinline__ A gh_identity();
+template <> __device__ __forceinline__ double gh_identity<double, GH_OP_SUM>() { return 0.0; }
+template <> __device__ __forceinline__ gh_i64 gh_identity<gh_i64, GH_OP_SUM>() { return 0; }
+template <> __device__ __forceinline__ gh_i64 gh_identity<gh_i64, GH_OP_MIN>() {
+    return 0x7fffffffffffffffLL;
+}
+template <> __device__ __forceinline__ gh_i64 gh_identity<gh_i64, GH_OP_MAX>() {
+    return -0x7fffffffffffffffLL - 1;
+}
+
+// The accumulator's input from one value: the value itself for sums, ordered bits of floats
+// for min and max.
+template <class A, int OP, class V> __device__ __forceinline__ A gh_input(V v) {
+    if (OP != GH_OP_SUM && (sizeof(V) == 4 || sizeof(V) == 8) && (V(0.5) != V(0))) {
+        return static_cast<A>(gh_ordered(static_cast<double>(v)));
+    }
+    return static_cast<A>(v);
+}
+
+template <int OP> __device__ __forceinline__ void gh_apply(double* at, double v) {
+    atomicAdd(at, v);  // only sums accumulate in double
+}
+template <int OP> __device__ __forceinline__ void gh_apply(gh_i64* at, gh_i64 v) {
+    if (OP == GH_OP_SUM) {
+        atomicAdd(reinterpret_cast<gh_u64*>(at), static_cast<gh_u64>(v));
+    } else if (OP == GH_OP_MIN) {
+        atomicMin(at, v);
+    } else {
+        atomicMax(at, v);
+    }
+}
+
+template <class C, class V, class A, int OP>
+__global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* values,
+                                const gh_u8* valid, gh_u64 groups, A* out, gh_i64* counts,
+                                gh_i64* rows) {
+    __shared__ A s_out[GH_GROUP_SHARED];
+    __shared__ gh_i64 s_counts[GH_GROUP_SHARED];
+    __shared__ gh_i64 s_rows[GH_GROUP_SHARED];
+    const bool local = groups <= GH_GROUP_SHARED;
+    if (local) {
+        for (gh_u64 g = threadIdx.x; g < groups; g += blockDim.x) {
+            s_out[g] = gh_identity<A, OP>();
+            s_counts[g] = 0;
+            s_rows[g] = 0;
+        }
+        __syncthreads();
+    }
+    const gh_u64 stride = static_cast<gh_u64>(gridDim.x) * blockDim.x;
+    for (gh_u64 row = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x; row < n;
+         row += stride) {
+        const gh_i64 group = static_cast<gh_i64>(codes[row]) - low;
+        if (group < 0) continue;
+        const V v = values[row];
+        const bool counts_here = (valid == nullptr || valid[row]) && !gh_is_nan(v);
+        gh_i64* row_count = local ? &s_rows[group] : &rows[group];
+        atomicAdd(reinterpret_cast<gh_u64*>(row_count), 1ull);
+        if (!counts_here) continue;
+        gh_i64* value_count = local ? &s_counts[group] : &counts[group];
+        atomicAdd(reinterpret_cast<gh_u64*>(value_count), 1ull);
+        gh_apply<OP>(local ? &s_out[group] : &out[group], gh_input<A, OP, V>(v));
+    }
+    if (!local) return;
+    __syncthreads();
+    for (gh_u64 g = threadIdx.x; g < groups; g += blockDim.x) {
+        if (s_rows[g] == 0) continue;
+        atomicAdd(reinterpret_cast<gh_u64*>(&rows[g]), static_cast<gh_u64>(s_rows[g]));
+        if (s_counts[g] == 0) continue;
+        atomicAdd(reinterpret_cast<gh_u64*>(&counts[g]), static_cast<gh_u64>(s_counts[g]));
+        gh_apply<OP>(&out[g], s_out[g]);
+    }
+}
