@@ -61,6 +61,7 @@ from gpuhash.join.pandas_frames import (
     merge_on_indexes,
     pandas_key_names,
     pandas_labels,
+    with_row_numbers,
 )
 from gpuhash.join.plan import HOWS
 from gpuhash.join.table_merge import HOWS as LOOKUP_HOWS
@@ -291,11 +292,15 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                         nulls_equal=nulls_equal, indicator=indicator or False, sort=sort,
                         device=device, memory_budget=memory_budget, explain=explain)
             return out.set_index(index_keys) if index_keys else out
-        pandas_labels(left, "left"), pandas_labels(right, "right")  # MultiIndex: refused
         on, left_on, right_on = map(pandas_key_names, (on, left_on, right_on))
-    left_table, right_table = to_arrow(left, kind), to_arrow(right, kind, "right")
     # the anti kinds have the shape of the outer join on their side
     shape = {"left_anti": "left", "right_anti": "right"}.get(how, how)
+    sources = left, right
+    if kind == PANDAS:  # object columns travel as row numbers (with_row_numbers)
+        keys = _key_names(list(pandas_labels(left, "left")), list(pandas_labels(right, "right")),
+                          on, left_on, right_on, shape)
+        sources = with_row_numbers(left, keys[0]), with_row_numbers(right, keys[1])
+    left_table, right_table = to_arrow(sources[0], kind), to_arrow(sources[1], kind, "right")
     left_keys, right_keys = _key_names(left_table.column_names, right_table.column_names, on,
                                        left_on, right_on, shape)
     if device is None:
@@ -345,7 +350,8 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
     if sort:
         table = sorted_by(table, [(names[0].get(a), names[1].get(b))
                                   for a, b in zip(left_keys, right_keys)])
-    return restore_frame(table, kind, left, right, *names, keys=(left_keys, right_keys))
+    return restore_frame(table, kind, left, right, *names, keys=(left_keys, right_keys),
+                         suffixes=suffixes)
 
 
 def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,

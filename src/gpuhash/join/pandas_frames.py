@@ -55,12 +55,45 @@ def pandas_key_names(value: Any) -> Any:
     return str(value)
 
 
+def _object_values(frame: Any, keys: list[str]) -> list[str]:
+    """The frame's columns (by Arrow name) that go through the join as row numbers: object
+    columns other than keys. pandas gathers their Python objects as they are and fills a
+    missing row with NaN, which Arrow's conversion would not (it makes 1 and pd.NA 1.0 and
+    NaN, NaN None, and refuses mixed types)."""
+    return [str(c) for c, d in frame.dtypes.items() if d == np.dtype(object) and str(c) not in keys]
+
+
+def with_row_numbers(frame: Any, keys: list[str]) -> Any:
+    """The frame (not a copy of its data) with each _object_values column replaced by its row
+    numbers, which restore_pandas turns back into the objects.
+
+    Example:
+        >>> import pandas as pd
+        >>> with_row_numbers(pd.DataFrame({"k": [1, 2], "o": [None, 3]}, dtype=object),
+        ...                  ["k"])["o"].tolist()
+        [0, 1]
+    """
+    names = _object_values(frame, keys)
+    if not names:
+        return frame
+    labels = pandas_labels(frame, "frame")
+    frame = frame.copy(deep=False)  # the caller's frame is left alone
+    rows = np.arange(len(frame), dtype=np.int64)
+    for name in names:
+        frame[labels[name]] = rows
+    return frame
+
+
 def restore_pandas(table: Any, left: Any, right: Any, left_out: dict, right_out: dict,
-                   keys: tuple[list, list]) -> Any:
+                   keys: tuple[list, list], suffixes: Any = None) -> Any:
     """A merge's output Table as a pandas frame (``left_out`` / ``right_out``: each side's
-    column name -> its output name; ``keys``: both sides' key names): columns keep the labels
-    and dtypes of the columns they came from (pandas_frame; a key column of both sides the
-    dtype pandas gives it, _pandas_key_dtype)."""
+    column name -> its output name; ``keys``: both sides' key names; ``suffixes``: the
+    caller's): columns keep the labels and dtypes of the columns they came from
+    (pandas_frame; a key column of both sides the dtype pandas gives it, _pandas_key_dtype;
+    object columns their objects, NaN where a row lacks the side). A label both sides have
+    gets the suffix as pandas adds it: as a string, even where the suffix is ''."""
+    import pandas as pd
+
     labels_l, labels_r = pandas_labels(left, "left"), pandas_labels(right, "right")
     dtypes = {out: right[labels_r[name]].dtype for name, out in right_out.items()}
     dtypes.update({out: left[labels_l[name]].dtype for name, out in left_out.items()})
@@ -68,9 +101,29 @@ def restore_pandas(table: Any, left: Any, right: Any, left_out: dict, right_out:
         if a == b and a in left_out:  # one column holds both sides' keys
             dtypes[left_out[a]] = _pandas_key_dtype(left[labels_l[a]].dtype,
                                                     right[labels_r[b]].dtype)
+    objects = {}  # output name -> the input's objects, gathered by their row numbers
+    for frame, labels, names, side_keys in ((left, labels_l, left_out, keys[0]),
+                                            (right, labels_r, right_out, keys[1])):
+        for name in _object_values(frame, side_keys):
+            if name in names:
+                objects[names[name]] = frame[labels[name]].to_numpy()
+                dtypes[names[name]] = None
     frame = pandas_frame(table, dtypes)
-    back = {out: labels_r[name] for name, out in right_out.items() if out == name}
-    back.update({out: labels_l[name] for name, out in left_out.items() if out == name})
+    for out, values in objects.items():
+        rows = frame[out].to_numpy(dtype=np.float64, na_value=np.nan)
+        found = ~np.isnan(rows)
+        column = np.full(len(rows), np.nan, dtype=object)
+        column[found] = values[rows[found].astype(np.int64)]
+        frame[out] = pd.Series(column, index=frame.index, dtype=object)
+    for out in frame.columns:  # Arrow's nulls are None; pandas' missing values NaN
+        if out not in objects and frame[out].dtype == object:
+            frame[out] = frame[out].where(frame[out].notna(), np.nan)
+    both = set(left_out) & set(right_out)  # the labels the suffixes were added to
+    given = ("", "") if suffixes is None else tuple(suffixes)
+    back = {out: labels_r[name] for name, out in right_out.items()
+            if out == name and not (name in both and given[1] == "")}
+    back.update({out: labels_l[name] for name, out in left_out.items()
+                 if out == name and not (name in both and given[0] == "")})
     frame.columns = [back.get(c, c) for c in frame.columns]
     return frame
 
