@@ -179,4 +179,19 @@ for right in (torch.randint(0, 3000, (8000,)), torch.randint(0, 2**40, (8000,)))
             got, want = ((pair[0] + 1) * 2**31 + pair[1] + 1 for pair in (got, want))
             assert torch.equal(got.sort().values, want.sort().values), how
 torch.cuda.synchronize()
+# the group-by's reductions: shared-memory accumulators (few groups) and global ones (many),
+# dropped rows, validity masks, NaN, every value type's sum / min / max
+from gpuhash.groupby.cuda import engine as group_cuda  # noqa: E402
+
+for groups in (7, 5000):
+    codes = torch.randint(-1, groups, (20_000,)).cuda()
+    valid = torch.rand(20_000).cuda() < 0.8
+    for dtype in (torch.int8, torch.int32, torch.int64, torch.float32, torch.float64,
+                  torch.bool):
+        values = (torch.randint(-50, 50, (20_000,)) if not dtype.is_floating_point else
+                  torch.randn(20_000)).to(dtype).cuda()
+        for op in ("sum", "min", "max"):
+            group_cuda.group_reduce(codes, 0, groups, values, valid, op)
+            group_cuda.group_reduce(codes.int(), -1, groups + 1, values, None, op)
+torch.cuda.synchronize()
 print("sanitize workload done")

@@ -191,6 +191,29 @@ def _bench_merge(args, on_gpu: bool) -> dict:
     return report
 
 
+GROUPBY_METHOD = ("host wall clock around the whole call to a synchronised answer (host: a "
+                  "pyarrow table in and out; gpu: a dict of CUDA tensors in and out, string "
+                  "keys as codes), 1 warm-up + N timed runs, IQR outliers dropped, median; "
+                  "every answer checked against DuckDB's first")
+
+
+def _bench_groupby(args, on_gpu: bool) -> dict:
+    import torch
+
+    from gpuhash.bench import groupby_suite
+    from gpuhash.bench.progress import Steps
+
+    name = torch.cuda.get_device_name(0) if on_gpu else f"CPU ({_cpu_name()})"
+    report = _header(name, args.quick, args.runs or 3, GROUPBY_METHOD, suite="groupby")
+    with Steps("groupby", groupby_suite.steps(quick=args.quick, on_gpu=on_gpu,
+                                              chosen=args.sizes)) as step:
+        report.update(groupby_suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu,
+                                        peers=args.peers.split(","), sizes_=args.sizes,
+                                        forms=args.forms.split(","), step=step))
+    report["cores"] = os.cpu_count()
+    return report
+
+
 def _bench_join(args, on_gpu: bool) -> dict:
     from gpuhash.bench import join_suite
     from gpuhash.bench.progress import Steps
@@ -262,6 +285,18 @@ GPU machine, the host link. N = 1e7 and 1e8 on a GPU machine, 1e6 and 1e7 on a
 CPU (--quick: the first).
 """
 
+BENCH_GROUPBY = """\
+gh.groupby on db-benchmark's group-by task: N rows (K=100) of id1, id2 (strings of
+100 levels), id3 (strings of N/100), id4, id5 (ints of 100), id6 (ints of N/100)
+and v1, v2, v3, and its ten questions q1-q10 (sums, means, median and sd, max -
+min, the two largest, a squared correlation, six keys). Two forms: host (a pyarrow
+table in host memory in and out) and, on a GPU, gpu (a dict of CUDA tensors, string
+keys as codes). Every answer is checked against DuckDB's (groups and column sums)
+before a time counts; DuckDB, polars and torch.unique + index_add_ timed in the
+same run (each when installed), beside the device's read bandwidth. N = 1e7 and
+1e8 on a GPU machine, 1e6 and 1e7 on a CPU (--quick: the first).
+"""
+
 # name: (one line for `gpuhash bench --help`, the suite's own description)
 SUITES = {
     "map": ("HashMap insert / find / find_index across sizes, loads and types", BENCH_MAP),
@@ -269,17 +304,21 @@ SUITES = {
     "join": ("gpuhash.join beside DuckDB, pyarrow, polars and torch", BENCH_JOIN),
     "merge": ("gh.merge of host tables on db-benchmark's join task, beside DuckDB and polars",
               BENCH_MERGE),
+    "groupby": ("gh.groupby on db-benchmark's group-by task, beside DuckDB and polars",
+                BENCH_GROUPBY),
 }
 QUICK = {"map": "fewer sizes, types and loads; fewer runs",
          "cache": "dim 8 only, fewer slots (on a GPU), fewer runs",
          "join": "J1 and J2 only, fewer runs",
-         "merge": "the smaller N only"}
+         "merge": "the smaller N only", "groupby": "the smaller N only"}
 DEFAULT_RUNS = {"map": "GPU 9, --quick 5; CPU 5, its peers 3",
-                "cache": "5, 3 with --quick", "join": "5, 3 with --quick", "merge": "3"}
+                "cache": "5, 3 with --quick", "join": "5, 3 with --quick", "merge": "3",
+                "groupby": "3"}
 PLOTS = {"map": "throughput against load (GPU only)",
          "cache": "throughput against load (GPU only)",
          "join": "each join's time beside its peers'",
-         "merge": "each question's time beside its peers'"}
+         "merge": "each question's time beside its peers'",
+         "groupby": "each question's time beside its peers'"}
 
 
 def _positive(text: str) -> int:
@@ -333,13 +372,18 @@ def _parser() -> argparse.ArgumentParser:
         suite.add_argument("--json", metavar="PATH", help="write every figure as JSON")
         suite.add_argument("--plot", metavar="PATH",
                            help=f"a plot (matplotlib): {PLOTS[name]}")
-        if name == "merge":
-            suite.add_argument("--peers", metavar="NAMES", default="duckdb,polars,pyarrow",
-                               help="peers to time, by comma (default: duckdb,polars,pyarrow; "
-                                    "answers are checked against DuckDB's when it is named)")
+        if name in ("merge", "groupby"):
+            peers = "duckdb,polars,pyarrow" if name == "merge" else "duckdb,polars,torch"
+            suite.add_argument("--peers", metavar="NAMES", default=peers,
+                               help=f"peers to time, by comma (default: {peers}; answers "
+                                    f"are checked against DuckDB's when it is named)")
             suite.add_argument("--sizes", metavar="N,N", type=_sizes,
                                help="N of the x table, by comma (default: 1e7,1e8 on a GPU "
                                     "machine, 1e6,1e7 on a CPU)")
+        if name == "groupby":
+            suite.add_argument("--forms", metavar="NAMES", default="host,gpu",
+                               help="gpuhash's inputs, by comma: host (pyarrow tables), gpu "
+                                    "(CUDA tensors; GPU only) (default: host,gpu)")
         if name == "map":
             suite.add_argument("--layouts", action="store_true",
                                help="add three fixed-layout tables as peers (GPU only)")
@@ -391,7 +435,7 @@ def _bench(args) -> int:
     layouts = getattr(args, "layouts", False)
     if not on_gpu:
         why = "--cpu was given" if args.cpu else "no CUDA device was found"
-        plot = args.plot and args.suite not in ("join", "merge")  # these draw any run's
+        plot = args.plot and args.suite not in ("join", "merge", "groupby")  # any run's
         for option, given in (("--plot", plot), ("--layouts", layouts)):
             if given:
                 args.refuse(f"{option} needs a GPU ({why}; the CPU benchmark has no "
@@ -404,7 +448,12 @@ def _bench(args) -> int:
 
     from gpuhash.bench import report as show
 
-    if args.suite == "merge":
+    if args.suite == "groupby":
+        from gpuhash.bench import groupby_report
+
+        report = _bench_groupby(args, on_gpu)
+        printed, plotted = groupby_report.print_report, groupby_report.plot_report
+    elif args.suite == "merge":
         from gpuhash.bench import merge_report
 
         report = _bench_merge(args, on_gpu)

@@ -74,7 +74,8 @@ class Groups:
         """A sparse Groups narrowed to the codes ``present`` marks (their order kept)."""
         used = present.nonzero().squeeze(1)
         keys, key_valid = self.decode(used)
-        return Groups(self.codes(), used.shape[0], keys, key_valid, self.strategy)
+        return Groups(self.ids, used.shape[0], keys, key_valid, self.strategy,
+                      offset=self.offset)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,94 @@
+"""The group-by on a GPU against its CPU engine on fresh random inputs: the reductions byte
+for byte (sums of floats to rounding), and every aggregation of gh.groupby and gh.factorize on
+CUDA tensors and on host tables. Marked gpu."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+import gpuhash as gh
+from gpuhash.groupby.cpu import engine as cpu_engine
+from gpuhash.groupby.cuda import engine as cuda_engine
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.int8, torch.uint8, torch.bool, torch.int16, torch.int32, torch.int64,
+          torch.float32, torch.float64]
+AGGS = ["count", "size", "sum", "mean", "min", "max", "var", "std", "median", "first", "last",
+        "nunique", ("quantile", 0.7)]
+
+
+@pytest.mark.parametrize("groups", [1, 100, 1024, 1025, 300_000])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["sum", "min", "max"])
+def test_group_reduce_matches_the_cpu_engine(groups, dtype, op):
+    rows = 200_000
+    codes = torch.randint(-1, groups, (rows,))
+    if dtype.is_floating_point:
+        values = torch.randn(rows).to(dtype)
+        values[::17] = float("nan")
+    else:
+        values = torch.randint(-100, 100, (rows,)).to(dtype)
+    valid = torch.rand(rows) < 0.9
+    for mask in (None, valid):
+        want = cpu_engine.group_reduce(codes, 0, groups, values, mask, op)
+        got = cuda_engine.group_reduce(codes.cuda(), 0, groups, values.cuda(),
+                                       None if mask is None else mask.cuda(), op)
+        assert torch.equal(got[1].cpu(), want[1]) and torch.equal(got[2].cpu(), want[2])
+        if got[0].dtype.is_floating_point and op == "sum":
+            torch.testing.assert_close(got[0].cpu(), want[0], rtol=1e-12, atol=1e-9)
+        else:
+            assert torch.equal(got[0].cpu(), want[0]), op
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_groupby_on_cuda_tensors_matches_the_cpu(seed):
+    rng = np.random.default_rng(seed)
+    rows = 50_000
+    groups = [3, 700, 40_000, 10**12][seed]
+    data = {"k": torch.from_numpy(rng.integers(0, groups, rows)),
+            "k2": torch.from_numpy(rng.integers(0, 3, rows).astype(np.int32)),
+            "v": torch.from_numpy(rng.normal(size=rows)),
+            "w": torch.from_numpy(rng.integers(-9, 9, rows).astype(np.int32))}
+    aggs = {"v": AGGS + [("corr", "w")], "w": ["sum", "min", "max", "nunique", "mean"]}
+    for by in (["k"], ["k", "k2"]):
+        want = gh.groupby(data, by, aggs, sort=True)
+        got = gh.groupby({n: t.cuda() for n, t in data.items()}, by, aggs, sort=True)
+        assert list(got) == list(want)
+        for name in want:
+            torch.testing.assert_close(got[name].cpu(), want[name], rtol=1e-9, atol=1e-9,
+                                       equal_nan=True, check_dtype=True)
+        top = gh.groupby({n: t.cuda() for n, t in data.items()}, by, {"v": ("top_k", 3)},
+                         sort=True)
+        want_top = gh.groupby(data, by, {"v": ("top_k", 3)}, sort=True)
+        for name in want_top:
+            assert torch.equal(top[name].cpu(), want_top[name])
+
+
+def test_host_tables_on_the_gpu_match_the_cpu_engine():
+    rng = np.random.default_rng(5)
+    rows = 30_000
+    table = pa.table({"s": pa.array([f"k{i}" for i in rng.integers(0, 50, rows)],
+                                    mask=rng.random(rows) < 0.05),
+                      "v": pa.array(rng.normal(size=rows), mask=rng.random(rows) < 0.1)})
+    aggs = {"v": ["sum", "mean", "max", "median", "count", "size"], "s": ["min"]}
+    want = gh.groupby(table, "s", aggs, sort=True, device="cpu")
+    got = gh.groupby(table, "s", aggs, sort=True, device="cuda")
+    assert got.column_names == want.column_names
+    for name in want.column_names:
+        a, b = got.column(name).to_pylist(), want.column(name).to_pylist()
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert (x is None and y is None) or x == pytest.approx(y, rel=1e-9), name
+
+
+def test_factorize_on_cuda_matches_the_cpu():
+    keys = torch.randint(-(2**40), 2**40, (100_000,))
+    keys[::3] = 5
+    for sort in (False, True):
+        ids, uniques = gh.factorize(keys, sort=sort)
+        got_ids, got_uniques = gh.factorize(keys.cuda(), sort=sort)
+        assert torch.equal(got_ids.cpu(), ids) and torch.equal(got_uniques.cpu(), uniques)
