@@ -204,12 +204,12 @@ def _torch_answer(columns: dict, question: str):
 
 
 def read_bandwidth() -> float:
-    """The device's read bandwidth (GB/s): a sum of 1 GiB of int32, by CUDA events."""
+    """The device's read bandwidth (GB/s): a sum of 1 GiB of float32, by CUDA events."""
     import torch
 
     from gpuhash.bench.harness import time_gpu
 
-    data = torch.ones(1 << 28, dtype=torch.int32, device="cuda")
+    data = torch.ones(1 << 28, dtype=torch.float32, device="cuda")
     ms = time_gpu(lambda: data.sum(), runs=5).median_ms
     return data.numel() * 4 / ms / 1e6
 

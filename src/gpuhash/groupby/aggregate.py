@@ -29,6 +29,8 @@ from collections.abc import Callable
 
 import torch
 
+from gpuhash.groupby.engine import engine_for
+
 Result = tuple[torch.Tensor, torch.Tensor | None]
 
 
@@ -58,6 +60,8 @@ def counts(ids: torch.Tensor, groups: int, use: torch.Tensor | None) -> torch.Te
 
 def _nonempty(count: torch.Tensor, at_least: int = 1) -> torch.Tensor | None:
     ok = count >= at_least
+    if ok.device.type != "cpu":  # asking whether every group has one would synchronise
+        return ok
     return None if bool(ok.all()) else ok
 
 
@@ -83,10 +87,13 @@ def _mean(ids, groups, values, use) -> Result:
     return sums(ids, groups, values, use).to(torch.float64) / count, _nonempty(count)
 
 
-def _var(ids, groups, values, use) -> Result:
-    """Two passes: the groups' means, then squared distances from them (no cancellation)."""
-    count = counts(ids, groups, use)
-    mean = sums(ids, groups, values, use).to(torch.float64) / count.clamp(min=1)
+def _var(ids, groups, values, use, summed=None) -> Result:
+    """Two passes: the groups' means, then squared distances from them (no cancellation).
+    ``summed``: the groups' sums and counts, when the engine made them already."""
+    if summed is None:
+        summed = sums(ids, groups, values, use), counts(ids, groups, use)
+    total, count = summed
+    mean = total.to(torch.float64) / count.clamp(min=1)
     spare = torch.cat([mean, mean.new_zeros(1)])
     distance = values.to(torch.float64) - spare[_slots(ids, groups, use)]
     if use is not None:
@@ -100,6 +107,8 @@ def _sorted_within_groups(ids, groups, values, use, *, descending: bool = False)
     """Row order by group, then by value within each group (rows that do not count last),
     and each group's count and first position in that order."""
     slot = _slots(ids, groups, use)
+    if groups < 2**31 - 1:  # a narrower sort key sorts faster
+        slot = slot.to(torch.int32)
     by_value = torch.sort(values, stable=True, descending=descending).indices
     order = by_value[torch.sort(slot[by_value], stable=True).indices]
     count = counts(ids, groups, use)
@@ -204,8 +213,8 @@ def _extreme_result(op: str) -> Callable:
     return run
 
 
-def _std(ids, groups, values, use) -> Result:
-    var, ok = _var(ids, groups, values, use)
+def _std(ids, groups, values, use, summed=None) -> Result:
+    var, ok = _var(ids, groups, values, use, summed)
     return torch.sqrt(var), ok
 
 
@@ -228,15 +237,6 @@ AGGREGATIONS: dict[str, Callable[..., Result]] = {
 REDUCIBLE = (torch.int8, torch.uint8, torch.bool, torch.int16, torch.int32, torch.int64,
              torch.float32, torch.float64)
 BY_ENGINE = ("count", "size", "sum", "mean", "min", "max")  # one pass of group_reduce each
-
-
-def engine_for(device: torch.device):
-    """The engine of ``device``'s type: group_reduce in CUDA kernels or numba loops."""
-    if device.type == "cuda":
-        from gpuhash.groupby.cuda import engine
-    else:
-        from gpuhash.groupby.cpu import engine
-    return engine
 
 
 class Reductions:
@@ -286,6 +286,9 @@ def aggregate(name: str, ids: torch.Tensor, groups: int, values: torch.Tensor,
         reductions = reductions or Reductions(ids, groups, values, valid)
         return reductions.result(name)
     use = usable(ids, values, valid)
+    if name in ("var", "std") and reductions is not None:  # the first pass from the engine
+        total, count, _ = reductions.get("sum")
+        return (_var if name == "var" else _std)(ids, groups, values, use, (total, count))
     if name == "quantile":
         return quantile(q, ids, groups, values, use)
     return AGGREGATIONS[name](ids, groups, values, use)

@@ -241,7 +241,7 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
         else:
             q = spec.parameter if spec.name == "quantile" else None
             outputs.append(aggregate(spec.name, codes, groups.count, column.values,
-                                     column.valid, q=q))
+                                     column.valid, q=q, reductions=passes.get(spec.column)))
     if groups.decode is not None:
         groups, outputs, rows = _drop_empty_codes(groups, outputs, rows, passes)
     if device.type == "cuda":
@@ -263,8 +263,8 @@ def _drop_empty_codes(groups, outputs, rows, passes):
         held = torch.bincount(slot, minlength=groups.count + 1)[:groups.count]
     present = held > 0
     narrowed = groups.compacted(present)
-    outputs = [(values[present], None if ok is None or bool(ok[present].all()) else
-                ok[present]) for values, ok in outputs]
+    outputs = [(values[present], None if ok is None else ok[present])
+               for values, ok in outputs]
     if rows is not None:
         renumber = torch.cumsum(present, 0) - 1
         rows = (renumber[rows[0]], rows[1])

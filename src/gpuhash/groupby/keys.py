@@ -32,6 +32,7 @@ from typing import Literal
 
 import torch
 
+from gpuhash.groupby.engine import engine_for
 from gpuhash.table.hash_map import HashMap
 
 Order = Literal["any", "first", "sorted"]
@@ -226,7 +227,7 @@ def _decoder(parts: list[_Codes], dtypes: list[torch.dtype]):
             key = _from_int64(value, dtype)
             if ok is not None:
                 key = torch.where(ok, key, torch.zeros((), dtype=key.dtype, device=key.device))
-                ok = None if bool(ok.all()) else ok
+                ok = None if ok.device.type == "cpu" and bool(ok.all()) else ok
             keys.append(key)
             key_valid.append(ok)
         return keys[::-1], key_valid[::-1]
@@ -246,7 +247,7 @@ def _compact(code: torch.Tensor, span: int, order: Order) -> tuple[torch.Tensor,
         return torch.where(kept, renumber[slot], -1), int(present.sum()), "dense"
     stand_in = code[kept][:1]
     values = torch.where(kept, code, stand_in if stand_in.shape[0] else 0)
-    ids, uniques = _hashed(values)
+    ids, uniques = _hashed(values.to(torch.int64))
     if order == "sorted":  # codes are non-negative: int64 order is theirs
         ids, uniques = _sorted_codes(ids, uniques, torch.int64)
     return torch.where(kept, ids, -1), uniques.shape[0], "hash"
@@ -268,6 +269,52 @@ def _first_row_order(ids: torch.Tensor, count: int) -> tuple[torch.Tensor, torch
     return torch.where(kept, rank[torch.where(kept, ids, 0)], -1), first[order]
 
 
+_SIGNED = (torch.int8, torch.int16, torch.int32, torch.int64)  # the engines' group_codes keys
+
+
+def _combined_offsets(columns, valids, *, sparse: bool, order: Order) -> Groups | None:
+    """Several integer key columns without nulls, every one coded by offset and their product
+    of spans within DENSE_LIMIT: one pass of the engine's group_codes, then either those codes
+    (``sparse``) or their compaction. None where the columns do not qualify."""
+    if any(c.dtype not in _SIGNED for c in columns):
+        return None
+    ranges = []
+    for column, valid in zip(columns, valids):
+        ranged = _as_offsets(column, valid)
+        if ranged is None:
+            return None
+        ranges.append(ranged)
+    total = 1
+    for _, span in ranges:
+        total *= span
+    if total > DENSE_LIMIT:
+        return None
+    rows = columns[0].shape[0]
+    dtype = torch.int32 if total < 2**31 else torch.int64
+    lows, spans = [low for low, _ in ranges], [span for _, span in ranges]
+    code = engine_for(columns[0].device).group_codes(columns, lows, spans, dtype)
+    strategy = f"{'+'.join('offset' for _ in columns)} keys"
+    parts = [_Codes(None, span, True, "offset", low) for low, span in ranges]
+    if sparse and _fits_dense(total, rows) and order != "first":
+        return Groups(code, total, None, None, f"{strategy}, codes as ids",
+                      _decoder(parts, [c.dtype for c in columns]))
+    ids, count, how = _compact(code, total, order)
+    if order == "first":
+        ids, first = _first_row_order(ids, count)
+        return _with_keys(ids, count, columns, valids, first, f"{strategy}, {how} ids")
+    used = torch.zeros(count, dtype=torch.int64, device=code.device)
+    keys, key_valid = _decoder(parts, [c.dtype for c in columns])(
+        _group_codes_of(ids, code, count, used))
+    return Groups(ids, count, keys, key_valid, f"{strategy}, {how} ids")
+
+
+def _group_codes_of(ids: torch.Tensor, code: torch.Tensor, count: int,
+                    out: torch.Tensor) -> torch.Tensor:
+    """The code of each group (any row's: all of a group's rows share it)."""
+    out[ids] = code.to(torch.int64)
+    return out
+
+
 def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | None], *,
                       dropna: bool, order: Order, sparse: bool = False) -> Groups:
     """Dense group ids of the rows of one or more key columns (see the module docstring).
@@ -282,6 +329,10 @@ def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | N
             decode = _decoder([_Codes(None, span, True, "offset", low)], [columns[0].dtype])
             return Groups(columns[0], span, None, None, "offset keys, the keys as ids", decode,
                           offset=low)
+    if len(columns) > 1:
+        made = _combined_offsets(columns, valids, sparse=sparse, order=order)
+        if made is not None:
+            return made
     strategy, parts = [], []
     code, span, decodable = None, 1, True
     for column, valid in zip(columns, valids):
@@ -309,6 +360,13 @@ def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | N
         first = torch.zeros(count + 1, dtype=torch.int64, device=device)
         first[torch.where(kept, ids, count)] = torch.arange(rows, device=device)
         first = first[:count]
+    return _with_keys(ids, count, columns, valids, first,
+                      f"{'+'.join(strategy)} keys, {how} ids")
+
+
+def _with_keys(ids, count, columns, valids, first, strategy) -> Groups:
+    """Groups whose keys are read at a row of each group (``first``)."""
+    device = ids.device
     keys, key_valid = [], []
     for column, valid in zip(columns, valids):
         key = column[first]
@@ -322,4 +380,4 @@ def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | N
             key = torch.where(null, torch.zeros((), dtype=key.dtype, device=device), key)
         keys.append(key)
         key_valid.append(None if null is None else ~null)
-    return Groups(ids, count, keys, key_valid, f"{'+'.join(strategy)} keys, {how} ids")
+    return Groups(ids, count, keys, key_valid, strategy)

@@ -5,7 +5,8 @@ output column, before any data is touched.
 (``"sum"``) or a tuple with its parameter: ``("quantile", 0.9)``, ``("top_k", 2)`` (the two
 largest values of each group), ``("bottom_k", 2)``, ``("corr", "v2")`` (Pearson's r with
 column ``v2``). A column with one aggregation keeps its name in the output; with several, each
-output is named ``<column>_<aggregation>`` (``v3_mean``, ``v3_quantile_0.9``, ``v1_corr_v2``).
+output is named ``<column>_<aggregation>`` (``v3_mean``, ``v3_quantile_0.9``, ``v1_corr_v2``),
+and so is the one aggregation of a key column.
 
 Example:
     >>> [s.output for s in parse_aggs({"v1": "sum", "v3": ["mean", ("quantile", 0.5)]})]
@@ -74,8 +75,10 @@ def _example(name: str) -> Any:
     return {"quantile": 0.9, "top_k": 2, "bottom_k": 2, "corr": "other_column"}[name]
 
 
-def parse_aggs(aggs: Any) -> list[AggSpec]:
-    """The output columns ``aggs`` asks for, in order (see the module docstring)."""
+def parse_aggs(aggs: Any, keys: tuple[str, ...] = ()) -> list[AggSpec]:
+    """The output columns ``aggs`` asks for, in order (see the module docstring); a key
+    column aggregated once is named as if it had several aggregations (the key keeps its
+    name)."""
     if not isinstance(aggs, Mapping) or not aggs:
         raise TypeError(f"aggs must be a non-empty dict of column -> aggregation(s), e.g. "
                         f"{{'v1': 'sum'}}, not {aggs!r}")
@@ -86,9 +89,10 @@ def parse_aggs(aggs: Any) -> list[AggSpec]:
             raise ValueError(f"aggs[{column!r}] is an empty list")
         parsed = [_one(column, agg) for agg in listed]
         for name, parameter in parsed:
-            output = column if len(parsed) == 1 else f"{column}_{_label(name, parameter)}"
+            alone = len(parsed) == 1 and column not in keys
+            output = column if alone else f"{column}_{_label(name, parameter)}"
             specs.append(AggSpec(output, column, name, parameter))
-    outputs = [s.output for s in specs]
+    outputs = [s.output for s in specs] + list(keys)
     repeated = sorted({o for o in outputs if outputs.count(o) > 1})
     if repeated:
         raise ValueError(f"aggs asks for the output column(s) {repeated} twice")

@@ -38,7 +38,7 @@ def group_table(data, by, aggs, *, sort, dropna, device, explain, run, default_d
 
     kind = frame_kind(data, "data")
     keys = _names(by)
-    specs = parse_aggs(aggs)
+    specs = parse_aggs(aggs, tuple(keys))
     wanted = list(dict.fromkeys(keys + [s.column for s in specs] + [
         s.parameter for s in specs if s.name == "corr"]))
     if kind == TENSORS:

@@ -42,3 +42,12 @@ def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tenso
             combined = out.masked_fill(empty, filler).amax(0)
         combined = torch.where(total_counts > 0, combined, torch.zeros((), dtype=acc))
     return combined, total_counts, rows.sum(0)
+
+
+def group_codes(columns: list[torch.Tensor], lows: list[int], spans: list[int],
+                dtype: torch.dtype) -> torch.Tensor:
+    """One code a row of several key columns (see groupby/cuda/engine.py: group_codes)."""
+    code = columns[0].to(torch.int64) - lows[0]
+    for column, low, span in zip(columns[1:], lows[1:], spans[1:]):
+        code = code * span + (column.to(torch.int64) - low)
+    return code.to(dtype)

@@ -27,9 +27,15 @@ BLOCKS_PER_SM = 8  # a block's shared accumulators are flushed once: cap the blo
 _ORDER_FLIP = 0x7FFFFFFFFFFFFFFF
 
 
-def kernel_names() -> dict[str, str]:
-    """(code, value, op) -> name expression of every instance."""
-    names = {}
+MAX_KEYS = 8  # GH_GROUP_MAX_KEYS
+KEY_WIDTHS = {torch.int8: 1, torch.int16: 2, torch.int32: 4, torch.int64: 8}  # signed
+
+
+def kernel_names() -> dict:
+    """(code, value, op) -> name expression of every reduction; ("codes", dtype) -> of the
+    key combination."""
+    names = {("codes", torch.int32): "gh_group_codes<int>",
+             ("codes", torch.int64): "gh_group_codes<long long>"}
     for code, code_type in CODE_TYPES.items():
         for value, value_type in VALUE_TYPES.items():
             if value == torch.bool:
@@ -75,3 +81,28 @@ def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tenso
             out = torch.where(out >= 0, out, out ^ _ORDER_FLIP).view(torch.float64)
         out = torch.where(counts > 0, out, torch.zeros((), dtype=out.dtype, device=device))
     return out, counts, rows
+
+
+def group_codes(columns: list[torch.Tensor], lows: list[int], spans: list[int],
+                dtype: torch.dtype) -> torch.Tensor:
+    """One code a row: the mixed-radix number of the columns' digits ``key - low`` (the first
+    column most significant), as ``dtype`` (int32 or int64: the caller checked the product of
+    the spans fits). Signed keys of 1 to 8 bytes (KEY_WIDTHS). No synchronisation."""
+    device = columns[0].device
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    kernel = _kernels(index, os.environ.get(ARCH_ENV))[("codes", dtype)]
+    words = torch.zeros(4 * MAX_KEYS + 1, dtype=torch.int64)
+    for k, (column, low, span) in enumerate(zip(columns, lows, spans)):
+        words[k] = column.data_ptr()
+        words[MAX_KEYS + k] = low
+        words[2 * MAX_KEYS + k] = span
+    widths = words[3 * MAX_KEYS:].view(torch.int32)  # int width[8] then int count
+    widths[:len(columns)] = torch.tensor([KEY_WIDTHS[c.dtype] for c in columns])
+    widths[MAX_KEYS] = len(columns)
+    # the argument block rides along the launch's stream: kept until the kernel has read it
+    block = words.to(device, non_blocking=False)
+    out = torch.empty(columns[0].shape[0], dtype=dtype, device=device)
+    launch(kernel, columns[0].shape[0], block.data_ptr(), columns[0].shape[0], out.data_ptr(),
+           device=index)
+    block.record_stream(torch.cuda.current_stream(device))
+    return out

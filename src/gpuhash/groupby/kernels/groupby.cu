@@ -4,6 +4,11 @@
 // code, value and accumulator types and the operation; instantiated by name from
 // groupby/cuda/engine.py.
 //
+// gh_group_codes makes one code a row of several integer key columns without nulls, each
+// coded by offset: the mixed-radix number of their digits (key - low), the first column most
+// significant, in one pass over the columns (a chain of tensor operations would write an int64
+// temporary a step).
+//
 // Few groups (at most GH_GROUP_SHARED): each block accumulates in shared memory, then adds its
 // nonzero groups to the global result with one atomic each, so a hot group costs one global
 // atomic a block instead of one a row. Many groups: global atomics straight away (rows of one
@@ -99,5 +104,38 @@ __global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* v
         if (s_counts[g] == 0) continue;
         atomicAdd(reinterpret_cast<gh_u64*>(&counts[g]), static_cast<gh_u64>(s_counts[g]));
         gh_apply<OP>(&out[g], s_out[g]);
+    }
+}
+
+#define GH_GROUP_MAX_KEYS 8
+
+struct GhKeyColumns {
+    gh_u64 data[GH_GROUP_MAX_KEYS];   // the columns' addresses
+    gh_i64 low[GH_GROUP_MAX_KEYS];    // each column's smallest key
+    gh_i64 span[GH_GROUP_MAX_KEYS];   // each column's digits: high - low + 1
+    int width[GH_GROUP_MAX_KEYS];     // 1, 2, 4 or 8 bytes a key (signed)
+    int count;
+};
+
+__device__ __forceinline__ gh_i64 gh_key_at(gh_u64 data, int width, gh_u64 row) {
+    switch (width) {
+        case 1: return reinterpret_cast<const signed char*>(data)[row];
+        case 2: return reinterpret_cast<const short*>(data)[row];
+        case 4: return reinterpret_cast<const int*>(data)[row];
+        default: return reinterpret_cast<const gh_i64*>(data)[row];
+    }
+}
+
+template <class OUT>
+__global__ void gh_group_codes(const GhKeyColumns* columns, gh_u64 n, OUT* out) {
+    const GhKeyColumns c = *columns;
+    const gh_u64 stride = static_cast<gh_u64>(gridDim.x) * blockDim.x;
+    for (gh_u64 row = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x; row < n;
+         row += stride) {
+        gh_i64 code = 0;
+        for (int k = 0; k < c.count; ++k) {
+            code = code * c.span[k] + (gh_key_at(c.data[k], c.width[k], row) - c.low[k]);
+        }
+        out[row] = static_cast<OUT>(code);
     }
 }

@@ -1,0 +1,24 @@
+"""The group-by's engine protocol, and the engine of a device.
+
+Both engines (groupby/cpu/engine.py: numba loops; groupby/cuda/engine.py: kernels) offer:
+
+* ``group_codes(columns, lows, spans, dtype)``: one code a row of several integer key columns
+  without nulls, the mixed-radix number of their digits ``key - low``;
+* ``group_reduce(codes, low, groups, values, valid, op)``: per group ``code - low`` the sum,
+  min or max of the valid non-NaN values, how many there were, and the rows seen.
+
+Everything else of a group-by is torch on the data's device, the same code for both.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def engine_for(device: torch.device):
+    """The engine of ``device``'s type."""
+    if device.type == "cuda":
+        from gpuhash.groupby.cuda import engine
+    else:
+        from gpuhash.groupby.cpu import engine
+    return engine
