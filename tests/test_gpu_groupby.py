@@ -92,3 +92,16 @@ def test_factorize_on_cuda_matches_the_cpu():
         ids, uniques = gh.factorize(keys, sort=sort)
         got_ids, got_uniques = gh.factorize(keys.cuda(), sort=sort)
         assert torch.equal(got_ids.cpu(), ids) and torch.equal(got_uniques.cpu(), uniques)
+
+
+def test_group_codes_match_the_cpu_engine():
+    columns = [torch.randint(-5, 5, (70_000,), dtype=torch.int8),
+               torch.randint(-300, 300, (70_000,), dtype=torch.int16),
+               torch.randint(0, 10**6, (70_000,), dtype=torch.int32),
+               torch.randint(-(2**20), 2**20, (70_000,), dtype=torch.int64)]
+    lows = [int(c.min()) for c in columns]
+    spans = [int(c.max()) - low + 1 for c, low in zip(columns, lows)]
+    for dtype, used in ((torch.int64, columns), (torch.int32, columns[:3])):
+        want = cpu_engine.group_codes(used, lows, spans, dtype)
+        got = cuda_engine.group_codes([c.cuda() for c in used], lows, spans, dtype)
+        assert torch.equal(got.cpu(), want)
