@@ -101,7 +101,7 @@ def test_group_codes_match_the_cpu_engine():
                torch.randint(-(2**20), 2**20, (70_000,), dtype=torch.int64)]
     lows = [int(c.min()) for c in columns]
     spans = [int(c.max()) - low + 1 for c, low in zip(columns, lows)]
-    for dtype, used in ((torch.int64, columns), (torch.int32, columns[:3])):
+    for dtype, used in ((torch.int64, columns), (torch.int32, columns[:2])):
         want = cpu_engine.group_codes(used, lows, spans, dtype)
         got = cuda_engine.group_codes([c.cuda() for c in used], lows, spans, dtype)
         assert torch.equal(got.cpu(), want)
