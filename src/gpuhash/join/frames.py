@@ -79,13 +79,14 @@ def to_arrow(frame: Any, kind: str, side: str = "left"):
 
 def restore_frame(table: Any, kind: str, left: Any, right: Any, left_out: dict,
                   right_out: dict, keys: tuple[list, list] = ([], []),
-                  suffixes: Any = None) -> Any:
+                  suffixes: Any = None, lacks_left: str | None = None) -> Any:
     """A merge's output Table as the caller's kind of frame (``left_out`` / ``right_out``:
     each side's column name -> its output name; ``keys``: both sides' key names): pandas
     frames as join/pandas_frames.py restores them, polars columns their Enum and 128-bit
     integer types, which a trip through Arrow changes."""
     if kind == PANDAS:
-        return restore_pandas(table, left, right, left_out, right_out, keys, suffixes)
+        return restore_pandas(table, left, right, left_out, right_out, keys, suffixes,
+                              lacks_left)
     if kind == POLARS:
         import polars
 

@@ -57,6 +57,7 @@ from gpuhash.join.merge_options import (
     sorted_by,
 )
 from gpuhash.join.pandas_frames import (
+    by_value,
     index_levels,
     merge_on_indexes,
     pandas_key_names,
@@ -312,7 +313,7 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
     if indicator is not None and indicator in {*names[0].values(), *names[1].values()}:
         raise ValueError(f"indicator={indicator!r} names a column the output already has; "
                          f"give indicator another name")
-    table = None
+    table, lacks_left = None, None  # lacks_left: whether "some" or "all" rows lack the left
     right_major = maintain_order in ("right", "right_left")
     if (len(left_keys) == 1 and how in LOOKUP_HOWS and not nulls_equal and not right_major
             and validate in (None, "m:1", "m:m") and coalesce is None):
@@ -334,6 +335,10 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         phases.done("join", f"gh.join on {device}, {rows_l.shape[0]} output rows")
         if kind == PANDAS:  # pandas' order; its outer join orders the keys (a stable sort)
             rows_l, rows_r = pandas_order(rows_l, rows_r, shape)
+            if shape in ("right", "full") and rows_l.shape[0]:  # pandas' key dtype hangs on it
+                lacking = rows_l < 0
+                lacks_left = "all" if bool(lacking.all()) else "some" if bool(
+                    lacking.any()) else None
             sort = sort or shape == "full"
             phases.done("order", "pandas' order of the pairs")
         elif maintain_order not in (None, "none"):
@@ -347,11 +352,13 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         phases.done("gather", f"{table.num_columns} columns on the host")
         if explain:
             print(f"merge by gh.join ({how})\n{phases}")
-    if sort:
+    if sort:  # pandas: categoricals it merges as values sort so, and NaT first
         table = sorted_by(table, [(names[0].get(a), names[1].get(b))
-                                  for a, b in zip(left_keys, right_keys)])
+                                  for a, b in zip(left_keys, right_keys)],
+                          by_value=by_value(left, right, left_keys, right_keys) if (
+                              kind == PANDAS) else set(), nat_first=kind == PANDAS)
     return restore_frame(table, kind, left, right, *names, keys=(left_keys, right_keys),
-                         suffixes=suffixes)
+                         suffixes=suffixes, lacks_left=lacks_left)
 
 
 def gather_tables(left_table: Any, right_table: Any, rows_l: torch.Tensor,

@@ -19,17 +19,21 @@ MaintainOrder = Literal["none", "left", "right", "left_right", "right_left"]
 ORDERS = (None, "none", "left", "right", "left_right", "right_left")  # polars' names
 
 
-def sorted_by(table, pairs: list[tuple[str | None, str | None]]):
+def sorted_by(table, pairs: list[tuple[str | None, str | None]], *,
+              by_value: frozenset | set = frozenset(), nat_first: bool = False):
     """The table's rows ordered by its keys, stably: ``pairs`` names each key pair's output
     columns (None where the output drops that side's), and a pair sorts by the left's value,
     else the right's (pandas orders a join's keys, whichever side a row has). A categorical
-    key sorts in its categories' order; extension types by their storage."""
+    key sorts in its categories' order (by its values where its pair's index is in
+    ``by_value``); extension types by their storage. Nulls come last, but with ``nat_first``
+    a time's null first (pandas' NaT sorts as the smallest int64)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     keys = {}
     for k, pair in enumerate(pairs):
-        columns = [_sortable(table.column(name)) for name in pair if name is not None]
+        columns = [_sortable(table.column(name), k in by_value) for name in pair
+                   if name is not None]
         if len(columns) == 2 and columns[0].type == columns[1].type:
             columns = [pc.coalesce(*columns)]
         elif len(columns) == 2:
@@ -37,6 +41,10 @@ def sorted_by(table, pairs: list[tuple[str | None, str | None]]):
                 columns = [pc.coalesce(columns[0], columns[1].cast(columns[0].type))]
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 columns = columns[:1]
+        kind = columns[0].type
+        if nat_first and (pa.types.is_timestamp(kind) or pa.types.is_duration(kind)) and (
+                columns[0].null_count):
+            columns = [pc.fill_null(columns[0].cast(pa.int64()), -(2**63))]
         keys[f"key{k}"] = columns[0]
     if not keys:  # a cross join: nothing to order by
         return table
@@ -44,17 +52,18 @@ def sorted_by(table, pairs: list[tuple[str | None, str | None]]):
     return table.take(order)
 
 
-def _sortable(column):
+def _sortable(column, values: bool = False):
     """A key column as Arrow's sort takes it: extension types as their storage, a dictionary
     (pandas' categorical) as its codes where its chunks share one dictionary (the categories'
-    order), else as its values."""
+    order) and ``values`` is False, else as its values."""
     import pyarrow as pa
 
     if isinstance(column.type, pa.ExtensionType):
         column = pa.chunked_array([c.storage for c in column.chunks], column.type.storage_type)
     if pa.types.is_dictionary(column.type):
         chunks = column.chunks
-        if chunks and all(c.dictionary.equals(chunks[0].dictionary) for c in chunks):
+        if not values and chunks and all(c.dictionary.equals(chunks[0].dictionary)
+                                         for c in chunks):
             return pa.chunked_array([c.indices for c in chunks], column.type.index_type)
         return column.cast(column.type.value_type)
     return column

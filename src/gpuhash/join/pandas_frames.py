@@ -85,22 +85,28 @@ def with_row_numbers(frame: Any, keys: list[str]) -> Any:
 
 
 def restore_pandas(table: Any, left: Any, right: Any, left_out: dict, right_out: dict,
-                   keys: tuple[list, list], suffixes: Any = None) -> Any:
+                   keys: tuple[list, list], suffixes: Any = None,
+                   lacks_left: str | None = None) -> Any:
     """A merge's output Table as a pandas frame (``left_out`` / ``right_out``: each side's
     column name -> its output name; ``keys``: both sides' key names; ``suffixes``: the
     caller's): columns keep the labels and dtypes of the columns they came from
     (pandas_frame; a key column of both sides the dtype pandas gives it, _pandas_key_dtype;
     object columns their objects, NaN where a row lacks the side). A label both sides have
-    gets the suffix as pandas adds it: as a string, even where the suffix is ''."""
+    gets the suffix as pandas adds it: as a string, even where the suffix is ''.
+    ``lacks_left``: whether "some" or "all" output rows lack the left side (None: none)."""
     import pandas as pd
 
     labels_l, labels_r = pandas_labels(left, "left"), pandas_labels(right, "right")
     dtypes = {out: right[labels_r[name]].dtype for name, out in right_out.items()}
     dtypes.update({out: left[labels_l[name]].dtype for name, out in left_out.items()})
     for a, b in zip(*keys):
+        lk, rk = left[labels_l[a]], right[labels_r[b]]
+        coerced = _coerced(lk.dtype, rk.dtype) if bool(len(lk)) == bool(len(rk)) else None
+        kinds = coerced or (lk.dtype, rk.dtype)
         if a == b and a in left_out:  # one column holds both sides' keys
-            dtypes[left_out[a]] = _pandas_key_dtype(left[labels_l[a]].dtype,
-                                                    right[labels_r[b]].dtype)
+            dtypes[left_out[a]] = _pandas_key_dtype(*kinds, lacks_left)
+        elif coerced and a in left_out:  # pandas casts the key columns of the left's name
+            dtypes[left_out[a]] = kinds[0]
     objects = {}  # output name -> the input's objects, gathered by their row numbers
     for frame, labels, names, side_keys in ((left, labels_l, left_out, keys[0]),
                                             (right, labels_r, right_out, keys[1])):
@@ -128,19 +134,56 @@ def restore_pandas(table: Any, left: Any, right: Any, left_out: dict, right_out:
     return frame
 
 
-def _pandas_key_dtype(left, right):
-    """The dtype pandas gives a key column both sides fill: the left's where they agree;
-    datetimes at the finer unit; a category against another dtype as plain values (object
-    where a side is object)."""
+def _coerced(left, right):
+    """The dtypes pandas casts a pair of key columns to before it merges them (its
+    _maybe_coerce_merge_keys), None where it merges them as they are: categoricals of other
+    categories, or a categorical against another dtype, as their categories' dtype, and the
+    other side's object; bool or text against another dtype, and pairs of unlike kinds, both
+    object. Numbers, datetimes and objects pair as they are."""
+    import pandas as pd
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    cats = isinstance(left, pd.CategoricalDtype), isinstance(right, pd.CategoricalDtype)
+    if all(cats):
+        if left.ordered == right.ordered and (
+                list(left.categories) == list(right.categories) if left.ordered
+                else set(left.categories) == set(right.categories)):
+            return None
+    elif not any(cats):
+        if left == right or (left.kind == "M" and right.kind == "M"):
+            return None
+        if left == np.dtype(object) and right == np.dtype(object):
+            return None
+        if is_numeric_dtype(left) and is_numeric_dtype(right) and (
+                not (is_bool_dtype(left) or is_bool_dtype(right)) or left.kind == right.kind):
+            return None
+    return tuple(d.categories.dtype if c else np.dtype(object)
+                 for d, c in zip((left, right), cats))
+
+
+def _pandas_key_dtype(left, right, lacks_left: str | None = None):
+    """The dtype pandas gives a key column both sides fill (``left`` / ``right``: the sides'
+    dtypes as _coerced makes them): the left's where every row has the left side, the right's
+    where none has, else the two's common type; datetimes at the finer unit."""
     import pandas as pd
 
     if left == right:
         return left
-    if left.kind == "M" and right.kind == "M" and not hasattr(left, "tz"):
-        return np.result_type(left, right)
-    if isinstance(left, pd.CategoricalDtype) or isinstance(right, pd.CategoricalDtype):
-        return np.dtype(object) if np.dtype(object) in (left, right) else None
-    return left
+    if left.kind == "M" and right.kind == "M":
+        units = (getattr(d, "unit", None) or np.datetime_data(d)[0] for d in (left, right))
+        finer = np.result_type(*(np.dtype(f"M8[{unit}]") for unit in units))
+        tz = getattr(left, "tz", None)
+        return finer if tz is None else pd.DatetimeTZDtype(unit=np.datetime_data(finer)[0],
+                                                           tz=tz)
+    if lacks_left is None:
+        return left
+    if lacks_left == "all":
+        return right
+    try:
+        from pandas.core.dtypes.cast import find_common_type
+    except ImportError:  # pandas' inner module moved: the left's, as without missing rows
+        return left
+    return find_common_type([left, right])
 
 
 def pandas_frame(table: Any, dtypes: dict) -> Any:
@@ -159,9 +202,21 @@ def pandas_frame(table: Any, dtypes: dict) -> Any:
     for name, dtype in dtypes.items():
         if dtype is None or frame[name].dtype == dtype:
             continue
-        if dtype == np.dtype(object) or (dtype.kind == "M" and frame[name].dtype.kind == "M"):
-            # pandas keeps object columns as object (Arrow makes them str or bool) and a
-            # datetime key at its unit
+        got = frame[name].dtype
+        if isinstance(dtype, np.dtype) and dtype.kind in "iuf" and got.kind in "iuf":
+            # a key of two widths (int32 against int64) in the width pandas gives it, where
+            # every value fits
+            column = frame[name]
+            if column.hasnans or (got.kind == "f" and not (column.abs() <= 2**53).all()):
+                continue
+            exact = column.astype(dtype)
+            if (exact.astype(got) == column).all():
+                frame[name] = exact
+            continue
+        if dtype == np.dtype(object) or (dtype.kind == "M" and got.kind == "M") or (
+                got == "category" and not hasattr(dtype, "categories")):
+            # pandas keeps object columns as object (Arrow makes them str or bool), a
+            # datetime key at its unit, and a categorical key against another dtype as values
             with contextlib.suppress(TypeError, ValueError):
                 frame[name] = frame[name].astype(dtype)
             continue
@@ -227,3 +282,11 @@ def index_levels(left: Any, right: Any, on: Any, left_on: Any, right_on: Any):
     left, right = (frame.reset_index() if named else frame
                    for (frame, _, _), named in zip(sides, levels))
     return left, right, [n for n in levels[0] if n in levels[1]]
+
+
+def by_value(left: Any, right: Any, left_keys: list, right_keys: list) -> set[int]:
+    """The key pairs (by position) that pandas merges as values, not as categories: a sort of
+    the output orders them by value, not by the categories' order."""
+    labels_l, labels_r = pandas_labels(left, "left"), pandas_labels(right, "right")
+    return {k for k, (a, b) in enumerate(zip(left_keys, right_keys))
+            if _coerced(left[labels_l[a]].dtype, right[labels_r[b]].dtype)}
