@@ -62,11 +62,16 @@ TORCH_ANSWERS = ("q1", "q2", "q4", "q5")  # sums and means: what unique + index_
 
 
 def _strings(ids: np.ndarray, width: int):
+    """``"id"`` and the zero-padded number, in chunks (one Arrow string array holds 2 GiB)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    digits = pc.utf8_lpad(pc.cast(pa.array(ids), pa.string()), width, "0")
-    return pc.binary_join_element_wise("id", digits, "")
+    chunks = []
+    for start in range(0, max(len(ids), 1), 1 << 24):
+        digits = pc.utf8_lpad(pc.cast(pa.array(ids[start:start + (1 << 24)]), pa.string()),
+                              width, "0")
+        chunks.append(pc.binary_join_element_wise("id", digits, ""))
+    return pa.chunked_array(chunks, type=pa.string())
 
 
 def make_table(n: int, *, seed: int = 108):
@@ -95,10 +100,13 @@ def gpu_columns(table) -> dict:
 
     columns = {}
     for name in table.column_names:
-        column = table.column(name).combine_chunks()
+        column = table.column(name)
         if pa.types.is_string(column.type):
-            column = pc.dictionary_encode(column).indices
-        columns[name] = torch.from_numpy(column.to_numpy(zero_copy_only=False).copy()).cuda()
+            encoded = pc.dictionary_encode(column).unify_dictionaries()
+            numbers = np.concatenate([c.indices.to_numpy() for c in encoded.chunks])
+        else:
+            numbers = column.to_numpy()
+        columns[name] = torch.from_numpy(np.ascontiguousarray(numbers)).cuda()
     return columns
 
 

@@ -82,10 +82,13 @@ def arrow_column(chunked, name: str, device: torch.device) -> Column:
         raise TypeError(f"column {name!r} has type {type_}, which a group-by does not take: "
                         f"numbers, bools, strings, dates and times are grouped and aggregated "
                         f"(cast it first, e.g. decimals to float64)")
-    array = chunked.combine_chunks() if chunked.num_chunks != 1 else chunked.chunk(0)
     dictionary = None
-    if kind == "string":
-        encoded = array if pa.types.is_dictionary(type_) else pc.dictionary_encode(array)
+    if kind == "string":  # chunk by chunk: one string array holds at most 2 GiB of text
+        encoded = chunked if pa.types.is_dictionary(type_) else pc.dictionary_encode(chunked)
+        encoded = encoded.unify_dictionaries()
+        parts = encoded.chunks or [pa.array([], pa.string()).dictionary_encode()]
+        encoded = pa.DictionaryArray.from_arrays(
+            pa.concat_arrays([c.indices for c in parts]), parts[0].dictionary)
         dictionary = encoded.dictionary
         order = pc.array_sort_indices(dictionary)
         rank = np.empty(len(dictionary), dtype=np.int32)
@@ -96,6 +99,7 @@ def arrow_column(chunked, name: str, device: torch.device) -> Column:
         numbers = rank[pc.fill_null(codes, 0).to_numpy().astype(np.int64)] if len(rank) else (
             np.zeros(len(codes), dtype=np.int32))
     else:
+        array = chunked.combine_chunks() if chunked.num_chunks != 1 else chunked.chunk(0)
         valid = None if not array.null_count else np.asarray(array.is_valid())
         if kind == "temporal":
             width = pa.int32() if type_.bit_width == 32 else pa.int64()
