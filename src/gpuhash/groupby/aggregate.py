@@ -245,9 +245,11 @@ class Reductions:
     anything)."""
 
     def __init__(self, ids: torch.Tensor, groups: int, values: torch.Tensor,
-                 valid: torch.Tensor | None, offset: int = 0):
+                 valid: torch.Tensor | None, offset: int = 0, shared: dict | None = None):
         self.ids, self.groups, self.values, self.valid = ids, groups, values, valid
         self.offset = offset  # the group of a row is its id minus this
+        # the rows of each group, shared by every column grouped by the same ids: counted once
+        self.shared = {} if shared is None else shared
         self._done: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     @staticmethod
@@ -255,13 +257,17 @@ class Reductions:
         return values.dtype in REDUCIBLE and ids.dtype in (torch.int32, torch.int64)
 
     def get(self, op: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(accumulator, values seen, rows seen) of ``op`` ("counts": of any op); the rows
+        are counted by the first pass over the ids only."""
         if op not in self._done:
-            any_op = next(iter(self._done.values()), None)
-            if op == "counts" and any_op is not None:
-                return any_op
+            first = next(iter(self._done.values()), None)
+            if op == "counts" and first is not None:
+                return first
             engine = engine_for(self.ids.device)
-            self._done[op] = engine.group_reduce(self.ids, self.offset, self.groups, self.values,
-                                                 self.valid, "sum" if op == "counts" else op)
+            self._done[op] = engine.group_reduce(
+                self.ids, self.offset, self.groups, self.values, self.valid,
+                "sum" if op == "counts" else op, rows=self.shared.get("rows"))
+            self.shared["rows"] = self._done[op][2]
         return self._done[op]
 
     def result(self, name: str) -> Result:

@@ -219,13 +219,13 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
                                order="sorted" if sort else "any", sparse=True)
     phases.done("keys", f"{groups.count} {'codes' if groups.decode else 'groups'} "
                         f"({groups.strategy})")
-    outputs, rows, passes = [], None, {}
+    outputs, rows, passes, shared = [], None, {}, {}
     codes = groups.ids if groups.offset == 0 and groups.ids.dtype == torch.int64 else None
     for spec in specs:
         column = table[spec.column]
         if spec.column not in passes and Reductions.takes(column.values, groups.ids):
             passes[spec.column] = Reductions(groups.ids, groups.count, column.values,
-                                             column.valid, groups.offset)
+                                             column.valid, groups.offset, shared)
         if spec.column in passes and spec.name in BY_ENGINE:
             outputs.append(passes[spec.column].result(spec.name))
             continue

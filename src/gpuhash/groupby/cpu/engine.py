@@ -13,9 +13,10 @@ OPS = {"sum": 0, "min": 1, "max": 2}
 
 
 def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tensor,
-                 valid: torch.Tensor | None, op: str
+                 valid: torch.Tensor | None, op: str, *, rows: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(accumulator, valid values, rows) a group; see groupby/cuda/engine.py."""
+    known = rows
     chunks = CHUNKS if CHUNKS * max(groups, 1) <= CHUNKED_CELLS else 1
     chunks = max(1, min(chunks, codes.shape[0]))
     floats = values.dtype.is_floating_point
@@ -41,7 +42,9 @@ def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tenso
             filler = -torch.inf if floats else torch.iinfo(torch.int64).min
             combined = out.masked_fill(empty, filler).amax(0)
         combined = torch.where(total_counts > 0, combined, torch.zeros((), dtype=acc))
-    return combined, total_counts, rows.sum(0)
+    # (the loop counts the rows either way: a pass on the CPU is bound by reading, not adding)
+    counted = rows.sum(0)
+    return combined, total_counts, counted if known is None else known
 
 
 def group_codes(columns: list[torch.Tensor], lows: list[int], spans: list[int],

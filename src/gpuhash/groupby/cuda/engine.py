@@ -1,10 +1,12 @@
 """The group-by's CUDA engine: ``group_reduce`` (groupby/kernels/groupby.cu), the twin of
 groupby/cpu/engine.py.
 
-``group_reduce(codes, low, groups, values, valid, op)``: for each row, group ``code - low``
-(negative: the row is dropped); returns per group the accumulator (``op`` "sum": int64 for
-integers and bools, float64 for floats; "min" / "max": int64 or float64, zero for a group
-with no value), the valid non-NaN values seen, and the rows seen. No host synchronisation.
+``group_reduce(codes, low, groups, values, valid, op, *, rows)``: for each row, group
+``code - low`` (negative: the row is dropped); returns per group the accumulator (``op``
+"sum": int64 for integers and bools, float64 for floats; "min" / "max": int64 or float64, zero
+for a group with no value), the valid non-NaN values seen (the rows seen, for integers without
+a mask) and the rows seen: counted, unless given as ``rows`` (an earlier pass over the same
+codes counted them). No host synchronisation.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def _kernels(device_index: int, arch: str | None) -> dict:
 
 
 def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tensor,
-                 valid: torch.Tensor | None, op: str
+                 valid: torch.Tensor | None, op: str, *, rows: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     device = codes.device
     index = device.index if device.index is not None else torch.cuda.current_device()
@@ -67,15 +69,19 @@ def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tenso
     identity = {"sum": 0, "min": torch.iinfo(torch.int64).max,
                 "max": torch.iinfo(torch.int64).min}[op]
     out = torch.full((groups,), identity, dtype=acc, device=device)
-    counts = torch.zeros(groups, dtype=torch.int64, device=device)
-    rows = torch.zeros(groups, dtype=torch.int64, device=device)
+    every_value = valid is None and not floats  # then values seen are the rows seen
+    known = rows
+    if known is None:
+        rows = torch.zeros(groups, dtype=torch.int64, device=device)
+    counts = rows if every_value else torch.zeros(groups, dtype=torch.int64, device=device)
     mask = None if valid is None else valid.view(torch.uint8)
     n = codes.shape[0]
     threads = min(n, BLOCKS_PER_SM * THREADS * torch.cuda.get_device_properties(
         index).multi_processor_count)
     launch(kernel, threads, codes.data_ptr(), low, n, data.data_ptr(),
-           0 if mask is None else mask.data_ptr(), groups, out.data_ptr(), counts.data_ptr(),
-           rows.data_ptr(), device=index)
+           0 if mask is None else mask.data_ptr(), groups, out.data_ptr(),
+           0 if every_value else counts.data_ptr(), 0 if known is not None else rows.data_ptr(),
+           device=index)
     if op != "sum":
         if floats:  # back from the order-preserving bits
             out = torch.where(out >= 0, out, out ^ _ORDER_FLIP).view(torch.float64)

@@ -66,6 +66,10 @@ template <int OP> __device__ __forceinline__ void gh_apply(gh_i64* at, gh_i64 v)
     }
 }
 
+// rows / counts may be null: the rows of each group are counted by the first pass over a
+// group-by's codes only, and values are not counted where every row's value counts (integers
+// without a validity mask: the caller takes the rows). Each skipped count is an atomic a row
+// fewer.
 template <class C, class V, class A, int OP>
 __global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* values,
                                 const gh_u8* valid, gh_u64 groups, A* out, gh_i64* counts,
@@ -88,22 +92,26 @@ __global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* v
         const gh_i64 group = static_cast<gh_i64>(codes[row]) - low;
         if (group < 0) continue;
         const V v = values[row];
-        const bool counts_here = (valid == nullptr || valid[row]) && !gh_is_nan(v);
-        gh_i64* row_count = local ? &s_rows[group] : &rows[group];
-        atomicAdd(reinterpret_cast<gh_u64*>(row_count), 1ull);
-        if (!counts_here) continue;
-        gh_i64* value_count = local ? &s_counts[group] : &counts[group];
-        atomicAdd(reinterpret_cast<gh_u64*>(value_count), 1ull);
+        if (rows != nullptr) {
+            atomicAdd(reinterpret_cast<gh_u64*>(local ? &s_rows[group] : &rows[group]), 1ull);
+        }
+        if ((valid != nullptr && !valid[row]) || gh_is_nan(v)) continue;
+        if (counts != nullptr) {
+            atomicAdd(reinterpret_cast<gh_u64*>(local ? &s_counts[group] : &counts[group]),
+                      1ull);
+        }
         gh_apply<OP>(local ? &s_out[group] : &out[group], gh_input<A, OP, V>(v));
     }
     if (!local) return;
     __syncthreads();
     for (gh_u64 g = threadIdx.x; g < groups; g += blockDim.x) {
-        if (s_rows[g] == 0) continue;
-        atomicAdd(reinterpret_cast<gh_u64*>(&rows[g]), static_cast<gh_u64>(s_rows[g]));
-        if (s_counts[g] == 0) continue;
-        atomicAdd(reinterpret_cast<gh_u64*>(&counts[g]), static_cast<gh_u64>(s_counts[g]));
-        gh_apply<OP>(&out[g], s_out[g]);
+        if (rows != nullptr && s_rows[g] != 0) {
+            atomicAdd(reinterpret_cast<gh_u64*>(&rows[g]), static_cast<gh_u64>(s_rows[g]));
+        }
+        if (counts != nullptr && s_counts[g] != 0) {
+            atomicAdd(reinterpret_cast<gh_u64*>(&counts[g]), static_cast<gh_u64>(s_counts[g]));
+        }
+        if (s_out[g] != gh_identity<A, OP>()) gh_apply<OP>(&out[g], s_out[g]);
     }
 }
 
