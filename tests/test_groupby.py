@@ -181,3 +181,23 @@ def test_factorize_of_several_columns_and_masks():
     ids, uniques = gh.factorize(torch.tensor([4, 9, 4]), valid=torch.tensor([True, False, True]),
                                 dropna=True)
     assert ids.tolist() == [0, -1, 0] and uniques.tolist() == [4]
+
+
+def test_the_groupby_command_writes_the_answer_and_names_bad_options(tmp_path, capsys):
+    pq = pytest.importorskip("pyarrow.parquet")
+    from gpuhash.cli import main
+
+    source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table({"k": [2, 1, 2], "v": [1.0, 5.0, 3.0]}), source)
+    argv = ["groupby", str(source), "--by", "k", "--agg", "v:sum", "--agg", "v:quantile=0.5",
+            "-o", str(target), "--sort", "--cpu"]
+    assert main(argv) == 0
+    assert pq.read_table(target).to_pydict() == {"k": [1, 2], "v_sum": [5.0, 4.0],
+                                                 "v_quantile_0.5": [5.0, 2.0]}
+    for bad, message in ((["--agg", "v"], "write COLUMN:AGGREGATION"),
+                         (["--agg", "v:top_k"], "top_k takes a parameter"),
+                         (["--agg", "v:top_k=x"], "'x' is not a number"),
+                         (["--by", "zz", "--agg", "v:sum"], "by names column 'zz'")):
+        by = [] if "--by" in bad else ["--by", "k"]
+        assert main(["groupby", str(source), *by, *bad, "-o", str(target), "--cpu"]) == 2
+        assert message in capsys.readouterr().err

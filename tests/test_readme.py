@@ -122,5 +122,21 @@ def test_join_command_runs(argv, tmp_path, monkeypatch):
     assert pq.read_table(output).num_rows == 4
 
 
+@pytest.mark.parametrize("argv", [a for a in _gpuhash_commands() if a[0] == "groupby"],
+                         ids=" ".join)
+def test_groupby_command_runs(argv, tmp_path, monkeypatch):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    monkeypatch.chdir(tmp_path)
+    by = argv[argv.index("--by") + 1]
+    columns = {by: ["b", "a", "b"]}
+    for option in (argv[i + 1] for i, word in enumerate(argv) if word == "--agg"):
+        columns[option.split(":")[0]] = [1.0, 2.0, 4.0]
+    pq.write_table(pa.table(columns), argv[1])
+    code, _ = _main(argv)
+    assert code == 0
+    assert pq.read_table(argv[argv.index("-o") + 1]).num_rows == 2
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
