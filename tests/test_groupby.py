@@ -201,3 +201,21 @@ def test_the_groupby_command_writes_the_answer_and_names_bad_options(tmp_path, c
         by = [] if "--by" in bad else ["--by", "k"]
         assert main(["groupby", str(source), *by, *bad, "-o", str(target), "--cpu"]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_strings_encoded_in_pieces_group_as_one_column(monkeypatch):
+    from gpuhash.groupby import columns
+
+    monkeypatch.setattr(columns, "PIECE_ROWS", 7)  # many pieces, each with its own dictionary
+    rng = np.random.default_rng(9)
+    words = [None if rng.random() < 0.1 else f"w{rng.integers(0, 12)}" for _ in range(100)]
+    table = pa.table({"k": pa.chunked_array([words[:33], words[33:]]),
+                      "v": rng.integers(0, 9, 100)})
+    for sort in (True, False):
+        got = gh.groupby(table, "k", {"v": ["sum", "size"], "k": ["min", "max"]}, sort=sort,
+                         device="cpu").to_pandas()
+        got = got.sort_values("k", na_position="last").reset_index(drop=True)
+        want = table.to_pandas().groupby("k", dropna=False, sort=True).agg(
+            v_sum=("v", "sum"), v_size=("v", "size"), k_min=("k", "min"),
+            k_max=("k", "max")).reset_index()
+        _same(got, want)

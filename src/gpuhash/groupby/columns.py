@@ -2,10 +2,11 @@
 
 A column becomes a tensor of numbers plus a validity mask, and remembers how to turn numbers
 of its own kind back into an Arrow array of its type (``Column.to_arrow``). Strings (and
-binary and dictionary columns) become dictionary codes, the dictionary sorted first, so codes
-compare as the strings do: min, max, sort and equality work on codes, and a result's codes
-take their strings from the dictionary. Dates, times, timestamps and durations become their
-integer storage. Numbers and bools are viewed without a copy where Arrow's layout allows.
+binary and dictionary columns) become dictionary codes, encoded by pieces on every core; where
+order matters (min, max, the top k, sorted groups) the dictionary is sorted first, so codes
+compare as the strings do; a result's codes take their strings from the dictionary. Dates,
+times, timestamps and durations become their integer storage. Numbers and bools are viewed
+without a copy where Arrow's layout allows.
 
 Example:
     >>> import pyarrow as pa, torch
@@ -19,7 +20,9 @@ Example:
 
 from __future__ import annotations
 
+import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,8 +74,39 @@ def _kind_of(type_) -> str:
     return "other"
 
 
-def arrow_column(chunked, name: str, device: torch.device) -> Column:
-    """One Arrow column (a ChunkedArray) as a Column (see the module docstring)."""
+PIECE_ROWS = 1 << 20  # strings encoded a piece a thread; the pieces' dictionaries unified
+
+
+def _dictionary_codes(chunked, *, ordered: bool):
+    """(int32 codes with nulls, dictionary) of a string column: Arrow's dictionary encoding of
+    pieces of the column on every core (it runs on one thread a call, and releases the GIL),
+    then one dictionary for all of them. (Pieces also keep each string array under 2 GiB.)"""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(chunked.type):
+        encoded = chunked
+    else:
+        rows = len(chunked)
+        pieces = [chunked.slice(start, PIECE_ROWS) for start in range(0, rows, PIECE_ROWS)]
+        threads = min(len(pieces), os.cpu_count() or 1)
+        if threads > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                done = list(pool.map(pc.dictionary_encode, pieces))
+        else:
+            done = [pc.dictionary_encode(piece) for piece in pieces]
+        chunks = [c for piece in done for c in piece.chunks]
+        encoded = pa.chunked_array(chunks, type=pa.dictionary(pa.int32(), chunked.type))
+    encoded = encoded.unify_dictionaries()
+    parts = encoded.chunks or [pa.array([], pa.string()).dictionary_encode()]
+    codes = pa.concat_arrays([c.indices.cast(pa.int32()) for c in parts])
+    return codes, parts[0].dictionary
+
+
+def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = True) -> Column:
+    """One Arrow column (a ChunkedArray) as a Column (see the module docstring).
+    ``ordered``: string codes follow the strings' order (sorts the dictionary; needed for
+    min, max, the top k and sorted groups)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -83,21 +117,16 @@ def arrow_column(chunked, name: str, device: torch.device) -> Column:
                         f"numbers, bools, strings, dates and times are grouped and aggregated "
                         f"(cast it first, e.g. decimals to float64)")
     dictionary = None
-    if kind == "string":  # chunk by chunk: one string array holds at most 2 GiB of text
-        encoded = chunked if pa.types.is_dictionary(type_) else pc.dictionary_encode(chunked)
-        encoded = encoded.unify_dictionaries()
-        parts = encoded.chunks or [pa.array([], pa.string()).dictionary_encode()]
-        encoded = pa.DictionaryArray.from_arrays(
-            pa.concat_arrays([c.indices for c in parts]), parts[0].dictionary)
-        dictionary = encoded.dictionary
-        order = pc.array_sort_indices(dictionary)
-        rank = np.empty(len(dictionary), dtype=np.int32)
-        rank[np.asarray(order)] = np.arange(len(dictionary), dtype=np.int32)
-        dictionary = dictionary.take(order)
-        codes = encoded.indices
+    if kind == "string":
+        codes, dictionary = _dictionary_codes(chunked, ordered=ordered)
         valid = None if not codes.null_count else np.asarray(codes.is_valid())
-        numbers = rank[pc.fill_null(codes, 0).to_numpy().astype(np.int64)] if len(rank) else (
-            np.zeros(len(codes), dtype=np.int32))
+        numbers = pc.fill_null(codes, 0).to_numpy()
+        if ordered and len(dictionary):
+            order = np.asarray(pc.array_sort_indices(dictionary))
+            rank = np.empty(len(dictionary), dtype=np.int32)
+            rank[order] = np.arange(len(dictionary), dtype=np.int32)
+            numbers = rank[numbers]
+            dictionary = dictionary.take(order)
     else:
         array = chunked.combine_chunks() if chunked.num_chunks != 1 else chunked.chunk(0)
         valid = None if not array.null_count else np.asarray(array.is_valid())

@@ -24,6 +24,8 @@ import torch
 from gpuhash.groupby.columns import Column, arrow_column, tensor_column
 from gpuhash.groupby.specs import parse_aggs
 
+ORDERED = ("min", "max", "top_k", "bottom_k")  # aggregations that compare strings
+
 
 def _names(by: Any) -> list[str]:
     names = [by] if isinstance(by, str) else list(by) if isinstance(by, (list, tuple)) else None
@@ -60,7 +62,10 @@ def group_table(data, by, aggs, *, sort, dropna, device, explain, run, default_d
                    for n in wanted}
     else:
         target = default_device(device)
-        columns = {n: arrow_column(take.column(n), n, target) for n in wanted}
+        # string codes need the strings' order only for these (a sort of the dictionary)
+        ordered = {s.column for s in specs if s.name in ORDERED} | (set(keys) if sort else set())
+        columns = {n: arrow_column(take.column(n), n, target, ordered=n in ordered)
+                   for n in wanted}
     lengths = {n: c.values.shape[0] for n, c in columns.items()}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"columns differ in length: {lengths}; every column needs one value "
