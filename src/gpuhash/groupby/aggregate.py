@@ -104,27 +104,21 @@ def _var(ids, groups, values, use, summed=None) -> Result:
 
 
 def _sorted_within_groups(ids, groups, values, use, *, descending: bool = False):
-    """Row order by group, then by value within each group (rows that do not count last),
-    and each group's count and first position in that order."""
+    """The counting values by group, then by value within each group, and each group's count
+    and first position among them (the engine's group_sort)."""
     slot = _slots(ids, groups, use)
-    if groups < 2**31 - 1:  # a narrower sort key sorts faster
-        slot = slot.to(torch.int32)
-    by_value = torch.sort(values, stable=True, descending=descending).indices
-    order = by_value[torch.sort(slot[by_value], stable=True).indices]
-    count = counts(ids, groups, use)
-    start = torch.cumsum(count, 0) - count
-    return order, count, start
+    return engine_for(values.device).group_sort(slot, groups, values, descending=descending)
 
 
 def quantile(q: float, ids, groups, values, use) -> Result:
     """Linear interpolation between the two nearest ranks (pandas' default)."""
-    order, count, start = _sorted_within_groups(ids, groups, values, use)
-    if not values.shape[0]:
+    ranked, count, start = _sorted_within_groups(ids, groups, values, use)
+    if not ranked.shape[0]:
         return torch.zeros(groups, dtype=torch.float64, device=values.device), _nonempty(count)
-    ranked = values[order].to(torch.float64)
+    ranked = ranked.to(torch.float64)
     position = start.to(torch.float64) + q * (count - 1).clamp(min=0).to(torch.float64)
-    below = position.floor().to(torch.int64).clamp(0, values.shape[0] - 1)
-    above = position.ceil().to(torch.int64).clamp(0, values.shape[0] - 1)
+    below = position.floor().to(torch.int64).clamp(0, ranked.shape[0] - 1)
+    above = position.ceil().to(torch.int64).clamp(0, ranked.shape[0] - 1)
     share = position - below.to(torch.float64)
     out = ranked[below] + (ranked[above] - ranked[below]) * share
     return out, _nonempty(count)
@@ -192,13 +186,11 @@ def top_rows(k: int, ids, groups, values, use, *, largest: bool,
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` largest (or smallest) counting values of each group: (group, value) rows,
     by group, then from the largest (smallest) down."""
-    order, count, start = _sorted_within_groups(ids, groups, values, use, descending=largest)
-    slot = _slots(ids, groups, use)[order]
-    keep = slot < groups
-    spare_start = torch.cat([start, start.new_zeros(1)])
-    rank = torch.arange(order.shape[0], device=values.device) - spare_start[slot]
-    keep &= rank < k
-    return slot[keep], values[order[keep]]
+    ranked, count, start = _sorted_within_groups(ids, groups, values, use, descending=largest)
+    group = torch.repeat_interleave(torch.arange(groups, device=values.device), count)
+    rank = torch.arange(ranked.shape[0], device=values.device) - start[group]
+    keep = rank < k
+    return group[keep], ranked[keep]
 
 
 def _plain(function: Callable) -> Callable:

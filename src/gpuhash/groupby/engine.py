@@ -5,7 +5,10 @@ Both engines (groupby/cpu/engine.py: numba loops; groupby/cuda/engine.py: kernel
 * ``group_codes(columns, lows, spans, dtype)``: one code a row of several integer key columns
   without nulls, the mixed-radix number of their digits ``key - low``;
 * ``group_reduce(codes, low, groups, values, valid, op)``: per group ``code - low`` the sum,
-  min or max of the valid non-NaN values, how many there were, and the rows seen.
+  min or max of the valid non-NaN values, how many there were, and the rows seen;
+* ``group_sort(slot, groups, values, descending)``: the values by group, then by value within
+  each group (the median, quantiles and the top k read them), with each group's count and
+  first position.
 
 Everything else of a group-by is torch on the data's device, the same code for both.
 """

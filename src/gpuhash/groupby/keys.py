@@ -4,7 +4,8 @@ Every key column is first made a *code* column: int64 values in ``[0, span)``, e
 keys are equal, one extra code (``span - 1``) for a null key when nulls form a group. Integer
 columns whose values span at most ``DENSE_SPAN`` times the rows (ids, small categories) are
 coded by offset (``key - low``); any other column by the core's hash table (HashMap), a code a
-distinct key. Columns are then combined as digits of one mixed-radix code (first column most
+distinct key (on the CPU engine a sort numbers them: faster there than its hash table).
+Columns are then combined as digits of one mixed-radix code (first column most
 significant) while the product of spans stays at most ``DENSE_LIMIT``; past it, the combined
 code so far is compacted to its distinct values first. The last combined code is compacted to
 dense ids: by a presence array over the span when the span is small, by the hash table
@@ -33,7 +34,6 @@ from typing import Literal
 import torch
 
 from gpuhash.groupby.engine import engine_for
-from gpuhash.table.hash_map import HashMap
 
 Order = Literal["any", "first", "sorted"]
 
@@ -123,20 +123,8 @@ def _from_int64(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _hashed(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(code a row, the distinct values by code) through the core's hash table."""
-    rows = values.shape[0]
-    table = HashMap(key_dtype=torch.int64, value_dtype=torch.int32, capacity=max(rows, 1),
-                    device=values.device, duplicates="any")
-    table.insert(values, torch.zeros(rows, dtype=torch.int32, device=values.device))
-    slot, _ = table.find_index(values)
-    present = torch.zeros(table.values.shape[0], dtype=torch.bool, device=values.device)
-    present[slot] = True
-    renumber = torch.cumsum(present, 0) - 1
-    codes = renumber[slot]
-    distinct = int(present.sum())
-    uniques = torch.empty(distinct, dtype=torch.int64, device=values.device)
-    uniques[codes] = values
-    return codes, uniques
+    """(code a row, the distinct values by code): the engine's group_compact."""
+    return engine_for(values.device).group_compact(values)
 
 
 def _order_key(uniques: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

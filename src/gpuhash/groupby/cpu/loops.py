@@ -13,6 +13,7 @@ import numpy as np
 
 _JIT = {"cache": True, "nogil": True}
 SUM, MIN, MAX = 0, 1, 2
+BLOCK = 1 << 16  # rows a block of a parallel pass
 
 
 @numba.njit(parallel=True, **_JIT)
@@ -48,3 +49,45 @@ def group_reduce(codes, low, values, valid, has_valid, op, out, counts, rows):
                     acc[g] = v
             elif (seen[g] if not every_value else held[g]) == 1 or v > acc[g]:
                 acc[g] = v
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_sort(slot, groups, values, descending, count, out):
+    """The values of the rows whose slot is below ``groups``, placed by group (a counting
+    sort, in row order) and then sorted within each group, every group on its own core;
+    ``count`` (groups + 1 zeros) gets each group's rows."""
+    n = slot.shape[0]
+    for i in range(n):
+        count[slot[i]] += 1
+    start = np.zeros(groups + 1, dtype=np.int64)
+    for g in range(groups):
+        start[g + 1] = start[g] + count[g]
+    place = start.copy()
+    for i in range(n):
+        g = slot[i]
+        if g < groups:
+            out[place[g]] = values[i]
+            place[g] += 1
+    for g in numba.prange(groups):
+        segment = out[start[g]:start[g + 1]]
+        segment.sort()
+        if descending:
+            m = segment.shape[0]
+            for j in range(m // 2):
+                segment[j], segment[m - 1 - j] = segment[m - 1 - j], segment[j]
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_codes_digit(out, column, low, span, first):
+    """One column's step of a mixed-radix code: ``out = out * span + (key - low)`` (the first
+    column: ``out = key - low``), in parallel blocks."""
+    n = out.shape[0]
+    for block in numba.prange((n + BLOCK - 1) // BLOCK):
+        start = block * BLOCK
+        stop = min(n, start + BLOCK)
+        if first:
+            for i in range(start, stop):
+                out[i] = np.int64(column[i]) - low
+        else:
+            for i in range(start, stop):
+                out[i] = out[i] * span + (np.int64(column[i]) - low)

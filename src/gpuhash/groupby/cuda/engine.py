@@ -112,3 +112,39 @@ def group_codes(columns: list[torch.Tensor], lows: list[int], spans: list[int],
            device=index)
     block.record_stream(torch.cuda.current_stream(device))
     return out
+
+
+def group_sort(slot: torch.Tensor, groups: int, values: torch.Tensor, *, descending: bool
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(values by group then by value, each group's count, its first position): the values
+    of the rows whose slot is below ``groups`` (the others left out), each group's run
+    ascending (``descending``: from the largest). Two stable sorts, by value then by group.
+    Synchronises once (the rows kept size the output)."""
+    if groups < 2**31 - 1:  # a narrower sort key sorts faster
+        slot = slot.to(torch.int32)
+    by_value = torch.sort(values, stable=True, descending=descending).indices
+    order = by_value[torch.sort(slot[by_value], stable=True).indices]
+    count = torch.bincount(slot.to(torch.int64), minlength=groups + 1)[:groups]
+    kept = int(count.sum())
+    return values[order[:kept]], count, torch.cumsum(count, 0) - count
+
+
+def group_compact(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a code a row, the distinct int64 values by code) through the core's hash table: each
+    value inserted, its slot found, the used slots numbered in slot order. Synchronises once
+    (the distinct values size the output)."""
+    from gpuhash.table.hash_map import HashMap
+
+    rows = values.shape[0]
+    table = HashMap(key_dtype=torch.int64, value_dtype=torch.int32, capacity=max(rows, 1),
+                    device=values.device, duplicates="any")
+    table.insert(values, torch.zeros(rows, dtype=torch.int32, device=values.device))
+    slot, _ = table.find_index(values)
+    present = torch.zeros(table.values.shape[0], dtype=torch.bool, device=values.device)
+    present[slot] = True
+    renumber = torch.cumsum(present, 0) - 1
+    codes = renumber[slot]
+    distinct = int(present.sum())
+    uniques = torch.empty(distinct, dtype=torch.int64, device=values.device)
+    uniques[codes] = values
+    return codes, uniques
