@@ -66,6 +66,10 @@ def _nonempty(count: torch.Tensor, at_least: int = 1) -> torch.Tensor | None:
 
 
 def sums(ids, groups, values, use) -> torch.Tensor:
+    """Each group's sum of the counting values (the engine's group_reduce where it takes the
+    dtypes; it skips NaN and masked rows as ``use`` does)."""
+    if Reductions.takes(values, ids):
+        return engine_for(values.device).group_reduce(ids, 0, groups, values, use, "sum")[0]
     acc = _sum_dtype(values.dtype)
     data = values.to(acc)
     if use is not None:
@@ -98,9 +102,8 @@ def _var(ids, groups, values, use, summed=None) -> Result:
     distance = values.to(torch.float64) - spare[_slots(ids, groups, use)]
     if use is not None:
         distance = torch.where(use, distance, 0.0)
-    squares = torch.zeros(groups + 1, dtype=torch.float64, device=values.device)
-    squares.index_add_(0, _slots(ids, groups, use), distance * distance)
-    return squares[:groups] / (count - 1).clamp(min=1), _nonempty(count, 2)
+    squares = sums(ids, groups, distance * distance, None)
+    return squares / (count - 1).clamp(min=1), _nonempty(count, 2)
 
 
 def _sorted_within_groups(ids, groups, values, use, *, descending: bool = False):
@@ -173,8 +176,7 @@ def correlation(ids, groups, first, first_valid, second, second_valid) -> Result
     a, b = centred(first), centred(second)
 
     def total(x):
-        out = torch.zeros(groups + 1, dtype=torch.float64, device=first.device)
-        return out.index_add_(0, slot, x)[:groups]
+        return sums(ids, groups, x, None)
 
     spread = torch.sqrt(total(a * a) * total(b * b))
     r = total(a * b) / spread
