@@ -177,18 +177,23 @@ MERGE_METHOD = ("host wall clock around the whole call (pyarrow tables in, a pya
 
 
 def _bench_merge(args, on_gpu: bool) -> dict:
+    from gpuhash.bench import merge_suite
+
+    return _bench_task(args, on_gpu, merge_suite, MERGE_METHOD, "merge")
+
+
+def _bench_task(args, on_gpu: bool, suite, method: str, name: str, **options) -> dict:
+    """A suite of db-benchmark's questions (merge, groupby), its header and cores."""
     import torch
 
-    from gpuhash.bench import merge_suite
     from gpuhash.bench.progress import Steps
 
-    name = torch.cuda.get_device_name(0) if on_gpu else f"CPU ({_cpu_name()})"
-    report = _header(name, args.quick, args.runs or 3, MERGE_METHOD, suite="merge")
-    with Steps("merge", merge_suite.steps(quick=args.quick, on_gpu=on_gpu,
-                                          chosen=args.sizes)) as step:
-        report.update(merge_suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu,
-                                      peers=args.peers.split(","), sizes_=args.sizes,
-                                      step=step))
+    device = torch.cuda.get_device_name(0) if on_gpu else f"CPU ({_cpu_name()})"
+    report = _header(device, args.quick, args.runs or 3, method, suite=name)
+    with Steps(name, suite.steps(quick=args.quick, on_gpu=on_gpu, chosen=args.sizes)) as step:
+        report.update(suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu,
+                                peers=args.peers.split(","), sizes_=args.sizes, step=step,
+                                **options))
     report["cores"] = os.cpu_count()
     return report
 
@@ -200,20 +205,10 @@ GROUPBY_METHOD = ("host wall clock around the whole call to a synchronised answe
 
 
 def _bench_groupby(args, on_gpu: bool) -> dict:
-    import torch
-
     from gpuhash.bench import groupby_suite
-    from gpuhash.bench.progress import Steps
 
-    name = torch.cuda.get_device_name(0) if on_gpu else f"CPU ({_cpu_name()})"
-    report = _header(name, args.quick, args.runs or 3, GROUPBY_METHOD, suite="groupby")
-    with Steps("groupby", groupby_suite.steps(quick=args.quick, on_gpu=on_gpu,
-                                              chosen=args.sizes)) as step:
-        report.update(groupby_suite.run(quick=args.quick, runs=args.runs, on_gpu=on_gpu,
-                                        peers=args.peers.split(","), sizes_=args.sizes,
-                                        forms=args.forms.split(","), step=step))
-    report["cores"] = os.cpu_count()
-    return report
+    return _bench_task(args, on_gpu, groupby_suite, GROUPBY_METHOD, "groupby",
+                       forms=args.forms.split(","))
 
 
 def _bench_join(args, on_gpu: bool) -> dict:

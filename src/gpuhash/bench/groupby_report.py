@@ -41,31 +41,8 @@ def print_report(report: dict) -> None:
 
 def plot_report(report: dict, path: str | Path) -> None:
     """Each question's time (gpuhash's forms and the peers), ms on a log scale, a panel per N."""
-    import matplotlib
+    from gpuhash.bench.report import plot_questions
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = report["sizes"]
-    figure, axes = plt.subplots(1, len(sizes), figsize=(6.0 * len(sizes), 4.0), squeeze=False)
-    for ax, size in zip(axes[0], sizes):
-        questions = size["questions"]
-        forms = sorted({f for q in questions for f in q["gpuhash"]})
-        peers = sorted({p for q in questions for p in q["peers"]})
-        names = [f"gpuhash ({f})" for f in forms] + peers
-        width = 0.8 / len(names)
-        for k, name in enumerate(names):
-            values = [q["gpuhash"].get(name[9:-1]) if name.startswith("gpuhash") else
-                      q["peers"].get(name, {}).get("ms") for q in questions]
-            xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(questions))]
-            present = [(x, v) for x, v in zip(xs, values) if v is not None]
-            ax.bar([x for x, _ in present], [v for _, v in present], width, label=name)
-        ax.set_xticks(range(len(questions)), [q["question"] for q in questions])
-        ax.set_yscale("log")
-        ax.set_title(f"N={size['n']:.0e}", fontsize=9)
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("ms (lower is better)")
-    figure.suptitle(f"gh.groupby on {report['device']} (commit {report.get('commit', '?')[:7]})")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    plot_questions(report, path, title="gh.groupby",
+                   times=lambda q: {**{f"gpuhash ({f})": ms for f, ms in q["gpuhash"].items()},
+                                   **{p: v["ms"] for p, v in sorted(q["peers"].items())}})

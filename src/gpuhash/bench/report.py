@@ -216,3 +216,33 @@ def plot(report: dict, path: str | Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     say(f"wrote {escape(str(path))}")
+
+
+def plot_questions(report: dict, path, *, title: str, times) -> None:
+    """Bars of each question's times, ms on a log scale, a panel per N: ``times(question)``
+    gives {series name: ms} (merge and group-by reports)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = report["sizes"]
+    figure, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 4.0), squeeze=False)
+    for ax, size in zip(axes[0], sizes):
+        questions = size["questions"]
+        names = list(dict.fromkeys(name for q in questions for name in times(q)))
+        width = 0.8 / max(len(names), 1)
+        for k, name in enumerate(names):
+            values = [times(q).get(name) for q in questions]
+            xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(questions))]
+            present = [(x, v) for x, v in zip(xs, values) if v is not None]
+            ax.bar([x for x, _ in present], [v for _, v in present], width, label=name)
+        ax.set_xticks(range(len(questions)), [q["question"] for q in questions])
+        ax.set_yscale("log")
+        ax.set_title(f"N={size['n']:.0e}", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("ms (lower is better)")
+    figure.suptitle(f"{title} on {report['device']} (commit {report.get('commit', '?')[:7]})")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
