@@ -208,7 +208,7 @@ def _bench_groupby(args, on_gpu: bool) -> dict:
     from gpuhash.bench import groupby_suite
 
     return _bench_task(args, on_gpu, groupby_suite, GROUPBY_METHOD, "groupby",
-                       forms=args.forms.split(","))
+                       forms=args.forms.split(","), nulls=args.nulls)
 
 
 def _bench_join(args, on_gpu: bool) -> dict:
@@ -285,6 +285,9 @@ def _parser() -> argparse.ArgumentParser:
             suite.add_argument("--forms", metavar="NAMES", default="host,gpu",
                                help="gpuhash's inputs, by comma: host (pyarrow tables), gpu "
                                     "(CUDA tensors; GPU only) (default: host,gpu)")
+            suite.add_argument("--nulls", type=float, default=0.0, metavar="SHARE",
+                               help="the share of every column made null (db-benchmark's NA "
+                                    "variant: 0.05; host form only) (default: 0)")
         if name == "map":
             suite.add_argument("--layouts", action="store_true",
                                help="add three fixed-layout tables as peers (GPU only)")

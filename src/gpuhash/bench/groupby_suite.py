@@ -4,12 +4,13 @@ The data follow the facts of db-benchmark's group-by generator (``groupby-datage
 no nulls, random order), made here with NumPy: N rows of ``id1``, ``id2`` (strings
 ``"id001"``..``"id100"``), ``id3`` (strings of N/K levels, ``"id0000000001"``..), ``id4``,
 ``id5`` (int32 in 1..K), ``id6`` (int32 in 1..N/K), ``v1`` (int32 in 1..5), ``v2`` (int32 in
-1..15) and ``v3`` (a double in [0, 100), six decimals).
+1..15) and ``v3`` (a double in [0, 100), six decimals); with ``--nulls 0.05``, db-benchmark's
+NA variant, 5% of every column null.
 
 The questions: q1 sum v1 by id1; q2 sum v1 by id1, id2; q3 sum v1, mean v3 by id3; q4 mean
 v1, v2, v3 by id4; q5 sum v1, v2, v3 by id6; q6 median and sd of v3 by id4, id5; q7 max v1 -
 min v2 by id3; q8 the largest two v3 by id6; q9 the squared correlation of v1 and v2 by id2,
-id4; q10 sum v3 and count by id1..id6.
+id4; q10 sum v3 and count (rows) by id1..id6.
 
 Two forms of gpuhash: ``host``, the pyarrow table in host memory in (strings as strings) and
 a pyarrow table out; ``gpu``, a dict of CUDA tensors in (string keys as dictionary codes, made
@@ -51,7 +52,7 @@ QUESTIONS = {
     "q7": (["id3"], {"v1": "max", "v2": "min"}, "max(v1) - min(v2) AS range_v1_v2"),
     "q8": (["id6"], {"v3": ("top_k", 2)}, None),
     "q9": (["id2", "id4"], {"v1": ("corr", "v2")}, "pow(corr(v1, v2), 2) AS r2"),
-    "q10": (["id1", "id2", "id3", "id4", "id5", "id6"], {"v3": "sum", "v1": "count"},
+    "q10": (["id1", "id2", "id3", "id4", "id5", "id6"], {"v3": "sum", "v1": "size"},
             "sum(v3) AS v3, count(*) AS count"),
 }
 RESULTS = {"q1": 1, "q2": 1, "q3": 2, "q4": 3, "q5": 3, "q6": 2, "q7": 1, "q8": 1, "q9": 1,
@@ -74,9 +75,11 @@ def _strings(ids: np.ndarray, width: int):
     return pa.chunked_array(chunks, type=pa.string())
 
 
-def make_table(n: int, *, seed: int = 108):
-    """The G1 table of N = ``n`` rows (K = 100) as a pyarrow Table."""
+def make_table(n: int, *, seed: int = 108, nulls: float = 0.0):
+    """The G1 table of N = ``n`` rows (K = 100) as a pyarrow Table; ``nulls``: the share of
+    each column's values made null (db-benchmark's NA variant takes 0.05)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     rng = np.random.default_rng(seed)
     levels = max(1, n // K)
@@ -84,12 +87,25 @@ def make_table(n: int, *, seed: int = 108):
     def ints(high: int) -> np.ndarray:
         return rng.integers(1, high + 1, n, dtype=np.int32)
 
-    return pa.table({
+    columns = {
         "id1": _strings(ints(K), 3), "id2": _strings(ints(K), 3),
         "id3": _strings(ints(levels), 10),
         "id4": ints(K), "id5": ints(K), "id6": ints(levels),
         "v1": ints(5), "v2": ints(15), "v3": np.round(rng.uniform(0, 100, n), 6),
-    })
+    }
+    if nulls:
+        for name, values in columns.items():
+            missing = rng.random(n) < nulls
+            if isinstance(values, np.ndarray):
+                columns[name] = pa.array(values, mask=missing)
+                continue
+            chunks, start = [], 0
+            for chunk in values.chunks:
+                gone = pa.array(missing[start:start + len(chunk)])
+                chunks.append(pc.if_else(gone, pa.scalar(None, chunk.type), chunk))
+                start += len(chunk)
+            columns[name] = pa.chunked_array(chunks, type=values.type)
+    return pa.table(columns)
 
 
 def gpu_columns(table) -> dict:
@@ -135,7 +151,7 @@ def _polars(frame, question: str):
         "q6": [c("v3").median().alias("v3_median"), c("v3").std().alias("v3_std")],
         "q7": [(c("v1").max() - c("v2").min()).alias("range_v1_v2")],
         "q9": [(pl.corr("v1", "v2") ** 2).alias("r2")],
-        "q10": [c("v3").sum(), c("v1").count().alias("count")],
+        "q10": [c("v3").sum(), pl.len().alias("count")],
     }[question]
     return frame.group_by(keys).agg(aggs)
 
@@ -298,18 +314,20 @@ def steps(*, quick: bool, on_gpu: bool, chosen: list[int] | None = None) -> int:
 
 
 def run(*, quick: bool, runs: int | None, on_gpu: bool, peers=PEERS, forms=FORMS,
-        sizes_: list[int] | None = None, step: Step = quiet) -> dict:
-    """Every size and question, with the device's read bandwidth measured in the same run."""
+        sizes_: list[int] | None = None, nulls: float = 0.0, step: Step = quiet) -> dict:
+    """Every size and question, with the device's read bandwidth measured in the same run.
+    With ``nulls`` only the host form runs (CUDA tensors carry no nulls)."""
     runs = runs or 3
     device = "cuda" if on_gpu else "cpu"
     step("ceilings: the device's read bandwidth" if on_gpu else "ceilings: none on a CPU")
     bandwidth = read_bandwidth() if on_gpu else None
+    forms = [f for f in forms if (on_gpu and not nulls) or f == "host"]
     report = {"ceilings": {"read_gbps": bandwidth} if bandwidth else {}, "sizes": [],
-              "forms": [f for f in forms if on_gpu or f == "host"]}
+              "forms": forms, "nulls": nulls}
     for n in sizes_ or sizes(quick=quick, on_gpu=on_gpu):
         step(f"N={n:.0e}: making the table")
-        table = make_table(n)
-        gpu = gpu_columns(table) if on_gpu and "gpu" in forms else None
+        table = make_table(n, nulls=nulls)
+        gpu = gpu_columns(table) if "gpu" in forms else None
         frame = None
         if "polars" in peers:
             try:
