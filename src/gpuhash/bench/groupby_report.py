@@ -34,6 +34,12 @@ def print_report(report: dict) -> None:
                        if ceiling else []),
                      *(_versus(q["peers"][p]) if p in q["peers"] else "-" for p in peers)]
                     for q in questions])
+    if report.get("factorize"):
+        show_table(f"gh.factorize of int64 keys on {report['device']}, ms (> 1: gpuhash "
+                   f"faster)", ["keys", "groups", "gpuhash", "torch.unique"],
+                   [[f"{f['n']:.0e}", f"{f['groups']:,}", f"{f['gpuhash_ms']:.2f}",
+                     f"{f['torch_unique_ms']:.2f} ({f['ratio']:.2f}x)"]
+                    for f in report["factorize"]])
     if report["ceilings"]:
         show_table("ceilings", ["", "GB/s"],
                    [["device read bandwidth", f"{report['ceilings']['read_gbps']:.0f}"]])

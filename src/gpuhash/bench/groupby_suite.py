@@ -19,7 +19,8 @@ over the Arrow table), polars (eager, the frame made before timing), and on a GP
 ``torch.unique`` + ``index_add_`` where a question is sums and means. Every answer is checked
 against DuckDB's (groups, and each result column's sum) before a time counts. The ceiling of
 the ``gpu`` form: the bytes of the columns a question reads, at the device's read bandwidth
-measured in the same run.
+measured in the same run. Then, per N, ``gh.factorize`` of N int64 keys of N/100 distinct
+random values beside ``torch.unique(return_inverse=True)``.
 
 Example:
     >>> table = make_table(2000, seed=1)
@@ -303,6 +304,35 @@ def run_question(table, gpu, frame, question: str, *, runs: int, device: str, pe
     return result
 
 
+def factorize_case(n: int, groups: int, *, runs: int, device: str) -> dict:
+    """gh.factorize of ``n`` int64 keys drawn from ``groups`` random values beside
+    torch.unique(return_inverse=True) on the same tensor, each to a synchronised answer;
+    both answers checked (every key rebuilt from its id and the distinct keys)."""
+    import torch
+
+    import gpuhash as gh
+
+    generator = torch.Generator().manual_seed(7)
+    domain = torch.randint(-(2**62), 2**62, (groups,), generator=generator)
+    keys = domain[torch.randint(0, groups, (n,), generator=generator)].to(device)
+
+    def done(answer):
+        if keys.is_cuda:
+            torch.cuda.synchronize()
+        return answer
+
+    ours = lambda: done(gh.factorize(keys))  # noqa: E731
+    theirs = lambda: done(torch.unique(keys, return_inverse=True))  # noqa: E731
+    ids, uniques = ours()
+    distinct, inverse = theirs()
+    assert uniques.shape == distinct.shape and torch.equal(uniques[ids], keys)
+    assert torch.equal(distinct[inverse], keys)
+    ms = time_cpu(ours, runs=runs).median_ms
+    peer = time_cpu(theirs, runs=runs).median_ms
+    return {"n": n, "groups": int(uniques.shape[0]), "gpuhash_ms": ms,
+            "torch_unique_ms": peer, "ratio": round(peer / ms, 3)}
+
+
 def sizes(*, quick: bool, on_gpu: bool) -> list[int]:
     """N per run: 1e7 and 1e8 on a GPU machine, 1e6 and 1e7 on a CPU (--quick: the first)."""
     chosen = [10**7, 10**8] if on_gpu else [10**6, 10**7]
@@ -310,7 +340,7 @@ def sizes(*, quick: bool, on_gpu: bool) -> list[int]:
 
 
 def steps(*, quick: bool, on_gpu: bool, chosen: list[int] | None = None) -> int:
-    return 1 + len(chosen or sizes(quick=quick, on_gpu=on_gpu)) * (1 + len(QUESTIONS))
+    return 1 + len(chosen or sizes(quick=quick, on_gpu=on_gpu)) * (2 + len(QUESTIONS))
 
 
 def run(*, quick: bool, runs: int | None, on_gpu: bool, peers=PEERS, forms=FORMS,
@@ -344,4 +374,7 @@ def run(*, quick: bool, runs: int | None, on_gpu: bool, peers=PEERS, forms=FORMS
                                           bandwidth=bandwidth))
         report["sizes"].append({"n": n, "questions": questions})
         del table, gpu, frame
+        step(f"N={n:.0e}: factorize beside torch.unique")
+        report.setdefault("factorize", []).append(
+            factorize_case(n, max(1, n // 100), runs=runs, device=device))
     return report
