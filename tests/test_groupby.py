@@ -194,6 +194,11 @@ def test_the_groupby_command_writes_the_answer_and_names_bad_options(tmp_path, c
     assert main(argv) == 0
     assert pq.read_table(target).to_pydict() == {"k": [1, 2], "v_sum": [5.0, 4.0],
                                                  "v_quantile_0.5": [5.0, 2.0]}
+    chunked = ["groupby", str(source), "--by", "k", "--agg", "v:sum", "--agg", "v:max",
+               "--chunk-rows", "2", "-o", str(target), "--sort", "--cpu"]
+    assert main(chunked) == 0
+    assert pq.read_table(target).to_pydict() == {"k": [1, 2], "v_sum": [5.0, 4.0],
+                                                 "v_max": [5.0, 3.0]}
     for bad, message in ((["--agg", "v"], "write COLUMN:AGGREGATION"),
                          (["--agg", "v:top_k"], "top_k takes a parameter"),
                          (["--agg", "v:top_k=x"], "'x' is not a number"),
@@ -219,3 +224,26 @@ def test_strings_encoded_in_pieces_group_as_one_column(monkeypatch):
             v_sum=("v", "sum"), v_size=("v", "size"), k_min=("k", "min"),
             k_max=("k", "max")).reset_index()
         _same(got, want)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 37, 1000])
+def test_chunks_merged_give_the_whole_tables_answer(chunk_rows):
+    table = _table(21, rows=300)
+    aggs = {"v": ["sum", "mean", "var", "std", "min", "max", "count", "size", "first", "last"],
+            "w": "sum", "k2": ["min", "max"]}
+    for by in (["k1"], ["k2", "kf"]):
+        whole = gh.groupby(table, by, aggs, sort=True, device="cpu").to_pandas()
+        chunked = gh.groupby(table, by, aggs, sort=True, device="cpu",
+                             chunk_rows=chunk_rows).to_pandas()
+        assert list(chunked.columns) == list(whole.columns)
+        _same(chunked, whole)
+    top = gh.groupby(table, "k1", {"v": ("top_k", 2)}, sort=True, device="cpu")
+    assert gh.groupby(table, "k1", {"v": ("top_k", 2)}, sort=True, device="cpu",
+                      chunk_rows=chunk_rows).equals(top)
+
+
+def test_chunks_refuse_what_needs_every_row_of_a_group():
+    with pytest.raises(ValueError, match="median need every row"):
+        gh.groupby(_table(1), "k1", {"v": "median"}, chunk_rows=10, device="cpu")
+    with pytest.raises(ValueError, match="chunk_rows must be a positive int"):
+        gh.groupby(_table(1), "k1", {"v": "sum"}, chunk_rows=0, device="cpu")

@@ -327,6 +327,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="Parquet file to write")
     group.add_argument("--sort", action="store_true", help="groups in the keys' order")
     group.add_argument("--dropna", action="store_true", help="drop rows whose key is null")
+    group.add_argument("--chunk-rows", type=_positive, metavar="N",
+                       help="read and group N rows at a time, merging the partial results "
+                            "(for files larger than memory; not for median, quantile, "
+                            "nunique, corr)")
     group.add_argument("--explain", action="store_true", help="print the phases and times")
     group.add_argument("--cpu", action="store_true", help="the CPU engine even with a GPU")
     return parser
@@ -343,7 +347,7 @@ def _group_file(args, on_gpu: bool) -> int:
         written = run_groupby(args.input, by=by, aggs=args.agg, output=args.output,
                               device="cuda" if on_gpu else "cpu", sort=args.sort,
                               dropna=args.dropna, explain=args.explain,
-                              progress=sys.stderr.isatty())
+                              chunk_rows=args.chunk_rows, progress=sys.stderr.isatty())
     except (ValueError, TypeError, KeyError, OSError) as error:  # the user's file or options
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"gpuhash groupby: error: {message}", file=sys.stderr)

@@ -134,7 +134,7 @@ def _default_device(device: Any) -> torch.device:
 
 def groupby(data: Any, by: Any = None, aggs: Any = None, *, sort: bool = False,
             dropna: bool = False, device: str | torch.device | None = None,
-            explain: bool = False) -> Any:
+            chunk_rows: int | None = None, explain: bool = False) -> Any:
     """Group rows by key columns and aggregate value columns.
 
     Args:
@@ -152,6 +152,9 @@ def groupby(data: Any, by: Any = None, aggs: Any = None, *, sort: bool = False,
         dropna: drop rows whose key is null; else a null key is a group.
         device: where the work runs (default: a GPU when there is one). Arrays stay where
             they are.
+        chunk_rows: group a pyarrow, pandas or polars table this many rows at a time, the
+            partial aggregates merged at the end (groupby/stream.py): for tables larger than
+            the device's memory. The median, quantiles, nunique and corr are refused then.
         explain: print how the keys were grouped and what each phase cost.
 
     Returns:
@@ -166,6 +169,9 @@ def groupby(data: Any, by: Any = None, aggs: Any = None, *, sort: bool = False,
         >>> gh.groupby(t, "k", {"v": ["sum", "max"]}, sort=True, device="cpu").to_pydict()
         {'k': ['a', 'b'], 'v_sum': [5, 2], 'v_max': [4, 2]}
     """
+    if chunk_rows is not None:
+        return _chunked_groupby(data, by, aggs, sort=sort, dropna=dropna, device=device,
+                                chunk_rows=chunk_rows, explain=explain)
     if _is_table(data):
         return _table_groupby(data, by, aggs, sort=sort, dropna=dropna, device=device,
                               explain=explain)
@@ -296,3 +302,27 @@ def _table_groupby(data, by, aggs, *, sort, dropna, device, explain):
 
     return group_table(data, by, aggs, sort=sort, dropna=dropna, device=device,
                        explain=explain, run=_run, default_device=_default_device)
+
+
+def _chunked_groupby(data, by, aggs, *, sort, dropna, device, chunk_rows, explain):
+    from gpuhash.groupby.stream import group_chunks
+    from gpuhash.groupby.tables import _names
+    from gpuhash.join.frames import PANDAS, POLARS, TENSORS, frame_kind, to_arrow
+
+    if not isinstance(chunk_rows, int) or isinstance(chunk_rows, bool) or chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}")
+    kind = frame_kind(data, "data") if _is_table(data) else None
+    if kind in (None, TENSORS):
+        raise TypeError("chunk_rows takes a pyarrow, pandas or polars table; arrays and dicts "
+                        "of arrays are grouped whole")
+    table = to_arrow(data, kind)
+    chunks = (table.slice(start, chunk_rows) for start in range(0, table.num_rows, chunk_rows))
+    answer = group_chunks(chunks, _names(by), aggs, sort=sort, dropna=dropna,
+                          device=_default_device(device), explain=explain)
+    if kind == PANDAS:
+        return answer.to_pandas()
+    if kind == POLARS:
+        import polars
+
+        return polars.from_arrow(answer)
+    return answer

@@ -1,7 +1,9 @@
 """``gpuhash groupby``: a Parquet file grouped and aggregated into another.
 
 The file is read whole (pyarrow), grouped by ``gh.groupby`` on the GPU when there is one, and
-the answer written as Parquet. Aggregations are given as ``COLUMN:AGGREGATION``, with a
+the answer written as Parquet; with ``chunk_rows`` it is read that many rows at a time, each
+batch grouped into partial aggregates that are merged at the end (groupby/stream.py), so the
+file may be larger than memory. Aggregations are given as ``COLUMN:AGGREGATION``, with a
 parameter after ``=`` where one is needed: ``v1:sum``, ``v3:quantile=0.9``, ``v1:corr=v2``,
 ``v3:top_k=2``. On a terminal a status line says which phase is running.
 
@@ -62,19 +64,30 @@ def _parameter(name: str, text: str, option: str) -> Any:
 
 def run_groupby(path: str, *, by: list[str], aggs: list[str], output: str, device: str,
                 sort: bool = False, dropna: bool = False, explain: bool = False,
-                progress: bool = False) -> int:
+                chunk_rows: int | None = None, progress: bool = False) -> int:
     """Group the Parquet file at ``path`` and write the answer to ``output``; its rows."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     import gpuhash as gh
+    from gpuhash.groupby.stream import group_chunks
 
     wanted = parse_agg_options(aggs)
     status = _status if progress else _silent
-    with status(f"reading {path}"):
-        table = pq.read_table(path)
-    with status(f"grouping {table.num_rows:,} rows by {', '.join(by)}"):
-        answer = gh.groupby(table, by, wanted, sort=sort, dropna=dropna, device=device,
-                            explain=explain)
+    if chunk_rows is not None:
+        source = pq.ParquetFile(path)
+        rows = source.metadata.num_rows
+        batches = (pa.Table.from_batches([batch])
+                   for batch in source.iter_batches(batch_size=chunk_rows))
+        with status(f"grouping {rows:,} rows by {', '.join(by)}, {chunk_rows:,} at a time"):
+            answer = group_chunks(batches, by, wanted, sort=sort, dropna=dropna,
+                                  device=device, explain=explain)
+    else:
+        with status(f"reading {path}"):
+            table = pq.read_table(path)
+        with status(f"grouping {table.num_rows:,} rows by {', '.join(by)}"):
+            answer = gh.groupby(table, by, wanted, sort=sort, dropna=dropna, device=device,
+                                explain=explain)
     with status(f"writing {output}"):
         pq.write_table(answer, output)
     return answer.num_rows

@@ -1,0 +1,142 @@
+"""A group-by of a table too large to hold on the device at once: chunks of rows grouped one
+at a time into partial aggregates, which a last group-by of the partials merges.
+
+Each aggregation is split into partials that merge exactly: ``count``, ``size`` and ``sum``
+add up; ``min``, ``max``, ``any`` and ``all`` take their own kind again; ``first`` and
+``last`` take the first / last non-null partial in chunk order; ``mean`` is a sum and a
+count; ``var`` and ``std`` are a count, a mean and the squared distances from it of each
+chunk, merged by Chan's formula (``M2 = sum(M2_i) + sum(n_i * (mean_i - mean)**2)``);
+``top_k`` and ``bottom_k`` keep each chunk's k rows. ``median``, ``quantile``, ``nunique`` and
+``corr`` need a group's rows together and are refused in chunks.
+
+Example:
+    >>> import pyarrow as pa
+    >>> table = pa.table({"k": [1, 2, 1, 1], "v": [1.0, 5.0, 3.0, 8.0]})
+    >>> chunks = [table.slice(0, 2), table.slice(2)]
+    >>> group_chunks(chunks, ["k"], {"v": ["mean", "var", "last"]}, sort=True,
+    ...              dropna=False, device="cpu").to_pydict()
+    {'k': [1, 2], 'v_mean': [4.0, 5.0], 'v_var': [13.0, None], 'v_last': [8.0, 5.0]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gpuhash.groupby.specs import ROWS_A_GROUP, AggSpec, parse_aggs
+
+WHOLE_GROUPS = ("median", "quantile", "nunique", "corr")  # need a group's rows at once
+SAME_KIND = ("min", "max", "any", "all", "first", "last")  # merged by the same aggregation
+ADDED = ("count", "size", "sum")  # merged by a sum
+
+
+def _partials(spec: AggSpec, index: int) -> dict[str, Any]:
+    """Partial column name -> (value column, aggregation) of one requested output."""
+    name = f"__{index}"
+    if spec.name in ADDED or spec.name in SAME_KIND:
+        return {f"{name}_{spec.name}": (spec.column, spec.name)}
+    if spec.name == "mean":
+        return {f"{name}_sum": (spec.column, "sum"), f"{name}_count": (spec.column, "count")}
+    return {f"{name}_count": (spec.column, "count"), f"{name}_mean": (spec.column, "mean"),
+            f"{name}_var": (spec.column, "var")}  # var and std
+
+
+def group_chunks(chunks: Iterable, by: list[str], aggs: Any, *, sort: bool, dropna: bool,
+                 device: Any, explain: bool = False):
+    """The group-by of the rows of every chunk (pyarrow Tables) as one pyarrow Table."""
+    import pyarrow as pa
+
+    import gpuhash as gh
+
+    specs = parse_aggs(aggs, tuple(by))
+    whole = sorted({s.name for s in specs if s.name in WHOLE_GROUPS})
+    if whole:
+        raise ValueError(f"{', '.join(whole)} need every row of a group at once and are not "
+                         f"computed in chunks: group the whole table (no chunk_rows), or ask "
+                         f"for them in a call of their own on a table that fits")
+    if any(s.name in ROWS_A_GROUP for s in specs):
+        spec = specs[0]
+        parts = [gh.groupby(chunk, by, {spec.column: (spec.name, spec.parameter)},
+                            dropna=dropna, device=device) for chunk in chunks]
+        merged = pa.concat_tables(parts) if parts else None
+        return gh.groupby(merged, by, {spec.column: (spec.name, spec.parameter)}, sort=sort,
+                          dropna=dropna, device=device, explain=explain)
+    plan = [_partials(spec, i) for i, spec in enumerate(specs)]
+    asked: dict[str, list] = {}
+    for partial in plan:
+        for column, agg in partial.values():
+            if agg not in asked.setdefault(column, []):
+                asked[column].append(agg)
+    parts = []
+    for chunk in chunks:
+        grouped = gh.groupby(chunk, by, {c: list(a) for c, a in asked.items()},
+                             dropna=dropna, device=device)
+        # the partials under their own names: one column per (value column, aggregation)
+        renamed = {}
+        for partial in plan:
+            for name, (column, agg) in partial.items():
+                alone = len(asked[column]) == 1 and column not in by  # groupby's naming
+                renamed[name] = grouped.column(column if alone else f"{column}_{agg}")
+        parts.append(pa.table({**{k: grouped.column(k) for k in by}, **renamed}))
+    if not parts:
+        raise ValueError("no chunk to group: the input has no rows batch")
+    partials = pa.concat_tables(parts, promote_options="permissive")
+    return _merge(partials, by, specs, plan, sort=sort, dropna=dropna, device=device,
+                  explain=explain)
+
+
+def _merge(partials, by, specs, plan, *, sort, dropna, device, explain):
+    """The last group-by: each requested output from its partials."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import gpuhash as gh
+
+    weighted = {}
+    for i, spec in enumerate(specs):
+        if spec.name in ("var", "std"):  # n_i * mean_i and n_i * mean_i**2 for Chan's formula
+            n = pc.cast(partials.column(f"__{i}_count"), pa.float64())
+            mean = pc.fill_null(partials.column(f"__{i}_mean"), 0.0)
+            var = pc.fill_null(partials.column(f"__{i}_var"), 0.0)
+            weighted[f"__{i}_nm"] = pc.multiply(n, mean)
+            weighted[f"__{i}_nmm"] = pc.multiply(pc.multiply(n, mean), mean)
+            weighted[f"__{i}_m2"] = pc.multiply(var, pc.max_element_wise(
+                pc.subtract(n, 1.0), 0.0))
+    for name, column in weighted.items():
+        partials = partials.append_column(name, column)
+    final = {}
+    for i, (spec, partial) in enumerate(zip(specs, plan)):
+        for name in partial:
+            agg = name.rsplit("_", 1)[1]
+            final[name] = "sum" if agg in ADDED or agg == "sum" else agg
+        if spec.name in ("var", "std"):
+            for name in (f"__{i}_nm", f"__{i}_nmm", f"__{i}_m2"):
+                final[name] = "sum"
+            final[f"__{i}_count"] = "sum"
+            final.pop(f"__{i}_mean")
+            final.pop(f"__{i}_var")
+    merged = gh.groupby(partials, by, final, sort=sort, dropna=dropna, device=device,
+                        explain=explain)
+    columns = {k: merged.column(k) for k in by}
+    for i, spec in enumerate(specs):
+        if spec.name in ADDED or spec.name in SAME_KIND:
+            columns[spec.output] = merged.column(f"__{i}_{spec.name}")
+        elif spec.name == "mean":
+            total = pc.cast(merged.column(f"__{i}_sum"), pa.float64())
+            count = merged.column(f"__{i}_count")
+            columns[spec.output] = pc.if_else(pc.greater(count, 0),
+                                              pc.divide(total, pc.cast(count, pa.float64())),
+                                              pa.scalar(None, pa.float64()))
+        else:
+            n = np.asarray(merged.column(f"__{i}_count"), dtype=np.float64)
+            nm = np.asarray(merged.column(f"__{i}_nm"), dtype=np.float64)
+            nmm = np.asarray(merged.column(f"__{i}_nmm"), dtype=np.float64)
+            m2 = np.asarray(merged.column(f"__{i}_m2"), dtype=np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = nm / n
+                spread = m2 + nmm - n * mean * mean  # sum n_i (mean_i - mean)^2, expanded
+                var = spread / (n - 1)
+            out = np.sqrt(np.maximum(var, 0.0)) if spec.name == "std" else var
+            columns[spec.output] = pa.array(out, mask=n < 2)
+    return pa.table(columns)
