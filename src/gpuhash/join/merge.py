@@ -57,6 +57,7 @@ from gpuhash.join.merge_options import (
     sorted_by,
 )
 from gpuhash.join.pandas_frames import (
+    anti_from_outer,
     by_value,
     index_levels,
     merge_on_indexes,
@@ -293,6 +294,12 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                         nulls_equal=nulls_equal, indicator=indicator or False, sort=sort,
                         device=device, memory_budget=memory_budget, explain=explain)
             return out.set_index(index_keys) if index_keys else out
+        if how in ANTI_HOWS:  # pandas' index: the rows' places in the outer merge
+            return anti_from_outer(merge, left, right, how, on=on, left_on=left_on,
+                                   right_on=right_on, suffixes=suffixes, validate=validate,
+                                   nulls_equal=nulls_equal, indicator=indicator, sort=sort,
+                                   device=device, memory_budget=memory_budget,
+                                   explain=explain)
         on, left_on, right_on = map(pandas_key_names, (on, left_on, right_on))
     # the anti kinds have the shape of the outer join on their side
     shape = {"left_anti": "left", "right_anti": "right"}.get(how, how)

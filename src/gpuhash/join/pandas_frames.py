@@ -290,3 +290,19 @@ def by_value(left: Any, right: Any, left_keys: list, right_keys: list) -> set[in
     labels_l, labels_r = pandas_labels(left, "left"), pandas_labels(right, "right")
     return {k for k, (a, b) in enumerate(zip(left_keys, right_keys))
             if _coerced(left[labels_l[a]].dtype, right[labels_r[b]].dtype)}
+
+
+def anti_from_outer(merge, left: Any, right: Any, how: str, *, indicator, **options) -> Any:
+    """pandas' anti joins as pandas makes them: the left (right) merge, whose rows without a
+    partner are kept with their positions in it as the index (so the labels are that merge's
+    row numbers, not the input's)."""
+    taken = {str(label) for label in [*left.columns, *right.columns]}
+    hidden = next(f"__gh_side_{i}" for i in range(len(taken) + 1)
+                  if f"__gh_side_{i}" not in taken)
+    outer = "left" if how == "left_anti" else "right"
+    out = merge(left, right, how=outer, indicator=indicator or hidden, **options)
+    side = out[indicator or hidden]
+    out = out[side == ("left_only" if how == "left_anti" else "right_only")]
+    if indicator:  # pandas keeps the three categories
+        return out
+    return out.drop(columns=[hidden])
