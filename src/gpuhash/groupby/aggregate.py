@@ -98,12 +98,14 @@ def _var(ids, groups, values, use, summed=None) -> Result:
         summed = sums(ids, groups, values, use), counts(ids, groups, use)
     total, count = summed
     mean = total.to(torch.float64) / count.clamp(min=1)
-    spare = torch.cat([mean, mean.new_zeros(1)])
-    distance = values.to(torch.float64) - spare[_slots(ids, groups, use)]
-    if use is not None:
-        distance = torch.where(use, distance, 0.0)
-    squares = sums(ids, groups, distance * distance, None)
+    squares, _, _ = _comoments(ids, groups, values, values, use, mean, mean)
     return squares / (count - 1).clamp(min=1), _nonempty(count, 2)
+
+
+def _comoments(ids, groups, first, second, use, mean_first, mean_second):
+    codes = ids if ids.dtype in (torch.int32, torch.int64) else ids.to(torch.int64)
+    return engine_for(first.device).group_comoments(codes, groups, first, second, use,
+                                                    mean_first, mean_second)
 
 
 def _sorted_within_groups(ids, groups, values, use, *, descending: bool = False):
@@ -166,20 +168,13 @@ def correlation(ids, groups, first, first_valid, second, second_valid) -> Result
     other = usable(ids, second, second_valid)
     use = other if use is None else (use if other is None else use & other)
     count = counts(ids, groups, use)
-    slot = _slots(ids, groups, use)
 
-    def centred(values):
-        mean = sums(ids, groups, values, use).to(torch.float64) / count.clamp(min=1)
-        out = values.to(torch.float64) - torch.cat([mean, mean.new_zeros(1)])[slot]
-        return out if use is None else torch.where(use, out, 0.0)
+    def mean(values):
+        return sums(ids, groups, values, use).to(torch.float64) / count.clamp(min=1)
 
-    a, b = centred(first), centred(second)
-
-    def total(x):
-        return sums(ids, groups, x, None)
-
-    spread = torch.sqrt(total(a * a) * total(b * b))
-    r = total(a * b) / spread
+    aa, bb, ab = _comoments(ids, groups, first, second, use, mean(first), mean(second))
+    spread = torch.sqrt(aa * bb)
+    r = ab / spread
     ok = (count >= 2) & (spread > 0)
     return r, None if bool(ok.all()) else ok
 

@@ -8,7 +8,10 @@ Both engines (groupby/cpu/engine.py: numba loops; groupby/cuda/engine.py: kernel
   min or max of the valid non-NaN values, how many there were, and the rows seen;
 * ``group_sort(slot, groups, values, descending)``: the values by group, then by value within
   each group (the median, quantiles and the top k read them), with each group's count and
-  first position.
+  first position;
+* ``group_comoments(codes, groups, a, b, use, mean_a, mean_b)``: per group the sums of
+  squared distances of a and b from their means and of their products (variance and
+  correlation's second pass).
 
 Everything else of a group-by is torch on the data's device, the same code for both.
 """

@@ -81,3 +81,22 @@ def group_codes(columns: list[torch.Tensor], lows: list[int], spans: list[int],
     for k, (column, low, span) in enumerate(zip(columns, lows, spans)):
         runtime.run("group_codes_digit", out.numpy(), column.numpy(), low, span, k == 0)
     return out.to(dtype)
+
+
+def group_comoments(codes: torch.Tensor, groups: int, first: torch.Tensor,
+                    second: torch.Tensor, use: torch.Tensor | None, mean_first: torch.Tensor,
+                    mean_second: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Per group, over the rows that count (``use``; codes below zero never): the sums of
+    squared distances of ``first`` and of ``second`` from their group's mean, and of the
+    products of the two distances (float64). One parallel pass in fixed chunks."""
+    chunks = CHUNKS if CHUNKS * max(groups, 1) <= CHUNKED_CELLS else 1
+    out = torch.zeros((chunks, 3, groups), dtype=torch.float64)
+    mask = (torch.zeros(1, dtype=torch.bool) if use is None else use).numpy()
+    runtime.run("group_comoments", codes.numpy(), _plain(first), _plain(second), mask,
+                use is not None, mean_first.numpy(), mean_second.numpy(), out.numpy())
+    total = out.sum(0)
+    return total[0], total[1], total[2]
+
+
+def _plain(values: torch.Tensor):
+    return (values.view(torch.uint8) if values.dtype == torch.bool else values).numpy()

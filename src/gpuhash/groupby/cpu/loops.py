@@ -91,3 +91,25 @@ def group_codes_digit(out, column, low, span, first):
         else:
             for i in range(start, stop):
                 out[i] = out[i] * span + (np.int64(column[i]) - low)
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_comoments(codes, first, second, use, has_use, mean_first, mean_second, out):
+    """Per chunk ``c``: sums of ``(a - mean_a)**2``, ``(b - mean_b)**2`` and their product
+    over the rows that count, per group (``out``: chunks x 3 x groups), in one pass."""
+    chunks = out.shape[0]
+    n = codes.shape[0]
+    per = (n + chunks - 1) // chunks
+    for c in numba.prange(chunks):
+        start = c * per
+        stop = min(n, start + per)
+        aa, bb, ab = out[c, 0], out[c, 1], out[c, 2]
+        for i in range(start, stop):
+            g = np.int64(codes[i])
+            if g < 0 or (has_use and not use[i]):
+                continue
+            da = np.float64(first[i]) - mean_first[g]
+            db = np.float64(second[i]) - mean_second[g]
+            aa[g] += da * da
+            bb[g] += db * db
+            ab[g] += da * db

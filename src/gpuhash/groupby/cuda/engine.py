@@ -148,3 +148,24 @@ def group_compact(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     uniques = torch.empty(distinct, dtype=torch.int64, device=values.device)
     uniques[codes] = values
     return codes, uniques
+
+
+def group_comoments(codes: torch.Tensor, groups: int, first: torch.Tensor,
+                    second: torch.Tensor, use: torch.Tensor | None, mean_first: torch.Tensor,
+                    mean_second: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Per group, over the rows that count: the sums of squared distances of ``first`` and
+    ``second`` from their group's mean and of their products (float64), by torch passes
+    and grouped sums (the CPU engine's twin is one loop)."""
+    slot = torch.where(codes < 0, groups, codes)
+    if use is not None:
+        slot = torch.where(use, slot, groups)
+
+    def centred(values, mean):
+        spare = torch.cat([mean, mean.new_zeros(1)])
+        return values.to(torch.float64) - spare[slot]
+
+    a, b = centred(first, mean_first), centred(second, mean_second)
+    totals = []
+    for product in (a * a, b * b, a * b):
+        totals.append(group_reduce(slot, 0, groups + 1, product, None, "sum")[0][:groups])
+    return tuple(totals)
