@@ -105,3 +105,30 @@ def test_group_codes_match_the_cpu_engine():
         want = cpu_engine.group_codes(used, lows, spans, dtype)
         got = cuda_engine.group_codes([c.cuda() for c in used], lows, spans, dtype)
         assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("groups", [3, 5000])
+def test_group_sort_comoments_and_compact_match_the_cpu_engine(groups):
+    rows = 60_000
+    slot = torch.randint(0, groups + 1, (rows,))  # groups: the rows left out
+    values = torch.randn(rows)
+    for descending in (False, True):
+        want = cpu_engine.group_sort(slot, groups, values, descending=descending)
+        got = cuda_engine.group_sort(slot.cuda(), groups, values.cuda(), descending=descending)
+        for a, b in zip(got, want):
+            assert torch.equal(a.cpu(), b)
+    codes = torch.randint(-1, groups, (rows,))
+    other = torch.randn(rows).double()
+    use = torch.rand(rows) < 0.8
+    means = torch.randn(groups).double(), torch.randn(groups).double()
+    want = cpu_engine.group_comoments(codes, groups, values, other, use, *means)
+    got = cuda_engine.group_comoments(codes.cuda(), groups, values.cuda(), other.cuda(),
+                                      use.cuda(), *(m.cuda() for m in means))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.cpu(), b, rtol=1e-10, atol=1e-9)
+    keys = torch.randint(-(2**40), 2**40, (rows,))
+    keys[::2] = 7
+    for engine, where in ((cpu_engine, "cpu"), (cuda_engine, "cuda")):
+        numbered, uniques = engine.group_compact(keys.to(where))
+        assert torch.equal(uniques[numbered].cpu(), keys)
+        assert uniques.unique().shape == uniques.shape
