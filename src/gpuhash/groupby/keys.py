@@ -289,18 +289,10 @@ def _combined_offsets(columns, valids, *, sparse: bool, order: Order) -> Groups 
     ids, count, how = _compact(code, total, order)
     if order == "first":
         ids, first = _first_row_order(ids, count)
-        return _with_keys(ids, count, columns, valids, first, f"{strategy}, {how} ids")
-    used = torch.zeros(count, dtype=torch.int64, device=code.device)
-    keys, key_valid = _decoder(parts, [c.dtype for c in columns])(
-        _group_codes_of(ids, code, count, used))
-    return Groups(ids, count, keys, key_valid, f"{strategy}, {how} ids")
-
-
-def _group_codes_of(ids: torch.Tensor, code: torch.Tensor, count: int,
-                    out: torch.Tensor) -> torch.Tensor:
-    """The code of each group (any row's: all of a group's rows share it)."""
-    out[ids] = code.to(torch.int64)
-    return out
+    else:  # any row of a group stands for it: its keys are read there (no digit arithmetic)
+        first = torch.empty(count, dtype=torch.int64, device=code.device)
+        first[ids] = torch.arange(rows, device=code.device)
+    return _with_keys(ids, count, columns, valids, first, f"{strategy}, {how} ids")
 
 
 def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | None], *,
