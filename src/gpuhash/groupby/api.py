@@ -248,11 +248,18 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
             q = spec.parameter if spec.name == "quantile" else None
             outputs.append(aggregate(spec.name, codes, groups.count, column.values,
                                      column.valid, q=q, reductions=passes.get(spec.column)))
+    codes_seen = groups.count
     if groups.decode is not None:
         groups, outputs, rows = _drop_empty_codes(groups, outputs, rows, passes)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    phases.done("aggregate", f"{len(specs)} aggregations on {device}")
+    how = ""
+    if device.type == "cuda" and passes:  # which accumulators the reductions used
+        from gpuhash.groupby.cuda.engine import SHARED_GROUPS
+
+        how = (", per-block shared accumulators" if codes_seen <= SHARED_GROUPS else
+               ", global atomics")
+    phases.done("aggregate", f"{len(specs)} aggregations on {device}{how}")
     if explain:
         print("groupby\n" + "\n".join(phases.rows))
     return (groups, outputs), rows

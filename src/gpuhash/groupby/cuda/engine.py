@@ -26,6 +26,7 @@ VALUE_TYPES = {torch.int8: "signed char", torch.uint8: "unsigned char", torch.bo
                torch.int64: "long long", torch.float32: "float", torch.float64: "double"}
 OPS = {"sum": 0, "min": 1, "max": 2}
 BLOCKS_PER_SM = 8  # a block's shared accumulators are flushed once: cap the blocks
+SHARED_GROUPS = 1024  # GH_GROUP_SHARED: groups a block accumulates in shared memory
 _ORDER_FLIP = 0x7FFFFFFFFFFFFFFF
 
 
