@@ -164,6 +164,7 @@ def _all(ids, groups, values, use) -> Result:
 
 def correlation(ids, groups, first, first_valid, second, second_valid) -> Result:
     """Pearson's r of two columns over the rows where both count, from centred sums."""
+    first, second = as_float64(first), as_float64(second)
     use = usable(ids, first, first_valid)
     other = usable(ids, second, second_valid)
     use = other if use is None else (use if other is None else use & other)
@@ -183,11 +184,12 @@ def top_rows(k: int, ids, groups, values, use, *, largest: bool,
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` largest (or smallest) counting values of each group: (group, value) rows,
     by group, then from the largest (smallest) down."""
+    values, back = prepared("top_k", values)
     ranked, count, start = _sorted_within_groups(ids, groups, values, use, descending=largest)
     group = torch.repeat_interleave(torch.arange(groups, device=values.device), count)
     rank = torch.arange(ranked.shape[0], device=values.device) - start[group]
     keep = rank < k
-    return group[keep], ranked[keep]
+    return group[keep], back(ranked[keep])
 
 
 def _plain(function: Callable) -> Callable:
@@ -259,14 +261,28 @@ class Reductions:
             self.shared["rows"] = self._done[op][2]
         return self._done[op]
 
+    def float_sums(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sums and counts for means: of int64 values in float64 (their int64 sum may wrap;
+        pandas' mean of them is a float one too), else the engine's sums."""
+        if self.values.dtype != torch.int64:
+            total, counts, _ = self.get("sum")
+            return total, counts
+        if "float_sum" not in self._done:
+            engine = engine_for(self.ids.device)
+            self._done["float_sum"] = engine.group_reduce(
+                self.ids, self.offset, self.groups, self.values.to(torch.float64), self.valid,
+                "sum", rows=self.shared.get("rows"))
+        total, counts, _ = self._done["float_sum"]
+        return total, counts
+
     def result(self, name: str) -> Result:
         if name in ("count", "size"):
             _, counts, rows = self.get("counts")
             return (counts if name == "count" else rows), None
-        if name in ("sum", "mean"):
-            total, counts, _ = self.get("sum")
-            if name == "sum":
-                return total, None
+        if name == "sum":
+            return self.get("sum")[0], None
+        if name == "mean":
+            total, counts = self.float_sums()
             return total.to(torch.float64) / counts, _nonempty(counts)
         extreme, counts, _ = self.get(name)
         return extreme.to(self.values.dtype), _nonempty(counts)
@@ -280,10 +296,51 @@ def aggregate(name: str, ids: torch.Tensor, groups: int, values: torch.Tensor,
     if name in BY_ENGINE and Reductions.takes(values, ids):
         reductions = reductions or Reductions(ids, groups, values, valid)
         return reductions.result(name)
-    use = usable(ids, values, valid)
     if name in ("var", "std") and reductions is not None:  # the first pass from the engine
-        total, count, _ = reductions.get("sum")
-        return (_var if name == "var" else _std)(ids, groups, values, use, (total, count))
+        use = usable(ids, values, valid)
+        summed = reductions.float_sums()
+        return (_var if name == "var" else _std)(ids, groups, values, use, summed)
+    values, back = prepared(name, values)
+    use = usable(ids, values, valid)
     if name == "quantile":
         return quantile(q, ids, groups, values, use)
-    return AGGREGATIONS[name](ids, groups, values, use)
+    result, ok = AGGREGATIONS[name](ids, groups, values, use)
+    return back(result), ok
+
+
+_ORDERED = ("min", "max", "first", "last", "top_k", "bottom_k")  # results of the values' kind
+_FLOATS = ("sum", "mean", "var", "std", "median", "quantile", "corr")
+_SIGN = torch.iinfo(torch.int64).min
+
+
+def as_float64(values: torch.Tensor) -> torch.Tensor:
+    """Values as float64, uint64 ones past int64 included."""
+    if values.dtype == torch.uint64:
+        return (values.view(torch.int64) ^ _SIGN).to(torch.float64) + 2.0**63
+    return values.to(torch.float64)
+
+
+def prepared(name: str, values: torch.Tensor):
+    """(values in a dtype torch and numba aggregate, how to bring results back): half floats
+    as float32, unsigned 16-32-bit integers as int64, uint64 with its top bit flipped where
+    order matters (as int64 then), and the float aggregations of uint64 in float64; sums of
+    uint64 wrap modulo 2**64 as NumPy's do."""
+    dtype = values.dtype
+
+    def keep(result):
+        return result
+
+    if dtype in (torch.float16, torch.bfloat16):
+        return values.to(torch.float32), (lambda r: r.to(dtype)) if name in _ORDERED else keep
+    if dtype in (torch.uint16, torch.uint32):
+        return values.to(torch.int64), (lambda r: r.to(dtype)) if name in _ORDERED else keep
+    if dtype == torch.uint64:
+        if name in _ORDERED:
+            return values.view(torch.int64) ^ _SIGN, lambda r: (r ^ _SIGN).view(torch.uint64)
+        if name == "sum":
+            return values.view(torch.int64), lambda r: r.view(torch.uint64)
+        if name in _FLOATS:
+            return as_float64(values), keep
+    if dtype == torch.int64 and name in ("mean", "var", "std"):
+        return values.to(torch.float64), keep  # an int64 sum may wrap
+    return values, keep

@@ -39,6 +39,9 @@ NUMBER_RESULTS = ("count", "size", "sum", "mean", "var", "std", "median", "quant
 
 def _key_arrays(keys: Any, name: str) -> tuple[list[torch.Tensor], str, bool]:
     several = isinstance(keys, (tuple, list))
+    if several and keys and all(isinstance(k, (int, float, bool)) for k in keys):
+        raise TypeError(f"{name} is a list of numbers: pass one array (torch.tensor([...]) or "
+                        f"numpy.array([...])), or a tuple of arrays for several key columns")
     arrays = list(keys) if several else [keys]
     if not arrays:
         raise ValueError(f"{name} is an empty tuple: give at least one key array")
@@ -193,6 +196,8 @@ def _array_groupby(keys, values, aggs, *, sort, dropna, explain):
         raise ValueError("top_k and bottom_k give several rows a group: group a table "
                          "(a dict of arrays) for them")
     table = {name: tensor_column(array, name, columns[0].device) for name, array in named.items()}
+    _same_rows([columns[0], *(c.values for c in table.values())],
+               ["keys", *(f"values[{name!r}]" for name in table)])
     results, _ = _run(columns, [None] * len(columns), table, specs, sort=sort, dropna=dropna,
                       explain=explain)
     groups, outputs = results
@@ -290,12 +295,15 @@ def _check_columns(table: dict[str, Column], specs: list[AggSpec]) -> None:
             if name is not None and name not in table:
                 raise KeyError(f"aggs names column {name!r}, which the table lacks; it has "
                                f"{sorted(table)}")
-        column = table[spec.column]
-        if column.arrow_type is not None and (column.is_string or _temporal(column)) and (
-                spec.name not in STRING_OK):
-            raise TypeError(f"aggs[{spec.column!r}]: {spec.name} of a column of "
-                            f"{column.arrow_type}: only {', '.join(STRING_OK)} take strings, "
-                            f"dates and times")
+        for name in (spec.column, spec.parameter if spec.name == "corr" else None):
+            if name is None:
+                continue
+            column = table[name]
+            if column.arrow_type is not None and (column.is_string or _temporal(column)) and (
+                    spec.name not in STRING_OK):
+                raise TypeError(f"aggs[{spec.column!r}]: {spec.name} of a column of "
+                                f"{column.arrow_type} ({name!r}): only {', '.join(STRING_OK)} "
+                                f"take strings, categories, dates and times")
 
 
 def _temporal(column: Column) -> bool:
@@ -323,6 +331,9 @@ def _chunked_groupby(data, by, aggs, *, sort, dropna, device, chunk_rows, explai
         raise TypeError("chunk_rows takes a pyarrow, pandas or polars table; arrays and dicts "
                         "of arrays are grouped whole")
     table = to_arrow(data, kind)
+    if table.num_rows <= chunk_rows:  # one chunk: the whole table's group-by
+        return _table_groupby(data, by, aggs, sort=sort, dropna=dropna, device=device,
+                              explain=explain)
     chunks = (table.slice(start, chunk_rows) for start in range(0, table.num_rows, chunk_rows))
     answer = group_chunks(chunks, _names(by), aggs, sort=sort, dropna=dropna,
                           device=_default_device(device), explain=explain)

@@ -55,6 +55,12 @@ class Column:
         mask = None if valid is None else ~valid.cpu().numpy()
         if as_numbers or self.arrow_type is None:
             return pa.array(data, mask=mask)
+        if pa.types.is_null(self.arrow_type):
+            return pa.nulls(len(data))
+        if pa.types.is_dictionary(self.arrow_type):  # categories stay categories
+            indices = pa.array(data.astype(np.int32), mask=mask)
+            return pa.DictionaryArray.from_arrays(indices, self.dictionary,
+                                                  ordered=self.arrow_type.ordered)
         if self.is_string:
             return self.dictionary.take(pa.array(data.astype(np.int64), mask=mask))
         return pa.array(data, mask=mask).cast(self.arrow_type)
@@ -63,7 +69,11 @@ class Column:
 def _kind_of(type_) -> str:
     import pyarrow as pa
 
-    if pa.types.is_dictionary(type_) or pa.types.is_string(type_) or pa.types.is_binary(
+    if pa.types.is_null(type_):
+        return "null"
+    if pa.types.is_dictionary(type_):
+        return "category" if _kind_of(type_.value_type) == "string" else "decoded"
+    if pa.types.is_string(type_) or pa.types.is_binary(
             type_) or pa.types.is_large_string(type_) or pa.types.is_large_binary(type_) or (
             getattr(pa.types, "is_string_view", lambda t: False)(type_)):
         return "string"
@@ -72,6 +82,20 @@ def _kind_of(type_) -> str:
     if pa.types.is_boolean(type_) or pa.types.is_integer(type_) or pa.types.is_floating(type_):
         return "number"
     return "other"
+
+
+def _plain_categories(chunked) -> bool:
+    """Whether a dictionary column's dictionaries are one list of distinct non-null values
+    (pandas' categoricals, polars' enums): then its codes group and order as its values."""
+    import pyarrow.compute as pc
+
+    chunks = chunked.chunks
+    if not chunks:
+        return True
+    first = chunks[0].dictionary
+    if any(not c.dictionary.equals(first) for c in chunks[1:]):
+        return False
+    return not first.null_count and len(pc.unique(first)) == len(first)
 
 
 PIECE_ROWS = 1 << 20  # strings encoded a piece a thread; the pieces' dictionaries unified
@@ -85,7 +109,7 @@ def _dictionary_codes(chunked, *, ordered: bool):
     import pyarrow.compute as pc
 
     if pa.types.is_dictionary(chunked.type):
-        encoded = chunked
+        encoded = chunked  # its own dictionary (categories): checked by arrow_column
     else:
         rows = len(chunked)
         pieces = [chunked.slice(start, PIECE_ROWS) for start in range(0, rows, PIECE_ROWS)]
@@ -112,12 +136,25 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
 
     type_ = chunked.type
     kind = _kind_of(type_)
+    if kind == "decoded" or (kind == "category" and not _plain_categories(chunked)):
+        # a dictionary of numbers, or one whose values repeat or hold a null: by value
+        chunked = chunked.cast(type_.value_type)
+        type_ = chunked.type
+        kind = _kind_of(type_)
+    if kind == "null":  # every value null: one null key, or values that never count
+        values = torch.zeros(len(chunked), dtype=torch.int8, device=device)
+        return Column(name, values, torch.zeros(len(chunked), dtype=torch.bool, device=device),
+                      type_)
     if kind == "other":
         raise TypeError(f"column {name!r} has type {type_}, which a group-by does not take: "
                         f"numbers, bools, strings, dates and times are grouped and aggregated "
                         f"(cast it first, e.g. decimals to float64)")
     dictionary = None
-    if kind == "string":
+    if kind == "category":  # categories: their codes as they are, in the categories' order
+        codes, dictionary = _dictionary_codes(chunked, ordered=False)
+        valid = None if not codes.null_count else np.asarray(codes.is_valid())
+        numbers = pc.fill_null(codes, 0).to_numpy()
+    elif kind == "string":
         codes, dictionary = _dictionary_codes(chunked, ordered=ordered)
         valid = None if not codes.null_count else np.asarray(codes.is_valid())
         numbers = pc.fill_null(codes, 0).to_numpy()

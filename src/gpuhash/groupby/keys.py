@@ -234,7 +234,9 @@ def _compact(code: torch.Tensor, span: int, order: Order) -> tuple[torch.Tensor,
         renumber = torch.cumsum(present, 0) - 1
         return torch.where(kept, renumber[slot], -1), int(present.sum()), "dense"
     stand_in = code[kept][:1]
-    values = torch.where(kept, code, stand_in if stand_in.shape[0] else 0)
+    if not stand_in.shape[0]:  # every row dropped: no group at all
+        return torch.full_like(code, -1, dtype=torch.int64), 0, "hash"
+    values = torch.where(kept, code, stand_in)
     ids, uniques = _hashed(values.to(torch.int64))
     if order == "sorted":  # codes are non-negative: int64 order is theirs
         ids, uniques = _sorted_codes(ids, uniques, torch.int64)

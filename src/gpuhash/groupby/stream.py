@@ -5,7 +5,8 @@ Each aggregation is split into partials that merge exactly: ``count``, ``size`` 
 add up; ``min``, ``max``, ``any`` and ``all`` take their own kind again; ``first`` and
 ``last`` take the first / last non-null partial in chunk order; ``mean`` is a sum and a
 count; ``var`` and ``std`` are a count, a mean and the squared distances from it of each
-chunk, merged by Chan's formula (``M2 = sum(M2_i) + sum(n_i * (mean_i - mean)**2)``);
+chunk, merged by Chan's formula (``M2 = sum(M2_i) + sum(n_i * (mean_i - mean)**2)``, the
+groups' means matched back to their partials first, so no large terms cancel);
 ``top_k`` and ``bottom_k`` keep each chunk's k rows. ``median``, ``quantile``, ``nunique`` and
 ``corr`` need a group's rows together and are refused in chunks.
 
@@ -85,6 +86,45 @@ def group_chunks(chunks: Iterable, by: list[str], aggs: Any, *, sort: bool, drop
                   explain=explain)
 
 
+def _with_distances(partials, by, spreads: list[int], *, dropna, device):
+    """The partials with, for each variance asked for, each chunk's squared distances
+    (``__i_m2``: (n_i - 1) var_i) and its mean's weighted squared distance from the group's
+    mean (``__i_spread``: n_i (mean_i - mean)**2), Chan's two terms, each summed by the last
+    group-by. The groups' means come from a first group-by of the partials, matched back to
+    them by their keys (nulls matching nulls)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import gpuhash as gh
+
+    weighted = {}
+    for i in spreads:
+        n = pc.cast(partials.column(f"__{i}_count"), pa.float64())
+        weighted[f"__{i}_weight"] = n
+        weighted[f"__{i}_nm"] = pc.multiply(n, pc.fill_null(partials.column(f"__{i}_mean"),
+                                                            0.0))
+    for name, column in weighted.items():
+        partials = partials.append_column(name, column)
+    means = gh.groupby(partials, by, {name: "sum" for name in weighted}, dropna=dropna,
+                       device=device)
+    columns = {k: means.column(k) for k in by}
+    for i in spreads:
+        columns[f"__{i}_groupmean"] = pc.divide(means.column(f"__{i}_nm"),
+                                                means.column(f"__{i}_weight"))
+    matched = gh.merge(partials, pa.table(columns), on=by, how="left", nulls_equal=True,
+                       device=device)
+    for i in spreads:
+        n = matched.column(f"__{i}_weight")
+        apart = pc.subtract(pc.fill_null(matched.column(f"__{i}_mean"), 0.0),
+                            pc.fill_null(matched.column(f"__{i}_groupmean"), 0.0))
+        spread = pc.multiply(n, pc.multiply(apart, apart))
+        m2 = pc.multiply(pc.fill_null(matched.column(f"__{i}_var"), 0.0),
+                         pc.max_element_wise(pc.subtract(n, 1.0), 0.0))
+        matched = matched.append_column(f"__{i}_spread", spread)
+        matched = matched.append_column(f"__{i}_m2", m2)
+    return matched
+
+
 def _merge(partials, by, specs, plan, *, sort, dropna, device, explain):
     """The last group-by: each requested output from its partials."""
     import numpy as np
@@ -93,25 +133,16 @@ def _merge(partials, by, specs, plan, *, sort, dropna, device, explain):
 
     import gpuhash as gh
 
-    weighted = {}
-    for i, spec in enumerate(specs):
-        if spec.name in ("var", "std"):  # n_i * mean_i and n_i * mean_i**2 for Chan's formula
-            n = pc.cast(partials.column(f"__{i}_count"), pa.float64())
-            mean = pc.fill_null(partials.column(f"__{i}_mean"), 0.0)
-            var = pc.fill_null(partials.column(f"__{i}_var"), 0.0)
-            weighted[f"__{i}_nm"] = pc.multiply(n, mean)
-            weighted[f"__{i}_nmm"] = pc.multiply(pc.multiply(n, mean), mean)
-            weighted[f"__{i}_m2"] = pc.multiply(var, pc.max_element_wise(
-                pc.subtract(n, 1.0), 0.0))
-    for name, column in weighted.items():
-        partials = partials.append_column(name, column)
+    spreads = [i for i, spec in enumerate(specs) if spec.name in ("var", "std")]
+    if spreads:
+        partials = _with_distances(partials, by, spreads, dropna=dropna, device=device)
     final = {}
     for i, (spec, partial) in enumerate(zip(specs, plan)):
         for name in partial:
             agg = name.rsplit("_", 1)[1]
             final[name] = "sum" if agg in ADDED or agg == "sum" else agg
         if spec.name in ("var", "std"):
-            for name in (f"__{i}_nm", f"__{i}_nmm", f"__{i}_m2"):
+            for name in (f"__{i}_m2", f"__{i}_spread"):
                 final[name] = "sum"
             final[f"__{i}_count"] = "sum"
             final.pop(f"__{i}_mean")
@@ -130,13 +161,10 @@ def _merge(partials, by, specs, plan, *, sort, dropna, device, explain):
                                               pa.scalar(None, pa.float64()))
         else:
             n = np.asarray(merged.column(f"__{i}_count"), dtype=np.float64)
-            nm = np.asarray(merged.column(f"__{i}_nm"), dtype=np.float64)
-            nmm = np.asarray(merged.column(f"__{i}_nmm"), dtype=np.float64)
             m2 = np.asarray(merged.column(f"__{i}_m2"), dtype=np.float64)
+            spread = np.asarray(merged.column(f"__{i}_spread"), dtype=np.float64)
             with np.errstate(invalid="ignore", divide="ignore"):
-                mean = nm / n
-                spread = m2 + nmm - n * mean * mean  # sum n_i (mean_i - mean)^2, expanded
-                var = spread / (n - 1)
+                var = (m2 + spread) / (n - 1)
             out = np.sqrt(np.maximum(var, 0.0)) if spec.name == "std" else var
             columns[spec.output] = pa.array(out, mask=n < 2)
     return pa.table(columns)

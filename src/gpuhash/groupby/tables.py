@@ -32,6 +32,9 @@ def _names(by: Any) -> list[str]:
     if not names or not all(isinstance(n, str) for n in names):
         raise TypeError(f"by must name the key column(s) of the table: a str or a list of "
                         f"str, not {by!r}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"by names {repeated} more than once; name each key column once")
     return names
 
 
@@ -78,7 +81,7 @@ def group_table(data, by, aggs, *, sort, dropna, device, explain, run, default_d
         return _tensor_answer(data, keys, key_columns, groups, specs, outputs, rows)
     answer = _arrow_answer(keys, key_columns, groups, specs, outputs, rows, columns)
     if kind == PANDAS:
-        return answer.to_pandas()
+        return _pandas_answer(answer, data, keys, specs)
     if kind == POLARS:
         import polars
 
@@ -135,3 +138,28 @@ def _tensor_answer(data, keys, key_columns, groups, specs, outputs, rows):
             values = torch.where(ok, values, float("nan"))
         answer[spec.output] = to_kind(values, kind)
     return answer
+
+
+def _pandas_answer(answer, frame, keys: list[str], specs):
+    """The answer as a pandas frame whose key columns, and results of a column's own kind
+    (min, max, first, last, the top k), keep that column's pandas dtype where it is an
+    extension one (nullable integers, pandas strings, Arrow-backed): Arrow's plain
+    conversion would make a nullable int64 with nulls a float64."""
+    import pandas as pd
+
+    from gpuhash.groupby.specs import ROWS_A_GROUP
+
+    own_kind = ("min", "max", "first", "last", *ROWS_A_GROUP)
+    sources = {k: k for k in keys}
+    sources.update({s.output: s.column for s in specs if s.name in own_kind})
+    out = answer.to_pandas()
+    for name, source in sources.items():
+        if source not in frame.columns:
+            continue
+        dtype = frame[source].dtype
+        if not isinstance(dtype, pd.api.extensions.ExtensionDtype) or isinstance(
+                dtype, pd.CategoricalDtype) or not hasattr(dtype, "__from_arrow__"):
+            continue
+        column = answer.column(name)
+        out[name] = pd.Series(dtype.__from_arrow__(column), index=out.index, name=name)
+    return out

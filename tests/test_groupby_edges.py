@@ -1,0 +1,159 @@
+"""gh.groupby and gh.factorize at their edges: chunked variances of large values, every row's
+key dropped, int64 and uint64 means, dictionaries that repeat a value or hold a null, pandas
+nullable and categorical keys, unsigned and half-float values, null-typed columns, and the
+errors for a corr with a string, values of another length and a key named twice."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import torch
+
+import gpuhash as gh
+
+# --- wrong answers ------------------------------------------------------------------------
+
+
+def test_chunked_var_of_values_with_a_large_mean():
+    values = 1e9 + np.arange(10, dtype=np.float64)
+    table = pa.table({"k": [1] * 10, "v": values})
+    out = gh.groupby(table, "k", {"v": ["var", "std"]}, device="cpu", chunk_rows=1)
+    expected = float(np.var(values, ddof=1))
+    assert out.column("v_var").to_pylist()[0] == pytest.approx(expected, rel=1e-6)
+    assert out.column("v_std").to_pylist()[0] == pytest.approx(math.sqrt(expected), rel=1e-6)
+
+
+def test_all_null_key_dropped_leaves_no_phantom_group():
+    table = pa.table({"a": pa.array([None, None], pa.int64()), "b": [1, 2], "c": [0, 60000],
+                      "v": [5, 7]})
+    out = gh.groupby(table, ["a", "b", "c"], {"v": ["sum", "size"]}, dropna=True,
+                     device="cpu")
+    assert out.num_rows == 0  # pandas / DuckDB: every row has a null key, all dropped
+
+
+def test_factorize_every_key_null_dropped():
+    keys = (torch.tensor([0, 0]), torch.tensor([1, 2]), torch.tensor([0, 60000]))
+    ids, uniques = gh.factorize(keys, valid=(torch.tensor([False, False]), None, None),
+                                dropna=True)
+    assert ids.tolist() == [-1, -1]
+    assert all(u.shape[0] == 0 for u in uniques)
+
+
+def test_int64_mean_does_not_wrap():
+    frame = pd.DataFrame({"k": [1] * 4, "v": np.full(4, 2**62, dtype=np.int64)})
+    out = gh.groupby(frame, "k", {"v": "mean"}, device="cpu")
+    assert out["v"].tolist() == [pytest.approx(float(2**62))]
+
+
+def test_uint64_mean_and_var():
+    values = np.array([2**64 - 2, 5], dtype=np.uint64)
+    frame = pd.DataFrame({"k": [1, 1], "v": values})
+    out = gh.groupby(frame, "k", {"v": ["mean", "var"]}, device="cpu")
+    expected = frame.groupby("k").v.agg(["mean", "var"])
+    assert out["v_mean"].tolist() == [pytest.approx(expected["mean"].iloc[0])]
+    assert out["v_var"].tolist() == [pytest.approx(expected["var"].iloc[0])]
+
+
+def test_corr_with_a_string_column_is_refused():
+    table = pa.table({"k": [1, 2, 1], "v": [1.0, 2.0, 3.0], "s": ["a", "b", "c"]})
+    with pytest.raises(TypeError, match="s"):
+        gh.groupby(table, "k", {"v": ("corr", "s")}, device="cpu")
+
+
+def test_dictionary_with_repeated_values_groups_by_value():
+    keys = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 0]), pa.array(["a", "a", "b"]))
+    table = pa.table({"k": keys, "v": [1, 2, 3, 4]})
+    out = gh.groupby(table, "k", {"v": "sum"}, sort=True, device="cpu")
+    assert out.to_pydict() == {"k": ["a", "b"], "v": [7, 3]}  # DuckDB: a -> 7, b -> 3
+
+
+def test_dictionary_null_value_is_a_null_key():
+    keys = pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 0]), pa.array(["a", None]))
+    table = pa.table({"k": keys, "v": [1, 2, 3, 4]})
+    out = gh.groupby(table, "k", {"v": "sum"}, sort=True, device="cpu")
+    assert out.to_pydict() == {"k": ["a", None], "v": [5, 5]}
+    dropped = gh.groupby(table, "k", {"v": "sum"}, sort=True, dropna=True, device="cpu")
+    assert dropped.to_pydict() == {"k": ["a"], "v": [5]}
+
+
+def test_dictionary_null_value_is_a_null_value():
+    values = pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 0]), pa.array(["a", None]))
+    table = pa.table({"k": [1, 1, 1, 1], "v": values})
+    out = gh.groupby(table, "k", {"v": ["count", "nunique"]}, device="cpu")
+    assert out.to_pydict() == {"k": [1], "v_count": [2], "v_nunique": [1]}
+
+
+def test_pandas_nullable_int_key_keeps_its_values():
+    frame = pd.DataFrame({"k": pd.array([2**53 + 1, None, 2**53 + 1], dtype="Int64"),
+                          "v": [1, 2, 3]})
+    out = gh.groupby(frame, "k", {"v": "sum"}, sort=True, device="cpu")
+    assert int(out["k"].iloc[0]) == 2**53 + 1
+    assert out["k"].dtype == frame["k"].dtype
+
+
+def test_sort_follows_an_ordered_categorical():
+    frame = pd.DataFrame({"k": pd.Categorical(["low", "high", "mid", "low"],
+                                              categories=["low", "mid", "high"], ordered=True),
+                          "v": [1, 2, 3, 4]})
+    out = gh.groupby(frame, "k", {"v": "sum"}, sort=True, device="cpu")
+    assert list(out["k"]) == ["low", "mid", "high"]
+
+
+# --- errors on valid input, and unclear errors ----------------------------------------------
+
+
+def test_array_groupby_checks_value_length():
+    with pytest.raises(ValueError, match="length"):
+        gh.groupby(np.array([2, 1]), np.array([1, 5, 3]), "sum")
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64])
+@pytest.mark.parametrize("agg", ["min", "max"])
+def test_unsigned_min_max(dtype, agg):
+    frame = pd.DataFrame({"k": [1, 1, 2], "v": np.array([np.iinfo(dtype).max, 5, 7],
+                                                        dtype=dtype)})
+    out = gh.groupby(frame, "k", {"v": agg}, sort=True, device="cpu")
+    assert out["v"].tolist() == frame.groupby("k").v.agg(agg).tolist()
+
+
+@pytest.mark.parametrize("agg", ["median", "var"])
+def test_float16_median_and_var(agg):
+    table = pa.table({"k": [1, 1, 2],
+                      "v": pa.array(np.array([1.5, 5.0, 7.0], dtype=np.float16))})
+    out = gh.groupby(table, "k", {"v": agg}, sort=True, device="cpu")
+    expected = {"median": [3.25, 7.0], "var": [6.125, None]}[agg]
+    assert out.column("v").to_pylist() == expected
+
+
+def test_chunked_empty_table():
+    table = pa.table({"k": pa.array([], pa.int64()), "v": pa.array([], pa.float64())})
+    out = gh.groupby(table, "k", {"v": "sum"}, device="cpu", chunk_rows=3)
+    assert out.num_rows == 0 and out.column_names == ["k", "v"]
+
+
+def test_null_typed_key_column():
+    table = pa.table({"k": pa.nulls(3), "v": [1, 2, 3]})
+    out = gh.groupby(table, "k", {"v": "sum"}, device="cpu")
+    assert out.column("v").to_pylist() == [6]
+
+
+def test_repeated_key_error_names_by():
+    table = pa.table({"k": [1, 2, 1], "v": [1.0, 2.0, 3.0]})
+    with pytest.raises(ValueError, match="by"):
+        gh.groupby(table, ["k", "k"], {"v": "sum"}, device="cpu")
+
+
+def test_a_list_of_numbers_as_keys_names_the_fix():
+    with pytest.raises(TypeError, match="list of numbers: pass one array"):
+        gh.factorize([3, 1, 3])
+
+
+def test_a_dictionary_of_integers_is_aggregated_by_value():
+    values = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1]), pa.array([10, 20]))
+    table = pa.table({"k": [1, 1, 2], "v": values})
+    out = gh.groupby(table, "k", {"v": ["sum", "max"]}, sort=True, device="cpu")
+    assert out.to_pydict() == {"k": [1, 2], "v_sum": [30, 20], "v_max": [20, 20]}
