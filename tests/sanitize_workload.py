@@ -193,5 +193,12 @@ for groups in (7, 5000):
         for op in ("sum", "min", "max"):
             group_cuda.group_reduce(codes, 0, groups, values, valid, op)
             group_cuda.group_reduce(codes.int(), -1, groups + 1, values, None, op)
+keys = [torch.randint(-3, 3, (20_000,), dtype=torch.int8).cuda(),
+        torch.randint(0, 500, (20_000,), dtype=torch.int32).cuda(),
+        torch.randint(-(2**40), 2**40, (20_000,)).cuda()]
+lows = [int(k.min()) for k in keys]
+spans = [int(k.max()) - low + 1 for k, low in zip(keys, lows)]
+group_cuda.group_codes(keys, lows, spans, torch.int64)
+group_cuda.group_codes(keys[:2], lows[:2], spans[:2], torch.int32)
 torch.cuda.synchronize()
 print("sanitize workload done")
