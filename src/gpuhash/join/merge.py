@@ -58,6 +58,7 @@ from gpuhash.join.merge_options import (
 )
 from gpuhash.join.pandas_frames import (
     anti_from_outer,
+    anti_index_wanted,
     by_value,
     index_levels,
     merge_on_indexes,
@@ -294,7 +295,7 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                         nulls_equal=nulls_equal, indicator=indicator or False, sort=sort,
                         device=device, memory_budget=memory_budget, explain=explain)
             return out.set_index(index_keys) if index_keys else out
-        if how in ANTI_HOWS:  # pandas' index: the rows' places in the outer merge
+        if how in ANTI_HOWS and anti_index_wanted():  # pandas' index: places in a merge
             return anti_from_outer(merge, left, right, how, on=on, left_on=left_on,
                                    right_on=right_on, suffixes=suffixes, validate=validate,
                                    nulls_equal=nulls_equal, indicator=indicator, sort=sort,

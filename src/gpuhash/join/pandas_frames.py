@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from typing import Any
 
 import numpy as np
@@ -292,17 +293,34 @@ def by_value(left: Any, right: Any, left_keys: list, right_keys: list) -> set[in
             if _coerced(left[labels_l[a]].dtype, right[labels_r[b]].dtype)}
 
 
+_ANTI_INDEX = contextvars.ContextVar("gpuhash_anti_index", default=True)
+
+
+def anti_index_wanted() -> bool:
+    """Whether a pandas anti merge is to take pandas' index (not inside the merges that
+    anti_from_outer makes for it)."""
+    return _ANTI_INDEX.get()
+
+
 def anti_from_outer(merge, left: Any, right: Any, how: str, *, indicator, **options) -> Any:
-    """pandas' anti joins as pandas makes them: the left (right) merge, whose rows without a
-    partner are kept with their positions in it as the index (so the labels are that merge's
-    row numbers, not the input's)."""
+    """pandas' anti joins as pandas numbers them: the rows of the anti merge, labelled by
+    their places in the left (right) merge, which is what pandas filters (the labels are
+    that merge's row numbers, not the input's). The rows and their dtypes are the anti
+    merge's own (a one-sided merge would widen a key column the rows do not need)."""
+    import pandas as pd
+
     taken = {str(label) for label in [*left.columns, *right.columns]}
     hidden = next(f"__gh_side_{i}" for i in range(len(taken) + 1)
                   if f"__gh_side_{i}" not in taken)
-    outer = "left" if how == "left_anti" else "right"
-    out = merge(left, right, how=outer, indicator=indicator or hidden, **options)
-    side = out[indicator or hidden]
-    out = out[side == ("left_only" if how == "left_anti" else "right_only")]
-    if indicator:  # pandas keeps the three categories
-        return out
-    return out.drop(columns=[hidden])
+    token = _ANTI_INDEX.set(False)
+    try:
+        rows = merge(left, right, how=how, indicator=indicator, **options)
+        sided = merge(left, right, how="left" if how == "left_anti" else "right",
+                      indicator=hidden, **options)
+    finally:
+        _ANTI_INDEX.reset(token)
+    alone = "left_only" if how == "left_anti" else "right_only"
+    places = np.flatnonzero((sided[hidden] == alone).to_numpy())
+    assert places.shape[0] == rows.shape[0], "an anti merge's rows are its side's unmatched"
+    rows.index = pd.Index(places)
+    return rows
