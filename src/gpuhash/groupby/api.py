@@ -224,10 +224,13 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
     phases = _Phases()
     _check_columns(table, specs)
     device = key_columns[0].device
-    if device.type == "cuda":
+    timed = explain and device.type == "cuda"  # phases timed to the GPU's finish: explain only
+    if timed:
         torch.cuda.synchronize(device)
     groups = factorize_columns(key_columns, key_valids, dropna=dropna,
                                order="sorted" if sort else "any", sparse=True)
+    if timed:
+        torch.cuda.synchronize(device)
     phases.done("keys", f"{groups.count} {'codes' if groups.decode else 'groups'} "
                         f"({groups.strategy})")
     outputs, rows, passes, shared = [], None, {}, {}
@@ -256,7 +259,7 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
     codes_seen = groups.count
     if groups.decode is not None:
         groups, outputs, rows = _drop_empty_codes(groups, outputs, rows, passes)
-    if device.type == "cuda":
+    if timed:
         torch.cuda.synchronize(device)
     how = ""
     if device.type == "cuda" and passes:  # which accumulators the reductions used
@@ -280,9 +283,9 @@ def _drop_empty_codes(groups, outputs, rows, passes):
         slot = torch.where(codes < 0, groups.count, codes)
         held = torch.bincount(slot, minlength=groups.count + 1)[:groups.count]
     present = held > 0
-    narrowed = groups.compacted(present)
-    outputs = [(values[present], None if ok is None else ok[present])
-               for values, ok in outputs]
+    used = present.nonzero().squeeze(1)  # one synchronisation: index, not mask, from here
+    narrowed = groups.compacted(used)
+    outputs = [(values[used], None if ok is None else ok[used]) for values, ok in outputs]
     if rows is not None:
         renumber = torch.cumsum(present, 0) - 1
         rows = (renumber[rows[0]], rows[1])

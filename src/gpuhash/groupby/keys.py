@@ -71,9 +71,8 @@ class Groups:
             return self.ids
         return self.ids.to(torch.int64) - self.offset
 
-    def compacted(self, present: torch.Tensor) -> Groups:
-        """A sparse Groups narrowed to the codes ``present`` marks (their order kept)."""
-        used = present.nonzero().squeeze(1)
+    def compacted(self, used: torch.Tensor) -> Groups:
+        """A sparse Groups narrowed to the codes ``used`` lists (ascending)."""
         keys, key_valid = self.decode(used)
         return Groups(self.ids, used.shape[0], keys, key_valid, self.strategy,
                       offset=self.offset)
