@@ -55,11 +55,11 @@ def group_sort(slot: torch.Tensor, groups: int, values: torch.Tensor, *, descend
     slot is ``groups`` are left out. See groupby/cuda/engine.py: group_sort."""
     count = torch.zeros(groups + 1, dtype=torch.int64)
     data = values.view(torch.uint8) if values.dtype == torch.bool else values
-    kept = int((slot < groups).sum())
-    out = torch.empty(kept, dtype=data.dtype)
-    runtime.run("group_sort", slot.numpy(), groups, data.numpy(), descending, count.numpy(),
-                out.numpy())
+    out = torch.empty(values.shape[0], dtype=data.dtype)
+    kept = runtime.run("group_sort", slot.numpy(), groups, data.numpy(), descending,
+                       count.numpy(), out.numpy())
     count = count[:groups]
+    out = out[:kept]
     out = out.view(torch.bool) if values.dtype == torch.bool else out
     return out, count, torch.cumsum(count, 0) - count
 

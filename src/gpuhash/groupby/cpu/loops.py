@@ -53,21 +53,36 @@ def group_reduce(codes, low, values, valid, has_valid, op, out, counts, rows):
 
 @numba.njit(parallel=True, **_JIT)
 def group_sort(slot, groups, values, descending, count, out):
-    """The values of the rows whose slot is below ``groups``, placed by group (a counting
-    sort, in row order) and then sorted within each group, every group on its own core;
-    ``count`` (groups + 1 zeros) gets each group's rows."""
+    """The values of the rows whose slot is below ``groups``, placed by group and then sorted
+    within each group; ``count`` (groups + 1 zeros) gets each group's rows. A counting sort
+    in fixed chunks of rows (each chunk counts, then places its rows after the earlier
+    chunks' rows of each group, in row order), then every group's run sorted on its own
+    core. Returns how many values were placed."""
     n = slot.shape[0]
-    for i in range(n):
-        count[slot[i]] += 1
+    chunks = min(16, max(1, n // BLOCK))
+    per = (n + chunks - 1) // chunks
+    counts = np.zeros((chunks, groups + 1), dtype=np.int64)
+    for c in numba.prange(chunks):
+        mine = counts[c]
+        for i in range(c * per, min(n, (c + 1) * per)):
+            mine[slot[i]] += 1
     start = np.zeros(groups + 1, dtype=np.int64)
+    place = np.empty((chunks, groups), dtype=np.int64)
+    at = 0
     for g in range(groups):
-        start[g + 1] = start[g] + count[g]
-    place = start.copy()
-    for i in range(n):
-        g = slot[i]
-        if g < groups:
-            out[place[g]] = values[i]
-            place[g] += 1
+        start[g] = at
+        for c in range(chunks):
+            place[c, g] = at
+            at += counts[c, g]
+        count[g] = at - start[g]
+    start[groups] = at
+    for c in numba.prange(chunks):
+        mine = place[c]
+        for i in range(c * per, min(n, (c + 1) * per)):
+            g = slot[i]
+            if g < groups:
+                out[mine[g]] = values[i]
+                mine[g] += 1
     for g in numba.prange(groups):
         segment = out[start[g]:start[g + 1]]
         segment.sort()
@@ -75,6 +90,7 @@ def group_sort(slot, groups, values, descending, count, out):
             m = segment.shape[0]
             for j in range(m // 2):
                 segment[j], segment[m - 1 - j] = segment[m - 1 - j], segment[j]
+    return at
 
 
 @numba.njit(parallel=True, **_JIT)
