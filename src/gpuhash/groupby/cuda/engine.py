@@ -123,7 +123,8 @@ def group_sort(slot: torch.Tensor, groups: int, values: torch.Tensor, *, descend
     Synchronises once (the rows kept size the output)."""
     if groups < 2**31 - 1:  # a narrower sort key sorts faster
         slot = slot.to(torch.int32)
-    by_value = torch.sort(values, stable=True, descending=descending).indices
+    keyed = values.view(torch.uint8) if values.dtype == torch.bool else values
+    by_value = torch.sort(keyed, stable=True, descending=descending).indices
     order = by_value[torch.sort(slot[by_value], stable=True).indices]
     count = torch.bincount(slot.to(torch.int64), minlength=groups + 1)[:groups]
     kept = int(count.sum())
