@@ -15,12 +15,12 @@ looks for, and what was chosen:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
 
 from gpuhash._common.arrays import as_tensor, to_kind
+from gpuhash._common.phases import Phases
 from gpuhash.groupby.aggregate import (
     BY_ENGINE,
     Reductions,
@@ -93,7 +93,7 @@ def factorize(keys: Any, *, sort: bool = False, dropna: bool = False,
     valids = _valid_arrays(valid, columns, several)
     groups = factorize_columns(columns, valids, dropna=dropna,
                                order="sorted" if sort else "first")
-    uniques = [_with_nan(key, ok) for key, ok in zip(groups.keys, groups.key_valid)]
+    uniques = [with_nan(key, ok) for key, ok in zip(groups.keys, groups.key_valid)]
     uniques = [to_kind(u, kind) for u in uniques]
     return to_kind(groups.ids, kind), tuple(uniques) if several else uniques[0]
 
@@ -117,7 +117,8 @@ def _valid_arrays(valid: Any, columns: list[torch.Tensor], several: bool):
     return out
 
 
-def _with_nan(values: torch.Tensor, ok: torch.Tensor | None) -> torch.Tensor:
+def with_nan(values: torch.Tensor, ok: torch.Tensor | None) -> torch.Tensor:
+    """Float results with NaN where ``ok`` is False (others as they are)."""
     if ok is None or not values.dtype.is_floating_point:
         return values
     return torch.where(ok, values, float("nan"))
@@ -201,27 +202,16 @@ def _array_groupby(keys, values, aggs, *, sort, dropna, explain):
     results, _ = _run(columns, [None] * len(columns), table, specs, sort=sort, dropna=dropna,
                       explain=explain)
     groups, outputs = results
-    uniques = [to_kind(_with_nan(k, ok), kind) for k, ok in zip(groups.keys, groups.key_valid)]
-    answer = {s.output: to_kind(_with_nan(v, ok) if v.dtype.is_floating_point else v, kind)
+    uniques = [to_kind(with_nan(k, ok), kind) for k, ok in zip(groups.keys, groups.key_valid)]
+    answer = {s.output: to_kind(with_nan(v, ok) if v.dtype.is_floating_point else v, kind)
               for s, (v, ok) in zip(specs, outputs)}
     return (tuple(uniques) if several else uniques[0]), answer
-
-
-class _Phases:
-    def __init__(self):
-        self.rows: list[str] = []
-        self._last = time.perf_counter()
-
-    def done(self, phase: str, detail: str) -> None:
-        now = time.perf_counter()
-        self.rows.append(f"  {phase:<10} {(now - self._last) * 1e3:9.2f} ms  {detail}")
-        self._last = now
 
 
 def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec], *, sort,
          dropna, explain):
     """Group ids, then every aggregation: ((groups, [(values, valid)]), top-k rows or None)."""
-    phases = _Phases()
+    phases = Phases()
     _check_columns(table, specs)
     device = key_columns[0].device
     timed = explain and device.type == "cuda"  # phases timed to the GPU's finish: explain only
@@ -269,7 +259,7 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
                ", global atomics")
     phases.done("aggregate", f"{len(specs)} aggregations on {device}{how}")
     if explain:
-        print("groupby\n" + "\n".join(phases.rows))
+        print(f"groupby\n{phases}")
     return (groups, outputs), rows
 
 

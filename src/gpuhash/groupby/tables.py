@@ -122,21 +122,18 @@ def _arrow_answer(keys, key_columns, groups, specs, outputs, rows, columns):
 
 def _tensor_answer(data, keys, key_columns, groups, specs, outputs, rows):
     from gpuhash._common.arrays import as_tensor, to_kind
+    from gpuhash.groupby.api import with_nan
 
     _, kind = as_tensor(data[keys[0]], f"column {keys[0]!r}")
     pick = None if rows is None else rows[0]
     answer = {}
     for name, (_, values, ok) in zip(keys, _group_keys(key_columns, groups, pick)):
-        if ok is not None and values.dtype.is_floating_point:
-            values = torch.where(ok, values, float("nan"))
-        answer[name] = to_kind(values, kind)
+        answer[name] = to_kind(with_nan(values, ok), kind)
     if rows is not None:
         answer[specs[0].output] = to_kind(rows[1], kind)
         return answer
     for spec, (values, ok) in zip(specs, outputs):
-        if ok is not None and values.dtype.is_floating_point:
-            values = torch.where(ok, values, float("nan"))
-        answer[spec.output] = to_kind(values, kind)
+        answer[spec.output] = to_kind(with_nan(values, ok), kind)
     return answer
 
 

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from gpuhash._common import arrays as _arrays
+from gpuhash._common.phases import Phases
 from gpuhash.join.api import JoinBuild, join
 from gpuhash.join.arrow_gather import take_column
 from gpuhash.join.frames import (
@@ -68,7 +69,7 @@ from gpuhash.join.pandas_frames import (
 )
 from gpuhash.join.plan import HOWS
 from gpuhash.join.table_merge import HOWS as LOOKUP_HOWS
-from gpuhash.join.table_merge import Phases, try_lookup_merge
+from gpuhash.join.table_merge import try_lookup_merge
 
 VALIDATE = (None, "1:1", "1:m", "m:1", "m:m")
 VALIDATE_NAMES = {"one_to_one": "1:1", "one_to_many": "1:m", "many_to_one": "m:1",
@@ -288,19 +289,16 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         raise ValueError("polars frames join on the columns named by on (or left_on and "
                          "right_on), as polars' join takes them; give on=...")
     if kind == PANDAS:  # Arrow names columns by their labels as strings
+        options = dict(suffixes=suffixes, validate=validate, nulls_equal=nulls_equal,
+                       sort=sort, device=device, memory_budget=memory_budget, explain=explain)
         levels = index_levels(left, right, on, left_on, right_on)
         if levels is not None:  # keys that name index levels, made columns
             left, right, index_keys = levels
-            out = merge(left, right, on=on, how=how, suffixes=suffixes, validate=validate,
-                        nulls_equal=nulls_equal, indicator=indicator or False, sort=sort,
-                        device=device, memory_budget=memory_budget, explain=explain)
+            out = merge(left, right, on=on, how=how, indicator=indicator or False, **options)
             return out.set_index(index_keys) if index_keys else out
         if how in ANTI_HOWS and anti_index_wanted():  # pandas' index: places in a merge
             return anti_from_outer(merge, left, right, how, on=on, left_on=left_on,
-                                   right_on=right_on, suffixes=suffixes, validate=validate,
-                                   nulls_equal=nulls_equal, indicator=indicator, sort=sort,
-                                   device=device, memory_budget=memory_budget,
-                                   explain=explain)
+                                   right_on=right_on, indicator=indicator, **options)
         on, left_on, right_on = map(pandas_key_names, (on, left_on, right_on))
     # the anti kinds have the shape of the outer join on their side
     shape = {"left_anti": "left", "right_anti": "right"}.get(how, how)

@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Any
 
@@ -35,6 +34,7 @@ import numpy as np
 
 from gpuhash._common import host_buffers
 from gpuhash._common.cpu.runtime import run
+from gpuhash._common.phases import Phases
 from gpuhash.join.arrow_gather import exclusive_sums, single, string_buffers, take_column
 from gpuhash.join.cpu.table_loops import BLOCK
 from gpuhash.join.frames import arrow_key_pair
@@ -49,23 +49,6 @@ def row_type(rows: int):
     return np.int32 if rows < (1 << 31) else np.int64
 DENSE_SPAN = 4  # an index by key at most this many times the right rows (8 bytes an entry)
 DENSE_SLACK = 1 << 16  # and always for spans this small
-
-
-class Phases:
-    """Wall-clock time of each phase of a merge, printed by ``explain=True``."""
-
-    def __init__(self):
-        self.rows: list[tuple[str, float, str]] = []
-        self._last = time.perf_counter()
-
-    def done(self, phase: str, detail: str = "") -> None:
-        now = time.perf_counter()
-        self.rows.append((phase, (now - self._last) * 1e3, detail))
-        self._last = now
-
-    def __str__(self) -> str:
-        width = max(len(p) for p, _, _ in self.rows) if self.rows else 0
-        return "\n".join(f"  {p:<{width}}  {ms:8.2f} ms  {d}" for p, ms, d in self.rows)
 
 
 def _integers(array) -> tuple[np.ndarray, np.ndarray | None]:
