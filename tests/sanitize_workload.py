@@ -183,7 +183,7 @@ torch.cuda.synchronize()
 # dropped rows, validity masks, NaN, every value type's sum / min / max
 from gpuhash.groupby.cuda import engine as group_cuda  # noqa: E402
 
-for groups in (7, 5000):
+for groups in (7, 7000, 40_000):  # one shared window, two, global atomics
     codes = torch.randint(-1, groups, (20_000,)).cuda()
     valid = torch.rand(20_000).cuda() < 0.8
     for dtype in (torch.int8, torch.int32, torch.int64, torch.float32, torch.float64,
@@ -200,5 +200,15 @@ lows = [int(k.min()) for k in keys]
 spans = [int(k.max()) - low + 1 for k, low in zip(keys, lows)]
 group_cuda.group_codes(keys, lows, spans, torch.int64)
 group_cuda.group_codes(keys[:2], lows[:2], spans[:2], torch.int32)
+# quantiles by selection and the fused comoments, windowed and global
+for groups in (1, 300, 9000, 40_000):
+    slot = torch.randint(0, groups + 1, (20_000,)).cuda()
+    for dtype in (torch.int8, torch.int64, torch.float32, torch.float64):
+        values = torch.randint(-4, 4, (20_000,)).to(dtype).cuda()
+        group_cuda.group_quantile(slot, groups, values, 0.3)
+    codes = torch.randint(-1, groups, (20_000,)).cuda()
+    means = torch.randn(groups).double().cuda()
+    group_cuda.group_comoments(codes, groups, torch.randn(20_000).cuda(),
+                               torch.randn(20_000).cuda(), valid, means, means)
 torch.cuda.synchronize()
 print("sanitize workload done")

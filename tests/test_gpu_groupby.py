@@ -21,7 +21,8 @@ AGGS = ["count", "size", "sum", "mean", "min", "max", "var", "std", "median", "f
         "nunique", ("quantile", 0.7)]
 
 
-@pytest.mark.parametrize("groups", [1, 100, 1024, 1025, 300_000])
+# shared windows: one (up to 6,144 groups), two, four; none (global atomics)
+@pytest.mark.parametrize("groups", [1, 100, 1024, 1025, 7000, 20_000, 300_000])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", ["sum", "min", "max"])
 def test_group_reduce_matches_the_cpu_engine(groups, dtype, op):
@@ -107,7 +108,7 @@ def test_group_codes_match_the_cpu_engine():
         assert torch.equal(got.cpu(), want)
 
 
-@pytest.mark.parametrize("groups", [3, 5000])
+@pytest.mark.parametrize("groups", [3, 5000, 9000, 40_000])  # comoment windows: 1, 2, 3, none
 def test_group_sort_comoments_and_compact_match_the_cpu_engine(groups):
     rows = 60_000
     slot = torch.randint(0, groups + 1, (rows,))  # groups: the rows left out
@@ -132,3 +133,33 @@ def test_group_sort_comoments_and_compact_match_the_cpu_engine(groups):
         numbered, uniques = engine.group_compact(keys.to(where))
         assert torch.equal(uniques[numbered].cpu(), keys)
         assert uniques.unique().shape == uniques.shape
+
+
+@pytest.mark.parametrize("groups", [1, 50, 5000, 200_000])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_group_quantile_matches_the_cpu_engine(groups, dtype):
+    """The selection kernel against the CPU engine's sorted runs, to the bit: ties (few
+    distinct values), empty groups, the rows left out, one group of every row."""
+    rows = 300_000
+    slot = torch.randint(0, groups + 1, (rows,))  # groups: the rows left out
+    if dtype.is_floating_point:
+        values = torch.randn(rows).to(dtype)
+        values[::5] = values[::5].round()  # ties, -0.0 beside 0.0
+    else:
+        values = torch.randint(-3 if dtype != torch.uint8 else 0, 4, (rows,)).to(dtype)
+    for q in (0.0, 0.25, 0.5, 0.7, 1.0):
+        want = cpu_engine.group_quantile(slot, groups, values, q)
+        got = cuda_engine.group_quantile(slot.cuda(), groups, values.cuda(), q)
+        assert torch.equal(got[1].cpu(), want[1])
+        assert torch.equal(got[0].cpu(), want[0]), (q, dtype)
+
+
+def test_a_kernel_launched_with_less_shared_memory_still_takes_more_later():
+    """The dynamic shared-memory limit only rises: many groups, few, many again on one
+    kernel (a smaller launch once lowered the limit under the next larger one)."""
+    values = torch.randint(0, 9, (50_000,), dtype=torch.int32)
+    for groups in (7000, 100, 7000, 20_000, 3):
+        codes = torch.randint(0, groups, (50_000,), dtype=torch.int32)
+        want = cpu_engine.group_reduce(codes, 0, groups, values, None, "sum")
+        got = cuda_engine.group_reduce(codes.cuda(), 0, groups, values.cuda(), None, "sum")
+        assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[2].cpu(), want[2])

@@ -249,11 +249,10 @@ def test_chunks_refuse_what_needs_every_row_of_a_group():
         gh.groupby(_table(1), "k1", {"v": "sum"}, chunk_rows=0, device="cpu")
 
 
-def test_the_shared_accumulators_count_is_the_kernels():
+def test_the_key_columns_limit_is_the_kernels():
     from pathlib import Path
 
     from gpuhash.groupby.cuda import engine
 
     source = (Path(engine.__file__).parents[1] / "kernels" / "groupby.cu").read_text()
-    assert f"#define GH_GROUP_SHARED {engine.SHARED_GROUPS}\n" in source
     assert f"#define GH_GROUP_MAX_KEYS {engine.MAX_KEYS}\n" in source

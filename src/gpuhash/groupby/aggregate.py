@@ -116,16 +116,10 @@ def _sorted_within_groups(ids, groups, values, use, *, descending: bool = False)
 
 
 def quantile(q: float, ids, groups, values, use) -> Result:
-    """Linear interpolation between the two nearest ranks (pandas' default)."""
-    ranked, count, start = _sorted_within_groups(ids, groups, values, use)
-    if not ranked.shape[0]:
-        return torch.zeros(groups, dtype=torch.float64, device=values.device), _nonempty(count)
-    ranked = ranked.to(torch.float64)
-    position = start.to(torch.float64) + q * (count - 1).clamp(min=0).to(torch.float64)
-    below = position.floor().to(torch.int64).clamp(0, ranked.shape[0] - 1)
-    above = position.ceil().to(torch.int64).clamp(0, ranked.shape[0] - 1)
-    share = position - below.to(torch.float64)
-    out = ranked[below] + (ranked[above] - ranked[below]) * share
+    """Linear interpolation between the two nearest ranks (pandas' default): the engine's
+    group_quantile."""
+    slot = _slots(ids, groups, use)
+    out, count = engine_for(values.device).group_quantile(slot, groups, values, q)
     return out, _nonempty(count)
 
 

@@ -33,6 +33,7 @@ from gpuhash.groupby.columns import Column, tensor_column
 from gpuhash.groupby.keys import factorize_columns
 from gpuhash.groupby.specs import ROWS_A_GROUP, STRING_OK, AggSpec, parse_aggs
 
+NARROW_CODES = ("median", "quantile", "var", "std", "corr")  # aggregations by engine passes
 NUMBER_RESULTS = ("count", "size", "sum", "mean", "var", "std", "median", "quantile", "nunique",
                   "any", "all", "corr")  # results that are numbers whatever the column holds
 
@@ -225,6 +226,7 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
                         f"({groups.strategy})")
     outputs, rows, passes, shared = [], None, {}, {}
     codes = groups.ids if groups.offset == 0 and groups.ids.dtype == torch.int64 else None
+    narrow = None
     for spec in specs:
         column = table[spec.column]
         if spec.column not in passes and Reductions.takes(column.values, groups.ids):
@@ -233,10 +235,12 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
         if spec.column in passes and spec.name in BY_ENGINE:
             outputs.append(passes[spec.column].result(spec.name))
             continue
-        codes = groups.codes() if codes is None else codes  # made once, when needed
+        if spec.name in NARROW_CODES:  # engine passes only: int32 codes will do
+            narrow = groups.narrow_codes() if narrow is None else narrow
+        codes = groups.codes() if codes is None and spec.name not in NARROW_CODES else codes
         if spec.name == "corr":
             other = table[spec.parameter]
-            outputs.append(correlation(codes, groups.count, column.values, column.valid,
+            outputs.append(correlation(narrow, groups.count, column.values, column.valid,
                                        other.values, other.valid))
         elif spec.name in ROWS_A_GROUP:
             use = usable(codes, column.values, column.valid)
@@ -244,8 +248,9 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
                             largest=spec.name == "top_k")
         else:
             q = spec.parameter if spec.name == "quantile" else None
-            outputs.append(aggregate(spec.name, codes, groups.count, column.values,
-                                     column.valid, q=q, reductions=passes.get(spec.column)))
+            outputs.append(aggregate(spec.name, narrow if spec.name in NARROW_CODES else codes,
+                                     groups.count, column.values, column.valid, q=q,
+                                     reductions=passes.get(spec.column)))
     codes_seen = groups.count
     if groups.decode is not None:
         groups, outputs, rows = _drop_empty_codes(groups, outputs, rows, passes)
@@ -253,10 +258,9 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
         torch.cuda.synchronize(device)
     how = ""
     if device.type == "cuda" and passes:  # which accumulators the reductions used
-        from gpuhash.groupby.cuda.engine import SHARED_GROUPS
+        from gpuhash.groupby.cuda.engine import accumulators
 
-        how = (", per-block shared accumulators" if codes_seen <= SHARED_GROUPS else
-               ", global atomics")
+        how = f", {accumulators(codes_seen)}"
     phases.done("aggregate", f"{len(specs)} aggregations on {device}{how}")
     if explain:
         print(f"groupby\n{phases}")

@@ -9,6 +9,9 @@ Both engines (groupby/cpu/engine.py: numba loops; groupby/cuda/engine.py: kernel
 * ``group_sort(slot, groups, values, descending)``: the values by group, then by value within
   each group (the median, quantiles and the top k read them), with each group's count and
   first position;
+* ``group_quantile(slot, groups, values, q)``: per group the ``q``-quantile of its values,
+  interpolated linearly between the two nearest ranks, and its count (the median and
+  quantiles; the CUDA engine selects the ranks instead of sorting);
 * ``group_comoments(codes, groups, a, b, use, mean_a, mean_b)``: per group the sums of
   squared distances of a and b from their means and of their products (variance and
   correlation's second pass).

@@ -12,6 +12,7 @@ another one is, and gives the caller's back afterwards.
 from __future__ import annotations
 
 import functools
+import threading
 
 import torch
 
@@ -71,11 +72,25 @@ def _shared_config(blocks: int, shared_bytes: int):
     return LaunchConfig(grid=blocks, block=THREADS, shmem_size=shared_bytes)
 
 
-@functools.lru_cache(maxsize=64)
+_SHARED_ALLOWED: dict[tuple[int, int], int] = {}  # (kernel, device) -> the limit set
+_SHARED_LOCK = threading.Lock()  # the limit is compared and raised by one thread at a time
+
+
 def _allow_shared(kernel, device: int, shared_bytes: int) -> None:
-    """Let ``kernel`` take ``shared_bytes`` of dynamic shared memory a block on GPU ``device``
-    (once a kernel and device): past 48 KB less the kernel's static shared memory a launch
-    fails unless the kernel's limit was raised first."""
+    """Let ``kernel`` take ``shared_bytes`` of dynamic shared memory a block on GPU ``device``:
+    past 48 KB less the kernel's static shared memory a launch fails unless the kernel's limit
+    was raised first. The limit only ever rises, so a launch with less after one with more
+    still fits (each launch sets no attribute unless it needs more)."""
+    key = (id(kernel), device)
+    if _SHARED_ALLOWED.get(key, 0) >= shared_bytes:
+        return
+    with _SHARED_LOCK:
+        if _SHARED_ALLOWED.get(key, 0) < shared_bytes:
+            _raise_shared(kernel, device, shared_bytes)
+            _SHARED_ALLOWED[key] = shared_bytes
+
+
+def _raise_shared(kernel, device: int, shared_bytes: int) -> None:
     from cuda.bindings import driver
 
     attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -98,6 +113,24 @@ def launch_with_shared(kernel, rows: int, shared_bytes: int, *args: int, device:
     _allow_shared(kernel, device, shared_bytes)
     _launch_on(device, _shared_config((rows + THREADS - 1) // THREADS, shared_bytes), kernel,
                args)
+
+
+@functools.lru_cache(maxsize=512)
+def _grid_config(grid: tuple[int, int], shared_bytes: int):
+    from cuda.core import LaunchConfig
+
+    return LaunchConfig(grid=grid, block=THREADS, shmem_size=shared_bytes)
+
+
+def launch_grid(kernel, grid: tuple[int, int], shared_bytes: int, *args: int,
+                device: int) -> None:
+    """Launch ``kernel`` on a two-dimensional grid of blocks of THREADS threads, with
+    ``shared_bytes`` of dynamic shared memory a block (the kernel strides over its rows)."""
+    if grid[0] <= 0 or grid[1] <= 0:
+        return
+    if shared_bytes:
+        _allow_shared(kernel, device, shared_bytes)
+    _launch_on(device, _grid_config(grid, shared_bytes), kernel, args)
 
 
 @functools.lru_cache(maxsize=64)

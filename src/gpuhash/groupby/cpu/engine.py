@@ -64,6 +64,25 @@ def group_sort(slot: torch.Tensor, groups: int, values: torch.Tensor, *, descend
     return out, count, torch.cumsum(count, 0) - count
 
 
+def group_quantile(slot: torch.Tensor, groups: int, values: torch.Tensor, q: float
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(each group's ``q``-quantile, float64; each group's count) of the values whose slot is
+    below ``groups``, from group_sort's runs, with the CUDA engine's arithmetic (see
+    groupby/kernels/group_select.cuh): the same bits from the same values."""
+    ranked, count, start = group_sort(slot, groups, values, descending=False)
+    if not ranked.shape[0]:
+        return torch.zeros(groups, dtype=torch.float64), count
+    ranked = ranked.to(torch.float64)
+    position = q * (count - 1).clamp(min=0).to(torch.float64)
+    below = position.floor()
+    share = position - below
+    last = ranked.shape[0] - 1
+    low = ranked[(start + below.to(torch.int64)).clamp(0, last)]
+    high = ranked[(start + position.ceil().to(torch.int64)).clamp(0, last)]
+    out = low + (high - low) * share
+    return torch.where(count > 0, out, torch.zeros((), dtype=torch.float64)), count
+
+
 def group_compact(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(a code a row, the distinct int64 values by code), numbered in value order by a sort,
     which on the CPU outruns the CPU engine's hash table. The codes differ from the CUDA

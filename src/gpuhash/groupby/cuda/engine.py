@@ -1,12 +1,16 @@
-"""The group-by's CUDA engine: ``group_reduce`` (groupby/kernels/groupby.cu), the twin of
+"""The group-by's CUDA engine (groupby/kernels/groupby.cu and group_select.cuh), the twin of
 groupby/cpu/engine.py.
 
 ``group_reduce(codes, low, groups, values, valid, op, *, rows)``: for each row, group
-``code - low`` (negative: the row is dropped); returns per group the accumulator (``op``
-"sum": int64 for integers and bools, float64 for floats; "min" / "max": int64 or float64, zero
-for a group with no value), the valid non-NaN values seen (the rows seen, for integers without
-a mask) and the rows seen: counted, unless given as ``rows`` (an earlier pass over the same
-codes counted them). No host synchronisation.
+``code - low`` (outside ``[0, groups)``: the row is dropped); returns per group the
+accumulator (``op`` "sum": int64 for integers and bools, float64 for floats; "min" / "max":
+int64 or float64, zero for a group with no value), the valid non-NaN values seen (the rows
+seen, for integers without a mask) and the rows seen: counted, unless given as ``rows`` (an
+earlier pass over the same codes counted them). No host synchronisation.
+
+Up to ``MAX_WINDOWS`` windows of groups, each small enough for a block's shared memory, the
+kernels accumulate in shared memory (a window a grid row, the rows read once a window); past
+that, with global atomics.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import os
 import torch
 
 from gpuhash._common.cuda.compile import load_module
-from gpuhash._common.cuda.launch import THREADS, launch
+from gpuhash._common.cuda.launch import THREADS, launch_grid
 from gpuhash.table.cuda.engine import ARCH_ENV
 
 CODE_TYPES = {torch.int32: "int", torch.int64: "long long"}
@@ -26,7 +30,11 @@ VALUE_TYPES = {torch.int8: "signed char", torch.uint8: "unsigned char", torch.bo
                torch.int64: "long long", torch.float32: "float", torch.float64: "double"}
 OPS = {"sum": 0, "min": 1, "max": 2}
 BLOCKS_PER_SM = 8  # a block's shared accumulators are flushed once: cap the blocks
-SHARED_GROUPS = 1024  # GH_GROUP_SHARED: groups a block accumulates in shared memory
+SHARED_BYTES = 96 * 1024  # a window's shared memory: two blocks still fit on an SM
+SM_SHARED_BYTES = 227 * 1024  # shared memory a block may take on sm_80 and sm_90
+MAX_WINDOWS = 4  # past this many windows of groups, global atomics beat reading the rows again
+REDUCE_BYTES = 16  # a group's shared accumulator, 32-bit count and 32-bit rows
+COMOMENT_BYTES = 24  # a group's three shared sums
 _ORDER_FLIP = 0x7FFFFFFFFFFFFFFF
 
 
@@ -39,6 +47,11 @@ def kernel_names() -> dict:
     key combination."""
     names = {("codes", torch.int32): "gh_group_codes<int>",
              ("codes", torch.int64): "gh_group_codes<long long>"}
+    for code, code_type in CODE_TYPES.items():
+        names[("comoments", code)] = f"gh_group_comoments<{code_type}>"
+    for value, value_type in VALUE_TYPES.items():
+        if value != torch.bool:  # read as unsigned char
+            names[("quantile", value)] = f"gh_group_quantile<{value_type}>"
     for code, code_type in CODE_TYPES.items():
         for value, value_type in VALUE_TYPES.items():
             if value == torch.bool:
@@ -58,11 +71,40 @@ def _kernels(device_index: int, arch: str | None) -> dict:
     return {key: module.get_kernel(expression) for key, expression in names.items()}
 
 
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def _windows(n: int, groups: int, group_bytes: int, index: int) -> tuple[int, int, int]:
+    """(window, windows, blocks a window) of a windowed kernel over ``n`` rows: groups a
+    block holds in shared memory (0: global atomics), windows of them, and the blocks of
+    each, capped so that the blocks' flushes stay few beside the rows."""
+    sms = torch.cuda.get_device_properties(index).multi_processor_count
+    rows_blocks = max(1, -(-n // THREADS))
+    window = min(groups, SHARED_BYTES // group_bytes)
+    windows = -(-groups // window) if window else 1
+    if not window or windows > MAX_WINDOWS:
+        return 0, 1, min(rows_blocks, BLOCKS_PER_SM * sms)
+    resident = max(1, min(BLOCKS_PER_SM, SM_SHARED_BYTES // (window * group_bytes + 1024)))
+    blocks = max(1, min(rows_blocks, resident * sms // windows))
+    if -(-n // blocks) >= 2**31:  # a block's 32-bit shared counts would overflow
+        return 0, 1, min(rows_blocks, BLOCKS_PER_SM * sms)
+    return window, windows, blocks
+
+
+def accumulators(groups: int) -> str:
+    """How group_reduce accumulates ``groups`` groups (for ``explain``)."""
+    windows = -(-groups // (SHARED_BYTES // REDUCE_BYTES))
+    if windows > MAX_WINDOWS:
+        return "global atomics"
+    return "per-block shared accumulators" + (f" in {windows} windows" if windows > 1 else "")
+
+
 def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tensor,
                  valid: torch.Tensor | None, op: str, *, rows: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     device = codes.device
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = _device_index(device)
     floats = values.dtype.is_floating_point
     data = values.view(torch.uint8) if values.dtype == torch.bool else values
     kernel = _kernels(index, os.environ.get(ARCH_ENV))[(codes.dtype, data.dtype, op)]
@@ -77,12 +119,12 @@ def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tenso
     counts = rows if every_value else torch.zeros(groups, dtype=torch.int64, device=device)
     mask = None if valid is None else valid.view(torch.uint8)
     n = codes.shape[0]
-    threads = min(n, BLOCKS_PER_SM * THREADS * torch.cuda.get_device_properties(
-        index).multi_processor_count)
-    launch(kernel, threads, codes.data_ptr(), low, n, data.data_ptr(),
-           0 if mask is None else mask.data_ptr(), groups, out.data_ptr(),
-           0 if every_value else counts.data_ptr(), 0 if known is not None else rows.data_ptr(),
-           device=index)
+    window, windows, blocks = _windows(n, groups, REDUCE_BYTES, index)
+    if n and groups:
+        launch_grid(kernel, (blocks, windows), window * REDUCE_BYTES, codes.data_ptr(), low,
+                    n, data.data_ptr(), 0 if mask is None else mask.data_ptr(), groups,
+                    window, out.data_ptr(), 0 if every_value else counts.data_ptr(),
+                    0 if known is not None else rows.data_ptr(), device=index)
     if op != "sum":
         if floats:  # back from the order-preserving bits
             out = torch.where(out >= 0, out, out ^ _ORDER_FLIP).view(torch.float64)
@@ -96,7 +138,7 @@ def group_codes(columns: list[torch.Tensor], lows: list[int], spans: list[int],
     column most significant), as ``dtype`` (int32 or int64: the caller checked the product of
     the spans fits). Signed keys of 1 to 8 bytes (KEY_WIDTHS). No synchronisation."""
     device = columns[0].device
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = _device_index(device)
     kernel = _kernels(index, os.environ.get(ARCH_ENV))[("codes", dtype)]
     words = torch.zeros(4 * MAX_KEYS + 1, dtype=torch.int64)
     for k, (column, low, span) in enumerate(zip(columns, lows, spans)):
@@ -108,9 +150,10 @@ def group_codes(columns: list[torch.Tensor], lows: list[int], spans: list[int],
     widths[MAX_KEYS] = len(columns)
     # the argument block rides along the launch's stream: kept until the kernel has read it
     block = words.to(device, non_blocking=False)
-    out = torch.empty(columns[0].shape[0], dtype=dtype, device=device)
-    launch(kernel, columns[0].shape[0], block.data_ptr(), columns[0].shape[0], out.data_ptr(),
-           device=index)
+    n = columns[0].shape[0]
+    out = torch.empty(n, dtype=dtype, device=device)
+    _, _, blocks = _windows(n, 0, REDUCE_BYTES, index)
+    launch_grid(kernel, (blocks, 1), 0, block.data_ptr(), n, out.data_ptr(), device=index)
     block.record_stream(torch.cuda.current_stream(device))
     return out
 
@@ -152,22 +195,49 @@ def group_compact(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return codes, uniques
 
 
+def group_quantile(slot: torch.Tensor, groups: int, values: torch.Tensor, q: float
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(each group's ``q``-quantile, float64, linear interpolation; each group's count) of the
+    values whose slot is below ``groups`` (the others left out); 0.0 for an empty group. The
+    values are grouped by one sort of the slots, then a block a group selects the ranks it
+    interpolates between (group_select.cuh). No host synchronisation."""
+    index = _device_index(values.device)
+    data = values.view(torch.uint8) if values.dtype == torch.bool else values
+    kernel = _kernels(index, os.environ.get(ARCH_ENV))[("quantile", data.dtype)]
+    if groups < 2**31 - 1:  # a narrower sort key sorts faster
+        slot = slot.to(torch.int32)
+    ordered, order = torch.sort(slot)
+    ranked = data[order]
+    edges = torch.searchsorted(ordered, torch.arange(groups + 1, device=slot.device,
+                                                     dtype=ordered.dtype))
+    start = edges[:-1].contiguous()
+    count = edges[1:] - edges[:-1]
+    out = torch.zeros(groups, dtype=torch.float64, device=values.device)
+    if groups and values.shape[0]:
+        blocks = min(groups, 64 * torch.cuda.get_device_properties(index).multi_processor_count)
+        launch_grid(kernel, (blocks, 1), 0, ranked.data_ptr(), start.data_ptr(),
+                    count.data_ptr(), groups, float(q), out.data_ptr(), device=index)
+    return out, count
+
+
 def group_comoments(codes: torch.Tensor, groups: int, first: torch.Tensor,
                     second: torch.Tensor, use: torch.Tensor | None, mean_first: torch.Tensor,
                     mean_second: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Per group, over the rows that count: the sums of squared distances of ``first`` and
-    ``second`` from their group's mean and of their products (float64), by torch passes
-    and grouped sums (the CPU engine's twin is one loop)."""
-    slot = torch.where(codes < 0, groups, codes)
-    if use is not None:
-        slot = torch.where(use, slot, groups)
-
-    def centred(values, mean):
-        spare = torch.cat([mean, mean.new_zeros(1)])
-        return values.to(torch.float64) - spare[slot]
-
-    a, b = centred(first, mean_first), centred(second, mean_second)
-    totals = []
-    for product in (a * a, b * b, a * b):
-        totals.append(group_reduce(slot, 0, groups + 1, product, None, "sum")[0][:groups])
-    return tuple(totals)
+    """Per group, over the rows that count (``use``; codes outside ``[0, groups)`` never): the
+    sums of squared distances of ``first`` and ``second`` from their group's mean and of
+    their products (float64), in one windowed pass (groupby.cu: gh_group_comoments)."""
+    index = _device_index(codes.device)
+    kernel = _kernels(index, os.environ.get(ARCH_ENV))[("comoments", codes.dtype)]
+    a = first.to(torch.float64).contiguous()
+    b = second.to(torch.float64).contiguous()
+    mask = None if use is None else use.to(torch.bool).view(torch.uint8)
+    out = torch.zeros((3, groups), dtype=torch.float64, device=codes.device)
+    n = codes.shape[0]
+    window, windows, blocks = _windows(n, groups, COMOMENT_BYTES, index)
+    if n and groups:
+        launch_grid(kernel, (blocks, windows), window * COMOMENT_BYTES, codes.data_ptr(), n,
+                    a.data_ptr(), b.data_ptr(), 0 if mask is None else mask.data_ptr(),
+                    groups, window, mean_first.to(torch.float64).contiguous().data_ptr(),
+                    mean_second.to(torch.float64).contiguous().data_ptr(), out.data_ptr(),
+                    device=index)
+    return out[0], out[1], out[2]

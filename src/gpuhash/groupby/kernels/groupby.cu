@@ -1,25 +1,27 @@
 // Grouped reductions over dense group codes: for each row, group = code - low (rows whose
-// code is below low are dropped: a null key dropped by the caller), and per group the rows
-// seen, the valid values seen and one accumulator (a sum, a min or a max). Templated on the
-// code, value and accumulator types and the operation; instantiated by name from
-// groupby/cuda/engine.py.
+// group falls outside [0, groups) are dropped: a null key dropped by the caller), and per
+// group the rows seen, the valid values seen and one accumulator (a sum, a min or a max).
+// Templated on the code, value and accumulator types and the operation; instantiated by name
+// from groupby/cuda/engine.py. The quantile selection lives in group_select.cuh.
 //
 // gh_group_codes makes one code a row of several integer key columns without nulls, each
 // coded by offset: the mixed-radix number of their digits (key - low), the first column most
 // significant, in one pass over the columns (a chain of tensor operations would write an int64
 // temporary a step).
 //
-// Few groups (at most GH_GROUP_SHARED): each block accumulates in shared memory, then adds its
-// nonzero groups to the global result with one atomic each, so a hot group costs one global
-// atomic a block instead of one a row. Many groups: global atomics straight away (rows of one
-// group rarely meet). The launch caps the blocks (a block's flush costs the group count).
+// Shared-memory windows: a block accumulates the groups of one window, [blockIdx.y * window,
+// + window), in dynamic shared memory and skips the rows of other groups, then adds its
+// nonzero groups to the global result with one atomic each; a hot group costs one global
+// atomic a block instead of one a row. Several windows read the rows once each, which beats
+// global atomics while the groups are few thousands. window == 0: global atomics straight
+// away (rows of one group rarely meet). The launch caps the blocks (a block's flush costs its
+// window). Counts in shared memory are 32-bit: the launch gives no block 2^31 rows.
 //
 // Float min and max accumulate the value's bits mapped to an order-preserving int64 (a
 // negative number's bits flipped but the sign), so integer atomicMin / atomicMax order them
 // as numbers; the host maps them back. NaN is a null here (the caller skips it, as pandas).
 #include "common.cuh"
 
-#define GH_GROUP_SHARED 1024
 #define GH_OP_SUM 0
 #define GH_OP_MIN 1
 #define GH_OP_MAX 2
@@ -66,20 +68,36 @@ template <int OP> __device__ __forceinline__ void gh_apply(gh_i64* at, gh_i64 v)
     }
 }
 
+// The groups of this block's window: [first, first + width); all of them without a window.
+struct GhWindow {
+    gh_i64 first;
+    gh_i64 width;
+};
+
+__device__ __forceinline__ GhWindow gh_window(gh_u64 groups, gh_u64 window) {
+    GhWindow w;
+    w.first = window == 0 ? 0 : static_cast<gh_i64>(blockIdx.y) * static_cast<gh_i64>(window);
+    const gh_i64 left = static_cast<gh_i64>(groups) - w.first;
+    w.width = window == 0 ? left : min(static_cast<gh_i64>(window), left);
+    return w;
+}
+
 // rows / counts may be null: the rows of each group are counted by the first pass over a
 // group-by's codes only, and values are not counted where every row's value counts (integers
 // without a validity mask: the caller takes the rows). Each skipped count is an atomic a row
-// fewer.
+// fewer. Dynamic shared memory: window accumulators, then window 32-bit counts and rows.
 template <class C, class V, class A, int OP>
 __global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* values,
-                                const gh_u8* valid, gh_u64 groups, A* out, gh_i64* counts,
-                                gh_i64* rows) {
-    __shared__ A s_out[GH_GROUP_SHARED];
-    __shared__ gh_i64 s_counts[GH_GROUP_SHARED];
-    __shared__ gh_i64 s_rows[GH_GROUP_SHARED];
-    const bool local = groups <= GH_GROUP_SHARED;
+                                const gh_u8* valid, gh_u64 groups, gh_u64 window, A* out,
+                                gh_i64* counts, gh_i64* rows) {
+    extern __shared__ __align__(8) unsigned char gh_shared[];
+    A* s_out = reinterpret_cast<A*>(gh_shared);
+    gh_u32* s_counts = reinterpret_cast<gh_u32*>(s_out + window);
+    gh_u32* s_rows = s_counts + window;
+    const bool local = window != 0;
+    const GhWindow w = gh_window(groups, window);
     if (local) {
-        for (gh_u64 g = threadIdx.x; g < groups; g += blockDim.x) {
+        for (gh_i64 g = threadIdx.x; g < w.width; g += blockDim.x) {
             s_out[g] = gh_identity<A, OP>();
             s_counts[g] = 0;
             s_rows[g] = 0;
@@ -89,29 +107,77 @@ __global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* v
     const gh_u64 stride = static_cast<gh_u64>(gridDim.x) * blockDim.x;
     for (gh_u64 row = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x; row < n;
          row += stride) {
-        const gh_i64 group = static_cast<gh_i64>(codes[row]) - low;
-        if (group < 0) continue;
+        const gh_i64 group = static_cast<gh_i64>(codes[row]) - low - w.first;
+        if (group < 0 || group >= w.width) continue;
         const V v = values[row];
         if (rows != nullptr) {
-            atomicAdd(reinterpret_cast<gh_u64*>(local ? &s_rows[group] : &rows[group]), 1ull);
+            if (local) {
+                atomicAdd(&s_rows[group], 1u);
+            } else {
+                atomicAdd(reinterpret_cast<gh_u64*>(&rows[group]), 1ull);
+            }
         }
         if ((valid != nullptr && !valid[row]) || gh_is_nan(v)) continue;
         if (counts != nullptr) {
-            atomicAdd(reinterpret_cast<gh_u64*>(local ? &s_counts[group] : &counts[group]),
-                      1ull);
+            if (local) {
+                atomicAdd(&s_counts[group], 1u);
+            } else {
+                atomicAdd(reinterpret_cast<gh_u64*>(&counts[group]), 1ull);
+            }
         }
         gh_apply<OP>(local ? &s_out[group] : &out[group], gh_input<A, OP, V>(v));
     }
     if (!local) return;
     __syncthreads();
-    for (gh_u64 g = threadIdx.x; g < groups; g += blockDim.x) {
+    for (gh_i64 g = threadIdx.x; g < w.width; g += blockDim.x) {
+        const gh_i64 at = w.first + g;
         if (rows != nullptr && s_rows[g] != 0) {
-            atomicAdd(reinterpret_cast<gh_u64*>(&rows[g]), static_cast<gh_u64>(s_rows[g]));
+            atomicAdd(reinterpret_cast<gh_u64*>(&rows[at]), static_cast<gh_u64>(s_rows[g]));
         }
         if (counts != nullptr && s_counts[g] != 0) {
-            atomicAdd(reinterpret_cast<gh_u64*>(&counts[g]), static_cast<gh_u64>(s_counts[g]));
+            atomicAdd(reinterpret_cast<gh_u64*>(&counts[at]),
+                      static_cast<gh_u64>(s_counts[g]));
         }
-        if (s_out[g] != gh_identity<A, OP>()) gh_apply<OP>(&out[g], s_out[g]);
+        if (s_out[g] != gh_identity<A, OP>()) gh_apply<OP>(&out[at], s_out[g]);
+    }
+}
+
+// Per group, over rows whose code is in [0, groups) and whose use flag is set (use null:
+// every row): the sums of (a - mean_a)^2, (b - mean_b)^2 and their product, into out[0..3) x
+// groups. Windows as gh_group_reduce; dynamic shared memory: three window sums.
+template <class C>
+__global__ void gh_group_comoments(const C* codes, gh_u64 n, const double* a, const double* b,
+                                   const gh_u8* use, gh_u64 groups, gh_u64 window,
+                                   const double* mean_a, const double* mean_b, double* out) {
+    extern __shared__ __align__(8) unsigned char gh_shared[];
+    double* s_sums = reinterpret_cast<double*>(gh_shared);
+    const bool local = window != 0;
+    const GhWindow w = gh_window(groups, window);
+    if (local) {
+        for (gh_i64 g = threadIdx.x; g < 3 * w.width; g += blockDim.x) s_sums[g] = 0.0;
+        __syncthreads();
+    }
+    double* sums = local ? s_sums : out;
+    const gh_i64 lane = local ? w.width : static_cast<gh_i64>(groups);
+    const gh_u64 stride = static_cast<gh_u64>(gridDim.x) * blockDim.x;
+    for (gh_u64 row = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x; row < n;
+         row += stride) {
+        const gh_i64 code = static_cast<gh_i64>(codes[row]);
+        const gh_i64 group = code - w.first;
+        if (group < 0 || group >= w.width || (use != nullptr && !use[row])) continue;
+        const double da = a[row] - mean_a[code];
+        const double db = b[row] - mean_b[code];
+        atomicAdd(&sums[group], da * da);
+        atomicAdd(&sums[lane + group], db * db);
+        atomicAdd(&sums[2 * lane + group], da * db);
+    }
+    if (!local) return;
+    __syncthreads();
+    for (gh_i64 g = threadIdx.x; g < w.width; g += blockDim.x) {
+        for (int k = 0; k < 3; ++k) {
+            const double sum = s_sums[k * w.width + g];
+            if (sum != 0.0) atomicAdd(&out[k * static_cast<gh_i64>(groups) + w.first + g], sum);
+        }
     }
 }
 
@@ -134,9 +200,13 @@ __device__ __forceinline__ gh_i64 gh_key_at(gh_u64 data, int width, gh_u64 row) 
     }
 }
 
+// The column descriptions are read into shared memory once a block: a copy a thread (in
+// local memory, indexed by column) would cost its bytes a row.
 template <class OUT>
 __global__ void gh_group_codes(const GhKeyColumns* columns, gh_u64 n, OUT* out) {
-    const GhKeyColumns c = *columns;
+    __shared__ GhKeyColumns c;
+    if (threadIdx.x == 0) c = *columns;
+    __syncthreads();
     const gh_u64 stride = static_cast<gh_u64>(gridDim.x) * blockDim.x;
     for (gh_u64 row = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x; row < n;
          row += stride) {
@@ -147,3 +217,5 @@ __global__ void gh_group_codes(const GhKeyColumns* columns, gh_u64 n, OUT* out) 
         out[row] = static_cast<OUT>(code);
     }
 }
+
+#include "group_select.cuh"
