@@ -122,11 +122,17 @@ def test_group_sort_comoments_and_compact_match_the_cpu_engine(groups):
     other = torch.randn(rows).double()
     use = torch.rand(rows) < 0.8
     means = torch.randn(groups).double(), torch.randn(groups).double()
-    want = cpu_engine.group_comoments(codes, groups, values, other, use, *means)
-    got = cuda_engine.group_comoments(codes.cuda(), groups, values.cuda(), other.cuda(),
-                                      use.cuda(), *(m.cuda() for m in means))
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a.cpu(), b, rtol=1e-10, atol=1e-9)
+    small = torch.randint(-9, 9, (rows,), dtype=torch.int32)
+    pairs = ((values, other), (small, small.flip(0)), (small.long(), small.long()),
+             (values, values))  # mixed dtypes (as float64), and each dtype read as it is
+    for first, second in pairs:
+        for mask in (use, None):
+            want = cpu_engine.group_comoments(codes, groups, first, second, mask, *means)
+            got = cuda_engine.group_comoments(
+                codes.int().cuda(), groups, first.cuda(), second.cuda(),
+                None if mask is None else mask.cuda(), *(m.cuda() for m in means))
+            for a, b in zip(got, want):
+                torch.testing.assert_close(a.cpu(), b, rtol=1e-10, atol=1e-9)
     keys = torch.randint(-(2**40), 2**40, (rows,))
     keys[::2] = 7
     for engine, where in ((cpu_engine, "cpu"), (cuda_engine, "cuda")):

@@ -156,18 +156,29 @@ def _all(ids, groups, values, use) -> Result:
     return nonzero == counts(ids, groups, use), None
 
 
-def correlation(ids, groups, first, first_valid, second, second_valid) -> Result:
-    """Pearson's r of two columns over the rows where both count, from centred sums."""
-    first, second = as_float64(first), as_float64(second)
+_EXACT_SUMS = (torch.int8, torch.uint8, torch.bool, torch.int16, torch.int32, torch.float32,
+               torch.float64)  # summed by the engine as they are (int64 sums of these never wrap)
+
+
+def correlation(ids, groups, first, first_valid, second, second_valid, *,
+                shared: dict | None = None) -> Result:
+    """Pearson's r of two columns over the rows where both count, from centred sums: a
+    grouped sum of each column (which also counts the rows: ``shared["rows"]``, when the
+    caller keeps them), then one pass of comoments."""
+    first, second = (v if v.dtype in _EXACT_SUMS else as_float64(v) for v in (first, second))
     use = usable(ids, first, first_valid)
     other = usable(ids, second, second_valid)
     use = other if use is None else (use if other is None else use & other)
-    count = counts(ids, groups, use)
-
-    def mean(values):
-        return sums(ids, groups, values, use).to(torch.float64) / count.clamp(min=1)
-
-    aa, bb, ab = _comoments(ids, groups, first, second, use, mean(first), mean(second))
+    engine = engine_for(first.device)
+    rows = None if shared is None else shared.get("rows")
+    total_first, count, rows = engine.group_reduce(ids, 0, groups, first, use, "sum", rows=rows)
+    total_second, _, _ = engine.group_reduce(ids, 0, groups, second, use, "sum", rows=rows)
+    if shared is not None:
+        shared["rows"] = rows
+    clamped = count.clamp(min=1)
+    mean_first = total_first.to(torch.float64) / clamped
+    mean_second = total_second.to(torch.float64) / clamped
+    aa, bb, ab = _comoments(ids, groups, first, second, use, mean_first, mean_second)
     spread = torch.sqrt(aa * bb)
     r = ab / spread
     ok = (count >= 2) & (spread > 0)
@@ -277,9 +288,17 @@ class Reductions:
             return self.get("sum")[0], None
         if name == "mean":
             total, counts = self.float_sums()
-            return total.to(torch.float64) / counts, _nonempty(counts)
+            return total.to(torch.float64) / counts, self._nonempty(counts)
         extreme, counts, _ = self.get(name)
-        return extreme.to(self.values.dtype), _nonempty(counts)
+        return extreme.to(self.values.dtype), self._nonempty(counts)
+
+    def _nonempty(self, counts: torch.Tensor) -> torch.Tensor | None:
+        """Groups with a value. A group-by reports only groups that hold rows, so where every
+        row's value counts (integers without a validity mask) every group has one: None,
+        sparing a comparison and a select a column."""
+        if self.valid is None and not self.values.dtype.is_floating_point:
+            return None
+        return _nonempty(counts)
 
 
 def aggregate(name: str, ids: torch.Tensor, groups: int, values: torch.Tensor,

@@ -240,8 +240,10 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
         codes = groups.codes() if codes is None and spec.name not in NARROW_CODES else codes
         if spec.name == "corr":
             other = table[spec.parameter]
+            # the rows counted by its first pass serve every later pass (and the group-by's)
             outputs.append(correlation(narrow, groups.count, column.values, column.valid,
-                                       other.values, other.valid))
+                                       other.values, other.valid,
+                                       shared=shared))
         elif spec.name in ROWS_A_GROUP:
             use = usable(codes, column.values, column.valid)
             rows = top_rows(spec.parameter, codes, groups.count, column.values, use,
@@ -253,7 +255,7 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
                                      reductions=passes.get(spec.column)))
     codes_seen = groups.count
     if groups.decode is not None:
-        groups, outputs, rows = _drop_empty_codes(groups, outputs, rows, passes)
+        groups, outputs, rows = _drop_empty_codes(groups, outputs, rows, passes, shared)
     if timed:
         torch.cuda.synchronize(device)
     how = ""
@@ -267,10 +269,12 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
     return (groups, outputs), rows
 
 
-def _drop_empty_codes(groups, outputs, rows, passes):
+def _drop_empty_codes(groups, outputs, rows, passes, shared):
     """A sparse group-by's results narrowed to the codes that hold rows."""
     done = next(iter(passes.values()), None)
-    if done is not None:
+    if "rows" in shared:  # counted by an earlier pass
+        held = shared["rows"]
+    elif done is not None:
         held = done.get("counts")[2]
     else:
         codes = groups.codes()
@@ -279,6 +283,8 @@ def _drop_empty_codes(groups, outputs, rows, passes):
     present = held > 0
     used = present.nonzero().squeeze(1)  # one synchronisation: index, not mask, from here
     narrowed = groups.compacted(used)
+    if used.shape[0] == groups.count:  # every code holds rows: nothing to narrow
+        return narrowed, outputs, rows
     outputs = [(values[used], None if ok is None else ok[used]) for values, ok in outputs]
     if rows is not None:
         renumber = torch.cumsum(present, 0) - 1

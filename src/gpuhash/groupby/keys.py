@@ -210,8 +210,11 @@ def _decoder(parts: list[_Codes], dtypes: list[torch.dtype]):
         keys, key_valid = [], []
         rest = codes
         for part, dtype in zip(reversed(parts), reversed(dtypes)):
-            digit = rest % part.span
-            rest = rest // part.span
+            if len(parts) == 1:  # the code is the digit
+                digit = rest
+            else:
+                digit = rest % part.span
+                rest = rest // part.span
             ok = None
             if part.nulls:
                 ok = digit != part.span - 1

@@ -110,6 +110,7 @@ def group_comoments(codes: torch.Tensor, groups: int, first: torch.Tensor,
     chunks = CHUNKS if CHUNKS * max(groups, 1) <= CHUNKED_CELLS else 1
     out = torch.zeros((chunks, 3, groups), dtype=torch.float64)
     mask = (torch.zeros(1, dtype=torch.bool) if use is None else use).numpy()
+    first, second = first.to(torch.float64), second.to(torch.float64)  # the loop's types
     runtime.run("group_comoments", codes.numpy(), _plain(first), _plain(second), mask,
                 use is not None, mean_first.numpy(), mean_second.numpy(), out.numpy())
     total = out.sum(0)

@@ -29,6 +29,7 @@ VALUE_TYPES = {torch.int8: "signed char", torch.uint8: "unsigned char", torch.bo
                "unsigned char", torch.int16: "short", torch.int32: "int",
                torch.int64: "long long", torch.float32: "float", torch.float64: "double"}
 OPS = {"sum": 0, "min": 1, "max": 2}
+COMOMENT_TYPES = (torch.int32, torch.int64, torch.float32, torch.float64)  # read as they are
 BLOCKS_PER_SM = 8  # a block's shared accumulators are flushed once: cap the blocks
 SHARED_BYTES = 96 * 1024  # a window's shared memory: two blocks still fit on an SM
 SM_SHARED_BYTES = 227 * 1024  # shared memory a block may take on sm_80 and sm_90
@@ -48,7 +49,9 @@ def kernel_names() -> dict:
     names = {("codes", torch.int32): "gh_group_codes<int>",
              ("codes", torch.int64): "gh_group_codes<long long>"}
     for code, code_type in CODE_TYPES.items():
-        names[("comoments", code)] = f"gh_group_comoments<{code_type}>"
+        for value in COMOMENT_TYPES:
+            names[("comoments", code, value)] = (f"gh_group_comoments<{code_type}, "
+                                                 f"{VALUE_TYPES[value]}>")
     for value, value_type in VALUE_TYPES.items():
         if value != torch.bool:  # read as unsigned char
             names[("quantile", value)] = f"gh_group_quantile<{value_type}>"
@@ -75,11 +78,16 @@ def _device_index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
+@functools.cache
+def _multiprocessors(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
 def _windows(n: int, groups: int, group_bytes: int, index: int) -> tuple[int, int, int]:
     """(window, windows, blocks a window) of a windowed kernel over ``n`` rows: groups a
     block holds in shared memory (0: global atomics), windows of them, and the blocks of
     each, capped so that the blocks' flushes stay few beside the rows."""
-    sms = torch.cuda.get_device_properties(index).multi_processor_count
+    sms = _multiprocessors(index)
     rows_blocks = max(1, -(-n // THREADS))
     window = min(groups, SHARED_BYTES // group_bytes)
     windows = -(-groups // window) if window else 1
@@ -108,15 +116,19 @@ def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tenso
     floats = values.dtype.is_floating_point
     data = values.view(torch.uint8) if values.dtype == torch.bool else values
     kernel = _kernels(index, os.environ.get(ARCH_ENV))[(codes.dtype, data.dtype, op)]
-    acc = torch.float64 if floats and op == "sum" else torch.int64
-    identity = {"sum": 0, "min": torch.iinfo(torch.int64).max,
-                "max": torch.iinfo(torch.int64).min}[op]
-    out = torch.full((groups,), identity, dtype=acc, device=device)
     every_value = valid is None and not floats  # then values seen are the rows seen
     known = rows
+    # the zeroed outputs in one allocation (each a launch on the host's critical path)
+    zeroed = (op == "sum") + (known is None) + (not every_value)
+    buffer = torch.zeros((zeroed, groups), dtype=torch.int64, device=device)
+    if op == "sum":
+        out = buffer[-1].view(torch.float64) if floats else buffer[-1]
+    else:
+        identity = torch.iinfo(torch.int64).max if op == "min" else torch.iinfo(torch.int64).min
+        out = torch.full((groups,), identity, dtype=torch.int64, device=device)
     if known is None:
-        rows = torch.zeros(groups, dtype=torch.int64, device=device)
-    counts = rows if every_value else torch.zeros(groups, dtype=torch.int64, device=device)
+        rows = buffer[0]
+    counts = rows if every_value else buffer[1 if known is None else 0]
     mask = None if valid is None else valid.view(torch.uint8)
     n = codes.shape[0]
     window, windows, blocks = _windows(n, groups, REDUCE_BYTES, index)
@@ -214,7 +226,7 @@ def group_quantile(slot: torch.Tensor, groups: int, values: torch.Tensor, q: flo
     count = edges[1:] - edges[:-1]
     out = torch.zeros(groups, dtype=torch.float64, device=values.device)
     if groups and values.shape[0]:
-        blocks = min(groups, 64 * torch.cuda.get_device_properties(index).multi_processor_count)
+        blocks = min(groups, 64 * _multiprocessors(index))
         launch_grid(kernel, (blocks, 1), 0, ranked.data_ptr(), start.data_ptr(),
                     count.data_ptr(), groups, float(q), out.data_ptr(), device=index)
     return out, count
@@ -227,9 +239,10 @@ def group_comoments(codes: torch.Tensor, groups: int, first: torch.Tensor,
     sums of squared distances of ``first`` and ``second`` from their group's mean and of
     their products (float64), in one windowed pass (groupby.cu: gh_group_comoments)."""
     index = _device_index(codes.device)
-    kernel = _kernels(index, os.environ.get(ARCH_ENV))[("comoments", codes.dtype)]
-    a = first.to(torch.float64).contiguous()
-    b = second.to(torch.float64).contiguous()
+    if first.dtype != second.dtype or first.dtype not in COMOMENT_TYPES:
+        first, second = first.to(torch.float64), second.to(torch.float64)
+    kernel = _kernels(index, os.environ.get(ARCH_ENV))[("comoments", codes.dtype, first.dtype)]
+    a, b = first.contiguous(), second.contiguous()
     mask = None if use is None else use.to(torch.bool).view(torch.uint8)
     out = torch.zeros((3, groups), dtype=torch.float64, device=codes.device)
     n = codes.shape[0]

@@ -143,10 +143,11 @@ __global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* v
 }
 
 // Per group, over rows whose code is in [0, groups) and whose use flag is set (use null:
-// every row): the sums of (a - mean_a)^2, (b - mean_b)^2 and their product, into out[0..3) x
-// groups. Windows as gh_group_reduce; dynamic shared memory: three window sums.
-template <class C>
-__global__ void gh_group_comoments(const C* codes, gh_u64 n, const double* a, const double* b,
+// every row): the sums of (a - mean_a)^2, (b - mean_b)^2 and their product (a and b read as
+// V, computed in double), into out[0..3) x groups. Windows as gh_group_reduce; dynamic shared
+// memory: three window sums.
+template <class C, class V>
+__global__ void gh_group_comoments(const C* codes, gh_u64 n, const V* a, const V* b,
                                    const gh_u8* use, gh_u64 groups, gh_u64 window,
                                    const double* mean_a, const double* mean_b, double* out) {
     extern __shared__ __align__(8) unsigned char gh_shared[];
@@ -165,8 +166,8 @@ __global__ void gh_group_comoments(const C* codes, gh_u64 n, const double* a, co
         const gh_i64 code = static_cast<gh_i64>(codes[row]);
         const gh_i64 group = code - w.first;
         if (group < 0 || group >= w.width || (use != nullptr && !use[row])) continue;
-        const double da = a[row] - mean_a[code];
-        const double db = b[row] - mean_b[code];
+        const double da = static_cast<double>(a[row]) - mean_a[code];
+        const double db = static_cast<double>(b[row]) - mean_b[code];
         atomicAdd(&sums[group], da * da);
         atomicAdd(&sums[lane + group], db * db);
         atomicAdd(&sums[2 * lane + group], da * db);
