@@ -169,3 +169,12 @@ def test_a_kernel_launched_with_less_shared_memory_still_takes_more_later():
         want = cpu_engine.group_reduce(codes, 0, groups, values, None, "sum")
         got = cuda_engine.group_reduce(codes.cuda(), 0, groups, values.cuda(), None, "sum")
         assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[2].cpu(), want[2])
+
+
+@pytest.mark.parametrize("distinct", [300, 50_000])  # repeated keys: batches; mostly distinct
+def test_group_compact_in_batches(monkeypatch, distinct):
+    monkeypatch.setattr(cuda_engine, "COMPACT_BATCH", 4096)
+    keys = torch.randint(-(2**50), 2**50, (distinct,))[torch.randint(0, distinct, (60_000,))]
+    codes, uniques = cuda_engine.group_compact(keys.cuda())
+    assert torch.equal(uniques[codes].cpu(), keys)
+    assert uniques.unique().shape == uniques.shape == keys.unique().shape

@@ -186,23 +186,46 @@ def group_sort(slot: torch.Tensor, groups: int, values: torch.Tensor, *, descend
     return values[order[:kept]], count, torch.cumsum(count, 0) - count
 
 
+COMPACT_BATCH = 1 << 23  # rows a batch of group_compact's inserts
+
+
 def group_compact(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(a code a row, the distinct int64 values by code) through the core's hash table: each
-    value inserted, its slot found, the used slots numbered in slot order. Synchronises once
-    (the distinct values size the output)."""
+    value inserted, its slot found, the used slots numbered in slot order. Synchronises (the
+    distinct values size the output).
+
+    The table is sized by the distinct values, not the rows: a table of one slot a row would
+    be read from memory where one of the distinct keys stays in cache. The first batch's
+    distinct count decides: mostly distinct keys get a table for every row at once; repeated
+    keys go in batch by batch, each batch's new keys counted before it goes in, so the table
+    grows only as far as they need."""
     from gpuhash.table.hash_map import HashMap
 
     rows = values.shape[0]
-    table = HashMap(key_dtype=torch.int64, value_dtype=torch.int32, capacity=max(rows, 1),
-                    device=values.device, duplicates="any")
-    table.insert(values, torch.zeros(rows, dtype=torch.int32, device=values.device))
+    device = values.device
+    zeros = torch.zeros(min(max(rows, 1), COMPACT_BATCH), dtype=torch.int32, device=device)
+
+    def table_for(capacity: int) -> HashMap:
+        return HashMap(key_dtype=torch.int64, value_dtype=torch.int32, capacity=capacity,
+                       device=device, duplicates="any")
+
+    first = values[:COMPACT_BATCH]
+    table = table_for(max(first.shape[0], 1))
+    table.insert(first, zeros[:first.shape[0]])
+    if rows > COMPACT_BATCH and 2 * len(table) > COMPACT_BATCH:  # mostly distinct keys
+        table = table_for(rows)
+        table.insert(values, torch.zeros(rows, dtype=torch.int32, device=device))
+    else:
+        for start in range(COMPACT_BATCH, rows, COMPACT_BATCH):
+            part = values[start:start + COMPACT_BATCH]
+            table.insert(part, zeros[:part.shape[0]])
     slot, _ = table.find_index(values)
-    present = torch.zeros(table.values.shape[0], dtype=torch.bool, device=values.device)
+    present = torch.zeros(table.values.shape[0], dtype=torch.bool, device=device)
     present[slot] = True
     renumber = torch.cumsum(present, 0) - 1
     codes = renumber[slot]
     distinct = int(present.sum())
-    uniques = torch.empty(distinct, dtype=torch.int64, device=values.device)
+    uniques = torch.empty(distinct, dtype=torch.int64, device=device)
     uniques[codes] = values
     return codes, uniques
 
