@@ -343,7 +343,10 @@ def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | N
         decode = _decoder(parts, [c.dtype for c in columns])
         return Groups(code, span, None, None, f"{'+'.join(strategy)} keys, codes as ids",
                       decode)
-    ids, count, how = _compact(code, span, order)
+    if len(parts) == 1 and parts[0].how == "hash" and not parts[0].nulls:
+        ids, count, how = code, span, "hash"  # hashed codes are dense already: every one used
+    else:
+        ids, count, how = _compact(code, span, order)
     if order == "first":
         ids, first = _first_row_order(ids, count)
     else:  # any row of each group stands for it
