@@ -9,7 +9,18 @@ from gpuhash._common.cpu import runtime
 
 CHUNKS = 16  # fixed, so results do not depend on the thread count
 CHUNKED_CELLS = 1 << 24  # chunks x groups past this: one chunk (memory, and the combine pass)
+ROWS_A_CELL = 4  # rows a chunk's accumulator cell at least: zeroing and combining the chunks'
+# accumulators must stay small beside the rows (1e6 rows into 1e6 groups in 16 chunks zeroed
+# and summed 384 MB a pass)
 OPS = {"sum": 0, "min": 1, "max": 2}
+
+
+def _chunks(rows: int, groups: int) -> int:
+    """Chunks of a pass's rows, each with accumulators of its own (combined in chunk order):
+    a function of the rows and groups only, so results do not depend on the thread count."""
+    if CHUNKS * max(groups, 1) > CHUNKED_CELLS:
+        return 1
+    return max(1, min(CHUNKS, rows // (ROWS_A_CELL * max(groups, 1))))
 
 
 def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tensor,
@@ -17,8 +28,7 @@ def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tenso
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(accumulator, valid values, rows) a group; see groupby/cuda/engine.py."""
     known = rows
-    chunks = CHUNKS if CHUNKS * max(groups, 1) <= CHUNKED_CELLS else 1
-    chunks = max(1, min(chunks, codes.shape[0]))
+    chunks = _chunks(codes.shape[0], groups)
     floats = values.dtype.is_floating_point
     acc = torch.float64 if floats else torch.int64
     out = torch.zeros((chunks, groups), dtype=acc)
@@ -107,7 +117,7 @@ def group_comoments(codes: torch.Tensor, groups: int, first: torch.Tensor,
     """Per group, over the rows that count (``use``; codes below zero never): the sums of
     squared distances of ``first`` and of ``second`` from their group's mean, and of the
     products of the two distances (float64). One parallel pass in fixed chunks."""
-    chunks = CHUNKS if CHUNKS * max(groups, 1) <= CHUNKED_CELLS else 1
+    chunks = _chunks(codes.shape[0], groups)
     out = torch.zeros((chunks, 3, groups), dtype=torch.float64)
     mask = (torch.zeros(1, dtype=torch.bool) if use is None else use).numpy()
     first, second = first.to(torch.float64), second.to(torch.float64)  # the loop's types
