@@ -97,6 +97,7 @@ class _Codes:
     low: int = 0  # offset codes: the key of code 0
     uniques: torch.Tensor | None = None  # hashed codes: the int64 key of each code
     nulls: bool = False  # the last code is the null key's
+    first: torch.Tensor | None = None  # codes numbered by first appearance: each one's row
 
 
 def _as_int64(column: torch.Tensor) -> torch.Tensor:
@@ -128,8 +129,10 @@ def _from_int64(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return values.to(dtype)
 
 
-def _hashed(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(code a row, the distinct values by code): the engine's group_compact."""
+def _hashed(values: torch.Tensor
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(code a row, the distinct values by code, each code's first row where the codes follow
+    first appearance, else None): the engine's group_compact."""
     return engine_for(values.device).group_compact(values)
 
 
@@ -178,6 +181,7 @@ def column_codes(column: torch.Tensor, valid: torch.Tensor | None, *, keep_null:
         return _Codes(column.to(torch.int64) - low, span, True, "offset", low)
     values = _as_int64(column)
     nulls = None if valid is None else ~valid
+    first = None
     if dtype.is_floating_point:  # NaN is a null key, as in pandas and polars
         nan = torch.isnan(column)
         nulls = nan if nulls is None else nulls | nan
@@ -194,14 +198,17 @@ def column_codes(column: torch.Tensor, valid: torch.Tensor | None, *, keep_null:
             codes, span, ordered, how = values - low, high - low + 1, True, "offset"
             uniques = None
         else:
-            codes, uniques = _hashed(values)
+            codes, uniques, first = _hashed(values)
             if order == "sorted":
                 codes, uniques = _sorted_codes(codes, uniques, dtype)
             span, ordered, how = uniques.shape[0], order == "sorted", "hash"
+            # a null's stand-in row may come before its key's first row
+            first = None if order == "sorted" or nulls is not None else first
     if nulls is not None:  # the null code comes last: nulls sort last, as in pandas
         codes = torch.where(nulls, span if keep_null else -1, codes)
         span += 1
-    return _Codes(codes, max(span, 1), ordered, how, low, uniques, nulls is not None)
+    return _Codes(codes, max(span, 1), ordered, how, low, uniques, nulls is not None,
+                  first if how == "hash" else None)
 
 
 def _decoder(parts: list[_Codes], dtypes: list[torch.dtype]):
@@ -246,7 +253,7 @@ def _compact(code: torch.Tensor, span: int, order: Order) -> tuple[torch.Tensor,
     if not stand_in.shape[0]:  # every row dropped: no group at all
         return torch.full_like(code, -1, dtype=torch.int64), 0, "hash"
     values = torch.where(kept, code, stand_in)
-    ids, uniques = _hashed(values.to(torch.int64))
+    ids, uniques, _ = _hashed(values.to(torch.int64))
     if order == "sorted":  # codes are non-negative: int64 order is theirs
         ids, uniques = _sorted_codes(ids, uniques, torch.int64)
     return torch.where(kept, ids, -1), uniques.shape[0], "hash"
@@ -343,11 +350,15 @@ def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | N
         decode = _decoder(parts, [c.dtype for c in columns])
         return Groups(code, span, None, None, f"{'+'.join(strategy)} keys, codes as ids",
                       decode)
+    known_first = None
     if len(parts) == 1 and parts[0].how == "hash" and not parts[0].nulls:
         ids, count, how = code, span, "hash"  # hashed codes are dense already: every one used
+        known_first = parts[0].first
     else:
         ids, count, how = _compact(code, span, order)
-    if order == "first":
+    if known_first is not None:  # numbered by first appearance already
+        first = known_first
+    elif order == "first":
         ids, first = _first_row_order(ids, count)
     else:  # any row of each group stands for it
         kept = ids >= 0

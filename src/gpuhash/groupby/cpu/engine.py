@@ -93,12 +93,14 @@ def group_quantile(slot: torch.Tensor, groups: int, values: torch.Tensor, q: flo
     return torch.where(count > 0, out, torch.zeros((), dtype=torch.float64)), count
 
 
-def group_compact(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(a code a row, the distinct int64 values by code), numbered in value order by a sort,
-    which on the CPU outruns the CPU engine's hash table. The codes differ from the CUDA
-    engine's (slot order); each caller orders them as it needs."""
+def group_compact(values: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(a code a row, the distinct int64 values by code, None), numbered in value order by a
+    sort, which on the CPU outruns the CPU engine's hash table. The codes differ from the
+    CUDA engine's (first appearance, whose first rows it returns where this returns None);
+    each caller orders them as it needs."""
     uniques, codes = torch.unique(values, sorted=True, return_inverse=True)
-    return codes, uniques
+    return codes, uniques, None
 
 
 def group_codes(columns: list[torch.Tensor], lows: list[int], spans: list[int],

@@ -189,10 +189,12 @@ def group_sort(slot: torch.Tensor, groups: int, values: torch.Tensor, *, descend
 COMPACT_BATCH = 1 << 23  # rows a batch of group_compact's inserts
 
 
-def group_compact(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(a code a row, the distinct int64 values by code) through the core's hash table: each
-    value inserted, its slot found, the used slots numbered in slot order. Synchronises (the
-    distinct values size the output).
+def group_compact(values: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(a code a row, the distinct int64 values by code, each code's first row) through the
+    core's hash table, codes numbered by first appearance: each value inserted with its row
+    (the table keeps a key's least row: insert_or_apply "min"), its slot found, the used slots
+    ranked by their first rows. Synchronises (the distinct values size the output).
 
     The table is sized by the distinct values, not the rows: a table of one slot a row would
     be read from memory where one of the distinct keys stays in cache. The first batch's
@@ -203,31 +205,34 @@ def group_compact(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
     rows = values.shape[0]
     device = values.device
-    zeros = torch.zeros(min(max(rows, 1), COMPACT_BATCH), dtype=torch.int32, device=device)
 
     def table_for(capacity: int) -> HashMap:
-        return HashMap(key_dtype=torch.int64, value_dtype=torch.int32, capacity=capacity,
+        return HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=capacity,
                        device=device, duplicates="any")
 
-    first = values[:COMPACT_BATCH]
-    table = table_for(max(first.shape[0], 1))
-    table.insert(first, zeros[:first.shape[0]])
+    def put(table: HashMap, start: int, stop: int) -> None:
+        table.insert_or_apply(values[start:stop],
+                              torch.arange(start, stop, device=device), op="min")
+
+    first_stop = min(rows, COMPACT_BATCH)
+    table = table_for(max(first_stop, 1))
+    put(table, 0, first_stop)
     if rows > COMPACT_BATCH and 2 * len(table) > COMPACT_BATCH:  # mostly distinct keys
         table = table_for(rows)
-        table.insert(values, torch.zeros(rows, dtype=torch.int32, device=device))
+        put(table, 0, rows)
     else:
         for start in range(COMPACT_BATCH, rows, COMPACT_BATCH):
-            part = values[start:start + COMPACT_BATCH]
-            table.insert(part, zeros[:part.shape[0]])
+            put(table, start, min(rows, start + COMPACT_BATCH))
     slot, _ = table.find_index(values)
     present = torch.zeros(table.values.shape[0], dtype=torch.bool, device=device)
     present[slot] = True
-    renumber = torch.cumsum(present, 0) - 1
-    codes = renumber[slot]
-    distinct = int(present.sum())
-    uniques = torch.empty(distinct, dtype=torch.int64, device=device)
-    uniques[codes] = values
-    return codes, uniques
+    used = present.nonzero().squeeze(1)  # the slots of the distinct values (synchronises)
+    first = table.values[used]
+    order = torch.argsort(first)
+    rank = torch.empty(present.shape[0], dtype=torch.int64, device=device)
+    rank[used[order]] = torch.arange(used.shape[0], device=device)
+    first = first[order]
+    return rank[slot], values[first], first
 
 
 def group_quantile(slot: torch.Tensor, groups: int, values: torch.Tensor, q: float
