@@ -77,20 +77,15 @@ def group_sort(slot: torch.Tensor, groups: int, values: torch.Tensor, *, descend
 def group_quantile(slot: torch.Tensor, groups: int, values: torch.Tensor, q: float
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """(each group's ``q``-quantile, float64; each group's count) of the values whose slot is
-    below ``groups``, from group_sort's runs, with the CUDA engine's arithmetic (see
-    groupby/kernels/group_select.cuh): the same bits from the same values."""
-    ranked, count, start = group_sort(slot, groups, values, descending=False)
-    if not ranked.shape[0]:
-        return torch.zeros(groups, dtype=torch.float64), count
-    ranked = ranked.to(torch.float64)
-    position = q * (count - 1).clamp(min=0).to(torch.float64)
-    below = position.floor()
-    share = position - below
-    last = ranked.shape[0] - 1
-    low = ranked[(start + below.to(torch.int64)).clamp(0, last)]
-    high = ranked[(start + position.ceil().to(torch.int64)).clamp(0, last)]
-    out = low + (high - low) * share
-    return torch.where(count > 0, out, torch.zeros((), dtype=torch.float64)), count
+    below ``groups``: the rows placed by group, then each group's ranks selected (see
+    groupby/cuda/engine.py: group_quantile; the same bits from the same values)."""
+    count = torch.zeros(groups + 1, dtype=torch.int64)
+    data = values.view(torch.uint8) if values.dtype == torch.bool else values
+    placed = torch.empty(values.shape[0], dtype=data.dtype)
+    out = torch.empty(groups, dtype=torch.float64)
+    runtime.run("group_quantile", slot.numpy(), groups, data.numpy(), float(q), count.numpy(),
+                placed.numpy(), out.numpy())
+    return out, count[:groups]
 
 
 def group_compact(values: torch.Tensor

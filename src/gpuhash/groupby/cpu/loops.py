@@ -52,12 +52,11 @@ def group_reduce(codes, low, values, valid, has_valid, op, out, counts, rows):
 
 
 @numba.njit(parallel=True, **_JIT)
-def group_sort(slot, groups, values, descending, count, out):
-    """The values of the rows whose slot is below ``groups``, placed by group and then sorted
-    within each group; ``count`` (groups + 1 zeros) gets each group's rows. A counting sort
-    in fixed chunks of rows (each chunk counts, then places its rows after the earlier
-    chunks' rows of each group, in row order), then every group's run sorted on its own
-    core. Returns how many values were placed."""
+def _place_by_group(slot, groups, values, count, out):
+    """The values of the rows whose slot is below ``groups`` placed by group into ``out`` in
+    row order; ``count`` (groups + 1 zeros) gets each group's rows. A counting sort in fixed
+    chunks of rows (each chunk counts, then places its rows after the earlier chunks' rows of
+    each group). Returns each group's start (and the rows placed, last)."""
     n = slot.shape[0]
     chunks = min(16, max(1, n // BLOCK))
     per = (n + chunks - 1) // chunks
@@ -83,6 +82,15 @@ def group_sort(slot, groups, values, descending, count, out):
             if g < groups:
                 out[mine[g]] = values[i]
                 mine[g] += 1
+    return start
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_sort(slot, groups, values, descending, count, out):
+    """The values of the rows whose slot is below ``groups``, placed by group and then sorted
+    within each group (each group's run on its own core); ``count`` (groups + 1 zeros) gets
+    each group's rows. Returns how many values were placed."""
+    start = _place_by_group(slot, groups, values, count, out)
     for g in numba.prange(groups):
         segment = out[start[g]:start[g + 1]]
         segment.sort()
@@ -90,7 +98,30 @@ def group_sort(slot, groups, values, descending, count, out):
             m = segment.shape[0]
             for j in range(m // 2):
                 segment[j], segment[m - 1 - j] = segment[m - 1 - j], segment[j]
-    return at
+    return start[groups]
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_quantile(slot, groups, values, q, count, placed, out):
+    """Each group's ``q``-quantile (``out``, float64; 0.0 for an empty group) of the values
+    whose slot is below ``groups``: placed by group, then in each group's run (on its own
+    core) the rank below the position selected and the next one up taken as the least of the
+    rest, as the CUDA engine's selection does, with its arithmetic: the same bits."""
+    start = _place_by_group(slot, groups, values, count, placed)
+    for g in numba.prange(groups):
+        n = count[g]
+        if n == 0:
+            out[g] = 0.0
+            continue
+        position = q * np.float64(n - 1)
+        below = np.int64(np.floor(position))
+        above = np.int64(np.ceil(position))
+        run = np.partition(placed[start[g]:start[g + 1]], below)
+        low = np.float64(run[below])
+        high = low
+        if above != below:
+            high = np.float64(run[below + 1:].min())
+        out[g] = low + (high - low) * (position - np.float64(below))
 
 
 @numba.njit(parallel=True, **_JIT)
