@@ -101,12 +101,46 @@ def group_sort(slot, groups, values, descending, count, out):
     return start[groups]
 
 
+@numba.njit(**_JIT)
+def _select(a, lo, hi, t):
+    """The value at index ``t`` were ``a[lo:hi]`` sorted, found in place (Hoare's selection,
+    a median-of-three pivot, an insertion sort below 17 values); afterwards no value past
+    ``t`` is below it."""
+    while hi - lo > 16:
+        x, y, z = a[lo], a[lo + (hi - lo) // 2], a[hi - 1]
+        pivot = max(min(x, y), min(max(x, y), z))
+        i, j = lo, hi - 1
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if t <= j:
+            hi = j + 1
+        elif t >= i:
+            lo = i
+        else:  # between the two halves: equal to the pivot
+            return a[t]
+    for m in range(lo + 1, hi):
+        v = a[m]
+        k = m - 1
+        while k >= lo and a[k] > v:
+            a[k + 1] = a[k]
+            k -= 1
+        a[k + 1] = v
+    return a[t]
+
+
 @numba.njit(parallel=True, **_JIT)
 def group_quantile(slot, groups, values, q, count, placed, out):
     """Each group's ``q``-quantile (``out``, float64; 0.0 for an empty group) of the values
     whose slot is below ``groups``: placed by group, then in each group's run (on its own
-    core) the rank below the position selected and the next one up taken as the least of the
-    rest, as the CUDA engine's selection does, with its arithmetic: the same bits."""
+    core) the rank below the position selected in place and the next one up taken as the
+    least of the rest, with the CUDA engine's arithmetic: the same bits."""
     start = _place_by_group(slot, groups, values, count, placed)
     for g in numba.prange(groups):
         n = count[g]
@@ -116,11 +150,10 @@ def group_quantile(slot, groups, values, q, count, placed, out):
         position = q * np.float64(n - 1)
         below = np.int64(np.floor(position))
         above = np.int64(np.ceil(position))
-        run = np.partition(placed[start[g]:start[g + 1]], below)
-        low = np.float64(run[below])
+        low = np.float64(_select(placed, start[g], start[g + 1], start[g] + below))
         high = low
         if above != below:
-            high = np.float64(run[below + 1:].min())
+            high = np.float64(placed[start[g] + below + 1:start[g + 1]].min())
         out[g] = low + (high - low) * (position - np.float64(below))
 
 
