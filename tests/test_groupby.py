@@ -256,3 +256,24 @@ def test_the_key_columns_limit_is_the_kernels():
 
     source = (Path(engine.__file__).parents[1] / "kernels" / "groupby.cu").read_text()
     assert f"#define GH_GROUP_MAX_KEYS {engine.MAX_KEYS}\n" in source
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_cpu_engines_quantiles_match_torch_quantile_per_group(seed):
+    """The CPU engine's in-place selection against torch.quantile of each group's values
+    (linear interpolation, as pandas): ties, tiny groups, empty groups, the rows left out."""
+    from gpuhash.groupby.cpu import engine
+
+    generator = torch.Generator().manual_seed(seed)
+    groups = [1, 6, 300, 2000][seed]
+    rows = [5000, 40, 20_000, 3000][seed]
+    slot = torch.randint(0, groups + 1, (rows,), generator=generator)  # groups: left out
+    values = torch.randint(-5, 5, (rows,), generator=generator).double()
+    values[::2] += torch.rand(rows, generator=generator, dtype=torch.float64)[::2]
+    for q in (0.0, 0.3, 0.5, 0.9, 1.0):
+        got, count = engine.group_quantile(slot, groups, values, q)
+        for g in range(groups):
+            mine = values[slot == g]
+            assert int(count[g]) == mine.shape[0]
+            want = torch.quantile(mine, q).item() if mine.shape[0] else 0.0
+            assert got[g].item() == pytest.approx(want, rel=1e-12, abs=1e-12)
