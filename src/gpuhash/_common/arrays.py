@@ -48,6 +48,12 @@ def as_tensor(array: Any, name: str) -> tuple[torch.Tensor, str]:
     )
 
 
+def gather(tensor: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``tensor[rows]`` by index_select: on the CPU, torch's indexing by a tensor has a large
+    fixed cost a call and runs three times slower on large ones; index_select does not."""
+    return tensor.index_select(0, rows)
+
+
 def to_kind(tensor: torch.Tensor, kind: str) -> Any:
     """Return ``tensor`` as the kind of array the caller passed in."""
     if kind == NUMPY:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from gpuhash._common.arrays import as_tensor, to_kind
+from gpuhash._common.arrays import as_tensor, gather, to_kind
 from gpuhash._common.phases import Phases
 from gpuhash.groupby.aggregate import (
     BY_ENGINE,
@@ -285,7 +285,8 @@ def _drop_empty_codes(groups, outputs, rows, passes, shared):
     narrowed = groups.compacted(used)
     if used.shape[0] == groups.count:  # every code holds rows: nothing to narrow
         return narrowed, outputs, rows
-    outputs = [(values[used], None if ok is None else ok[used]) for values, ok in outputs]
+    outputs = [(gather(values, used), None if ok is None else gather(ok, used))
+               for values, ok in outputs]
     if rows is not None:
         renumber = torch.cumsum(present, 0) - 1
         rows = (renumber[rows[0]], rows[1])

@@ -61,8 +61,13 @@ class Column:
             indices = pa.array(data.astype(np.int32), mask=mask)
             return pa.DictionaryArray.from_arrays(indices, self.dictionary,
                                                   ordered=self.arrow_type.ordered)
-        if self.is_string:
-            return self.dictionary.take(pa.array(data.astype(np.int64), mask=mask))
+        if self.is_string:  # the merges' parallel gather of Arrow strings
+            from gpuhash.join.arrow_gather import take_column
+
+            rows = data.astype(np.int64)
+            if mask is not None:
+                rows[mask] = -1
+            return take_column(self.dictionary, rows, may_miss=mask is not None)
         return pa.array(data, mask=mask).cast(self.arrow_type)
 
 

@@ -33,6 +33,7 @@ from typing import Literal
 
 import torch
 
+from gpuhash._common.arrays import gather
 from gpuhash.groupby.engine import engine_for
 
 Order = Literal["any", "first", "sorted"]
@@ -151,7 +152,7 @@ def _sorted_codes(codes: torch.Tensor, uniques: torch.Tensor, dtype: torch.dtype
     order = torch.argsort(_order_key(uniques, dtype))
     rank = torch.empty_like(order)
     rank[order] = torch.arange(order.shape[0], device=order.device)
-    return rank[codes], uniques[order]
+    return gather(rank, codes), uniques[order]
 
 
 def _fits_dense(span: int, rows: int) -> bool:
@@ -248,7 +249,7 @@ def _compact(code: torch.Tensor, span: int, order: Order) -> tuple[torch.Tensor,
         present[slot] = True
         present[span] = False
         renumber = torch.cumsum(present, 0) - 1
-        return torch.where(kept, renumber[slot], -1), int(present.sum()), "dense"
+        return torch.where(kept, gather(renumber, slot), -1), int(present.sum()), "dense"
     stand_in = code[kept][:1]
     if not stand_in.shape[0]:  # every row dropped: no group at all
         return torch.full_like(code, -1, dtype=torch.int64), 0, "hash"
@@ -272,7 +273,7 @@ def _first_row_order(ids: torch.Tensor, count: int) -> tuple[torch.Tensor, torch
     order = torch.argsort(first)
     rank = torch.empty_like(order)
     rank[order] = torch.arange(count, device=ids.device)
-    return torch.where(kept, rank[torch.where(kept, ids, 0)], -1), first[order]
+    return torch.where(kept, gather(rank, torch.where(kept, ids, 0)), -1), first[order]
 
 
 _SIGNED = (torch.int8, torch.int16, torch.int32, torch.int64)  # the engines' group_codes keys
@@ -374,8 +375,8 @@ def _with_keys(ids, count, columns, valids, first, strategy) -> Groups:
     device = ids.device
     keys, key_valid = [], []
     for column, valid in zip(columns, valids):
-        key = column[first]
-        null = None if valid is None else ~valid[first]
+        key = gather(column, first)
+        null = None if valid is None else ~gather(valid, first)
         if column.dtype.is_floating_point:
             nan = torch.isnan(key)
             null = nan if null is None else null | nan

@@ -19,11 +19,7 @@ from __future__ import annotations
 
 import torch
 
-
-def _take(tensor: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``tensor[rows]`` by index_select: on the CPU, torch's indexing by a tensor has a large
-    fixed cost a call whatever its size, index_select almost none."""
-    return tensor.index_select(0, rows)
+from gpuhash._common.arrays import gather as _take  # noqa: F401  (the strategies' import)
 
 
 class _Matches:
