@@ -260,19 +260,23 @@ def _compact(code: torch.Tensor, span: int, order: Order) -> tuple[torch.Tensor,
     return torch.where(kept, ids, -1), uniques.shape[0], "hash"
 
 
-def _first_row_order(ids: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ids renumbered by each group's first row, and that first row of each group."""
+def _first_row_order(ids: torch.Tensor, count: int, *, dropped: bool = True
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ids renumbered by each group's first row, and that first row of each group.
+    ``dropped`` False: the caller knows no id is -1 (three selects a row fewer)."""
     rows = ids.shape[0]
     if not count:  # no group: every row dropped (or none at all)
         return ids, ids.new_zeros(0)
-    kept = ids >= 0
+    kept = ids >= 0 if dropped else None
     first = torch.full((count + 1,), rows, dtype=torch.int64, device=ids.device)
-    where = torch.where(kept, ids, count)
+    where = torch.where(kept, ids, count) if dropped else ids
     first.scatter_reduce_(0, where, torch.arange(rows, device=ids.device), "amin")
     first = first[:count]
     order = torch.argsort(first)
     rank = torch.empty_like(order)
     rank[order] = torch.arange(count, device=ids.device)
+    if not dropped:
+        return gather(rank, ids), first[order]
     return torch.where(kept, gather(rank, torch.where(kept, ids, 0)), -1), first[order]
 
 
@@ -306,8 +310,8 @@ def _combined_offsets(columns, valids, *, sparse: bool, order: Order) -> Groups 
         return Groups(code, total, None, None, f"{strategy}, codes as ids",
                       _decoder(parts, [c.dtype for c in columns]))
     ids, count, how = _compact(code, total, order)
-    if order == "first":
-        ids, first = _first_row_order(ids, count)
+    if order == "first":  # offset codes without nulls: no row is dropped
+        ids, first = _first_row_order(ids, count, dropped=False)
     else:  # any row of a group stands for it: its keys are read there (no digit arithmetic)
         first = torch.empty(count, dtype=torch.int64, device=code.device)
         first[ids] = torch.arange(rows, device=code.device)
@@ -359,8 +363,9 @@ def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | N
         ids, count, how = _compact(code, span, order)
     if known_first is not None:  # numbered by first appearance already
         first = known_first
-    elif order == "first":
-        ids, first = _first_row_order(ids, count)
+    elif order == "first":  # rows are dropped only for null keys under dropna
+        dropped = dropna and any(part.nulls for part in parts)
+        ids, first = _first_row_order(ids, count, dropped=dropped)
     else:  # any row of each group stands for it
         kept = ids >= 0
         first = torch.zeros(count + 1, dtype=torch.int64, device=device)
