@@ -73,9 +73,9 @@ class Groups:
         return self.ids.to(torch.int64) - self.offset
 
     def narrow_codes(self) -> torch.Tensor:
-        """The codes as int32 where the ids are int32 on a GPU (the engine's passes then read
-        half the bytes, and no int64 copy is made); else :meth:`codes`."""
-        if self.ids.dtype == torch.int32 and self.ids.is_cuda and self.count < 2**31:
+        """The codes as int32 where the ids are int32 (the engine's passes then read half the
+        bytes, and no int64 copy is made); else :meth:`codes`."""
+        if self.ids.dtype == torch.int32 and self.count < 2**31:
             return self.ids if self.offset == 0 else self.ids - self.offset
         return self.codes()
 
