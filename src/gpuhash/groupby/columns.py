@@ -64,9 +64,7 @@ class Column:
         if self.is_string:  # the merges' parallel gather of Arrow strings
             from gpuhash.join.arrow_gather import take_column
 
-            rows = data.astype(np.int64)
-            if mask is not None:
-                rows[mask] = -1
+            rows = data if mask is None else np.where(mask, -1, data)
             return take_column(self.dictionary, rows, may_miss=mask is not None)
         return pa.array(data, mask=mask).cast(self.arrow_type)
 
@@ -128,8 +126,20 @@ def _dictionary_codes(chunked, *, ordered: bool):
         encoded = pa.chunked_array(chunks, type=pa.dictionary(pa.int32(), chunked.type))
     encoded = encoded.unify_dictionaries()
     parts = encoded.chunks or [pa.array([], pa.string()).dictionary_encode()]
-    codes = pa.concat_arrays([c.indices.cast(pa.int32()) for c in parts])
+    indices = [c.indices if c.indices.type == pa.int32() else c.indices.cast(pa.int32())
+               for c in parts]
+    codes = indices[0] if len(indices) == 1 else pa.concat_arrays(indices)
     return codes, parts[0].dictionary
+
+
+def _codes_and_validity(codes) -> tuple[np.ndarray | None, np.ndarray]:
+    """(validity or None, codes with 0 at nulls) of Arrow dictionary codes; without nulls the
+    codes as they are (no fill, no copy)."""
+    import pyarrow.compute as pc
+
+    if not codes.null_count:
+        return None, codes.to_numpy()
+    return np.asarray(codes.is_valid()), pc.fill_null(codes, 0).to_numpy()
 
 
 def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = True) -> Column:
@@ -157,12 +167,10 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
     dictionary = None
     if kind == "category":  # categories: their codes as they are, in the categories' order
         codes, dictionary = _dictionary_codes(chunked, ordered=False)
-        valid = None if not codes.null_count else np.asarray(codes.is_valid())
-        numbers = pc.fill_null(codes, 0).to_numpy()
+        valid, numbers = _codes_and_validity(codes)
     elif kind == "string":
         codes, dictionary = _dictionary_codes(chunked, ordered=ordered)
-        valid = None if not codes.null_count else np.asarray(codes.is_valid())
-        numbers = pc.fill_null(codes, 0).to_numpy()
+        valid, numbers = _codes_and_validity(codes)
         if ordered and len(dictionary):
             order = np.asarray(pc.array_sort_indices(dictionary))
             rank = np.empty(len(dictionary), dtype=np.int32)

@@ -40,6 +40,8 @@ def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tenso
                 OPS[op], out.numpy(), counts.numpy(), rows.numpy())
     if valid is None and not floats:  # every row's value counted: the loop left counts alone
         counts = rows
+    if chunks == 1:  # nothing to combine (a group without a value holds zero already)
+        return out[0], counts[0], rows[0] if known is None else known
     total_counts = counts.sum(0)
     if op == "sum":
         combined = out.sum(0)
