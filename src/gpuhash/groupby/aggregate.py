@@ -241,9 +241,12 @@ class Reductions:
     anything)."""
 
     def __init__(self, ids: torch.Tensor, groups: int, values: torch.Tensor,
-                 valid: torch.Tensor | None, offset: int = 0, shared: dict | None = None):
+                 valid: torch.Tensor | None, offset: int = 0, shared: dict | None = None,
+                 *, groups_hold_rows: bool = False):
         self.ids, self.groups, self.values, self.valid = ids, groups, values, valid
         self.offset = offset  # the group of a row is its id minus this
+        # every group reported holds a row (a group-by's: its empty codes are dropped)
+        self.groups_hold_rows = groups_hold_rows
         # the rows of each group, shared by every column grouped by the same ids: counted once
         self.shared = {} if shared is None else shared
         self._done: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
@@ -293,10 +296,11 @@ class Reductions:
         return extreme.to(self.values.dtype), self._nonempty(counts)
 
     def _nonempty(self, counts: torch.Tensor) -> torch.Tensor | None:
-        """Groups with a value. A group-by reports only groups that hold rows, so where every
-        row's value counts (integers without a validity mask) every group has one: None,
-        sparing a comparison and a select a column."""
-        if self.valid is None and not self.values.dtype.is_floating_point:
+        """Groups with a value. Where every reported group holds a row and every row's value
+        counts (integers without a validity mask), every group has one: None, sparing a
+        comparison and a select a column."""
+        if (self.groups_hold_rows and self.valid is None
+                and not self.values.dtype.is_floating_point):
             return None
         return _nonempty(counts)
 

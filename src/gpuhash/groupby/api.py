@@ -231,7 +231,8 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
         column = table[spec.column]
         if spec.column not in passes and Reductions.takes(column.values, groups.ids):
             passes[spec.column] = Reductions(groups.ids, groups.count, column.values,
-                                             column.valid, groups.offset, shared)
+                                             column.valid, groups.offset, shared,
+                                             groups_hold_rows=True)
         if spec.column in passes and spec.name in BY_ENGINE:
             outputs.append(passes[spec.column].result(spec.name))
             continue

@@ -72,7 +72,8 @@ def _shared_config(blocks: int, shared_bytes: int):
     return LaunchConfig(grid=blocks, block=THREADS, shmem_size=shared_bytes)
 
 
-_SHARED_ALLOWED: dict[tuple[int, int], int] = {}  # (kernel, device) -> the limit set
+# (id of the kernel, device) -> (the kernel, kept so that its id is never reused; the limit)
+_SHARED_ALLOWED: dict[tuple[int, int], tuple[object, int]] = {}
 _SHARED_LOCK = threading.Lock()  # the limit is compared and raised by one thread at a time
 
 
@@ -82,12 +83,12 @@ def _allow_shared(kernel, device: int, shared_bytes: int) -> None:
     was raised first. The limit only ever rises, so a launch with less after one with more
     still fits (each launch sets no attribute unless it needs more)."""
     key = (id(kernel), device)
-    if _SHARED_ALLOWED.get(key, 0) >= shared_bytes:
+    if _SHARED_ALLOWED.get(key, (None, 0))[1] >= shared_bytes:
         return
     with _SHARED_LOCK:
-        if _SHARED_ALLOWED.get(key, 0) < shared_bytes:
+        if _SHARED_ALLOWED.get(key, (None, 0))[1] < shared_bytes:
             _raise_shared(kernel, device, shared_bytes)
-            _SHARED_ALLOWED[key] = shared_bytes
+            _SHARED_ALLOWED[key] = (kernel, shared_bytes)
 
 
 def _raise_shared(kernel, device: int, shared_bytes: int) -> None:

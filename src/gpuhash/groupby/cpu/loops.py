@@ -32,7 +32,7 @@ def group_reduce(codes, low, values, valid, has_valid, op, out, counts, rows):
         acc, seen, held = out[c], counts[c], rows[c]
         for i in range(start, stop):
             g = np.int64(codes[i]) - low
-            if g < 0:
+            if g < 0 or g >= acc.shape[0]:  # outside [0, groups): dropped, as on the GPU
                 continue
             held[g] += 1
             v = values[i]
@@ -104,9 +104,15 @@ def group_sort(slot, groups, values, descending, count, out):
 @numba.njit(**_JIT)
 def _select(a, lo, hi, t):
     """The value at index ``t`` were ``a[lo:hi]`` sorted, found in place (Hoare's selection,
-    a median-of-three pivot, an insertion sort below 17 values); afterwards no value past
-    ``t`` is below it."""
+    a median-of-three pivot, an insertion sort below 17 values; past 2 log2 n partitions the
+    rest is sorted, so an adversarial order costs n log n, not n squared); afterwards no
+    value past ``t`` is below it."""
+    depth = 2 * (int(np.log2(max(hi - lo, 2))) + 1)
     while hi - lo > 16:
+        if depth == 0:
+            a[lo:hi].sort()
+            return a[t]
+        depth -= 1
         x, y, z = a[lo], a[lo + (hi - lo) // 2], a[hi - 1]
         pivot = max(min(x, y), min(max(x, y), z))
         i, j = lo, hi - 1
@@ -186,7 +192,7 @@ def group_comoments(codes, first, second, use, has_use, mean_first, mean_second,
         aa, bb, ab = out[c, 0], out[c, 1], out[c, 2]
         for i in range(start, stop):
             g = np.int64(codes[i])
-            if g < 0 or (has_use and not use[i]):
+            if g < 0 or g >= aa.shape[0] or (has_use and not use[i]):
                 continue
             da = np.float64(first[i]) - mean_first[g]
             db = np.float64(second[i]) - mean_second[g]

@@ -31,8 +31,8 @@ VALUE_TYPES = {torch.int8: "signed char", torch.uint8: "unsigned char", torch.bo
 OPS = {"sum": 0, "min": 1, "max": 2}
 COMOMENT_TYPES = (torch.int32, torch.int64, torch.float32, torch.float64)  # read as they are
 BLOCKS_PER_SM = 8  # a block's shared accumulators are flushed once: cap the blocks
-SHARED_BYTES = 96 * 1024  # a window's shared memory: two blocks still fit on an SM
-SM_SHARED_BYTES = 227 * 1024  # shared memory a block may take on sm_80 and sm_90
+SHARED_BYTES = 96 * 1024  # a window's shared memory (under every arch's per-block limit;
+# two such blocks share an sm_90 SM, one an sm_80 one)
 MAX_WINDOWS = 4  # past this many windows of groups, global atomics beat reading the rows again
 REDUCE_BYTES = 16  # a group's shared accumulator, 32-bit count and 32-bit rows
 COMOMENT_BYTES = 24  # a group's three shared sums
@@ -83,6 +83,14 @@ def _multiprocessors(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
+@functools.cache
+def _sm_shared_bytes(index: int) -> int:
+    """Shared memory of one SM (164 KB on sm_80, 228 KB on sm_90): how many windows' blocks
+    are resident at once."""
+    properties = torch.cuda.get_device_properties(index)
+    return int(getattr(properties, "shared_memory_per_multiprocessor", 164 * 1024))
+
+
 def _windows(n: int, groups: int, group_bytes: int, index: int) -> tuple[int, int, int]:
     """(window, windows, blocks a window) of a windowed kernel over ``n`` rows: groups a
     block holds in shared memory (0: global atomics), windows of them, and the blocks of
@@ -93,7 +101,8 @@ def _windows(n: int, groups: int, group_bytes: int, index: int) -> tuple[int, in
     windows = -(-groups // window) if window else 1
     if not window or windows > MAX_WINDOWS:
         return 0, 1, min(rows_blocks, BLOCKS_PER_SM * sms)
-    resident = max(1, min(BLOCKS_PER_SM, SM_SHARED_BYTES // (window * group_bytes + 1024)))
+    resident = max(1, min(BLOCKS_PER_SM,
+                          _sm_shared_bytes(index) // (window * group_bytes + 1024)))
     blocks = max(1, min(rows_blocks, resident * sms // windows))
     if -(-n // blocks) >= 2**31:  # a block's 32-bit shared counts would overflow
         return 0, 1, min(rows_blocks, BLOCKS_PER_SM * sms)
@@ -275,10 +284,12 @@ def group_comoments(codes: torch.Tensor, groups: int, first: torch.Tensor,
     out = torch.zeros((3, groups), dtype=torch.float64, device=codes.device)
     n = codes.shape[0]
     window, windows, blocks = _windows(n, groups, COMOMENT_BYTES, index)
+    # held in names until the launch: a temporary's memory could go to the next temporary
+    means = (mean_first.to(torch.float64).contiguous(),
+             mean_second.to(torch.float64).contiguous())
     if n and groups:
         launch_grid(kernel, (blocks, windows), window * COMOMENT_BYTES, codes.data_ptr(), n,
                     a.data_ptr(), b.data_ptr(), 0 if mask is None else mask.data_ptr(),
-                    groups, window, mean_first.to(torch.float64).contiguous().data_ptr(),
-                    mean_second.to(torch.float64).contiguous().data_ptr(), out.data_ptr(),
+                    groups, window, means[0].data_ptr(), means[1].data_ptr(), out.data_ptr(),
                     device=index)
     return out[0], out[1], out[2]

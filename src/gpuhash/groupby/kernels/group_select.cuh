@@ -48,13 +48,18 @@ __device__ gh_u64 gh_select_rank(const V* run, gh_i64 count, gh_i64 rank, GhSele
     for (int shift = 56; shift >= 0; shift -= 8) {
         for (int d = threadIdx.x; d < 256; d += blockDim.x) s.histogram[d] = 0;
         __syncthreads();
-        for (gh_i64 i = threadIdx.x; i < count; i += blockDim.x) {
-            const gh_u64 key = gh_order_key<V>(run[i]);
+        // every lane of a warp runs every round (the bound is the block's), so the whole
+        // warp meets at the match; a lane past the run or off the prefix brings no byte
+        for (gh_i64 base = 0; base < count; base += blockDim.x) {
+            const gh_i64 i = base + threadIdx.x;
+            int digit = 256;
+            if (i < count) {
+                const gh_u64 key = gh_order_key<V>(run[i]);
+                if ((key & mask) == prefix) digit = static_cast<int>((key >> shift) & 255);
+            }
             // a warp's keys often share the byte (the exponent's, at first): one atomic for
             // each distinct byte of a warp, not one a key on one hot counter
-            const int digit = (key & mask) == prefix ? static_cast<int>((key >> shift) & 255)
-                                                     : 256;
-            const unsigned peers = __match_any_sync(__activemask(), digit);
+            const unsigned peers = __match_any_sync(0xffffffffu, digit);
             if (digit < 256 && (threadIdx.x & 31) == __ffs(peers) - 1) {
                 atomicAdd(&s.histogram[digit], static_cast<gh_u64>(__popc(peers)));
             }
