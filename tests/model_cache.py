@@ -64,17 +64,26 @@ class CacheModel:
                 return s
         return -1
 
-    def score(self, old: int, present: bool, given: int) -> int:
+    def score(self, old: int, present: bool, given: int | None) -> int:
+        """HierarchicalKV's score rules: ``given`` (None: the caller gave none) is the score
+        under lru, epoch_lru and custom, the count to add under lfu and epoch_lfu."""
+        count = 1 if given is None else given
+        if self.policy in ("lru", "epoch_lru") and given is not None:
+            return given
         if self.policy == "lru":
             return self.step
         if self.policy == "lfu":
-            return 1 if not present else min(old + 1, M64)
+            return count if not present else min(old + count, M64)
         if self.policy == "epoch_lru":
             return (self.epoch << 32) | (self.step & M32)
         if self.policy == "epoch_lfu":
-            count = min((old & M32) + 1, M32) if present and old >> 32 == self.epoch else 1
-            return (self.epoch << 32) | count
+            low = min((old & M32) + (count & M32), M32) if present else count & M32
+            return (self.epoch << 32) | low
         return given
+
+    def admission(self, score: int) -> int:
+        """What a new key's score competes with in full buckets: lfu admits every new key."""
+        return M64 if self.policy == "lfu" else score
 
     def _place(self, key, score, value, *, may_evict: bool) -> tuple[int, int, list | None]:
         b1, b2 = self.buckets(key)
@@ -108,7 +117,7 @@ class CacheModel:
                 self.slots[slot] = [key, score, value]
                 return slot, INSERTED, None
         victim = min(self.candidates(key), key=lambda s: self.slots[s][1])  # earliest on ties
-        if score < self.slots[victim][1]:
+        if self.admission(score) < self.slots[victim][1]:
             return -1, REFUSED, None
         gone = self.slots[victim]
         self.slots[victim] = [key, score, value]
@@ -126,7 +135,10 @@ class CacheModel:
     def write(self, mode: str, keys, values, given, accumulate=None, among=None, tick=True):
         """Returns (status, slot, found, evicted entries) per the engines' write. accum_or_assign
         is two of these on one step: the adding rows (among=True), then the others
-        (among=False)."""
+        (among=False), which insert absent keys and leave present ones be. ``given``: the
+        caller's score per row, or None. ``self.refused`` then holds the refused rows as
+        insert_and_evict returns them (key, score brought, value)."""
+        given = [None] * len(keys) if given is None else given
         if mode == "accumulate" and among is None:
             self.step += 1
             adds = self.write(mode, keys, values, given, accumulate, among=True, tick=False)
@@ -154,6 +166,9 @@ class CacheModel:
                 continue
             s = self.slot_of(key)
             adds = mode == "accumulate" and accumulate[r]
+            if s >= 0 and mode == "accumulate" and not adds:
+                status.append(SKIPPED), slots.append(s), found.append(True)
+                continue
             if s >= 0:
                 entry = self.slots[s]
                 entry[1] = self.score(entry[1], True, given[r])
@@ -178,6 +193,9 @@ class CacheModel:
                                                     list(values[r]), may_evict=True)
             if gone is not None:
                 evicted.append(tuple(gone[:2]) + (tuple(gone[2]),))
+        self.refused = [(key, self.score(0, False, given[r]),
+                         () if values is None else tuple(values[r]))
+                        for r, key in enumerate(keys) if status[r] == REFUSED]
         if first:  # later rows of a key see it as the first row left it
             for r, key in enumerate(keys):
                 if not acting[r]:
@@ -197,7 +215,7 @@ class CacheModel:
         for r, key in enumerate(keys):
             s = -1 if key in RESERVED else self.slot_of(key)
             if s >= 0 and update and acting[r]:
-                self.slots[s][1] = self.score(self.slots[s][1], True, 0)
+                self.slots[s][1] = self.score(self.slots[s][1], True, None)
             out.append(s)
         return out
 
@@ -232,8 +250,10 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
             return rows
 
         def _scores(self, draw_scores, n):
-            if not custom:
-                return [0] * n, None
+            """Scores for a write: always under custom; under the other policies when the
+            draw's first is even (the caller's scores, or counts to add)."""
+            if not custom and draw_scores[0] % 2:
+                return None, None
             given = [draw_scores[i % len(draw_scores)] for i in range(n)]
             return given, _to_u64(given).to(device)
 
@@ -257,7 +277,7 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
                 evicted = sorted(zip([v % 2**64 for v in ev_keys.view(torch.int64).tolist()],
                                      [v % 2**64 for v in ev_scores.view(torch.int64).tolist()],
                                      map(tuple, ev_values.cpu().tolist())))
-                want = sorted(gone)
+                want = sorted(gone + self.model.refused)
                 assert evicted == want
             else:
                 got = self.cache.insert_or_assign(k, values, scores=scores)

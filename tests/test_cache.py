@@ -50,7 +50,7 @@ def test_bad_cache_input_names_the_problem_and_changes_nothing():
         (lambda: cache.insert_or_assign(torch.tensor([1]), torch.ones(1, 3)), ValueError,
          "shape"),
         (lambda: cache.insert_or_assign(torch.tensor([1]), torch.ones(1, 2),
-                                        scores=torch.tensor([5])), ValueError, "custom"),
+                                        scores=torch.tensor([5, 6])), ValueError, "scores"),
         (lambda: cache.set_global_epoch(-1), ValueError, "epoch"),
         (lambda: cache.accum_or_assign(torch.tensor([1]), torch.ones(1, 2), torch.tensor([1])),
          ValueError, "accumulate"),

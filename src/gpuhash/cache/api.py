@@ -10,6 +10,7 @@ earlier operation on any stream, a read for the last write; reads may overlap on
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -31,6 +32,7 @@ from gpuhash.cache.base import (  # noqa: F401  (the status constants are re-exp
     CacheCore,
     _as_u64_int,
     _Written,
+    check_load_factor,
 )
 from gpuhash.cache.format import (
     BUCKET_SHAPES,
@@ -41,29 +43,50 @@ from gpuhash.cache.format import (
     CacheSpec,
     empty_cache,
 )
-from gpuhash.cache.whole import CacheWhole
+from gpuhash.cache.reads import CacheReads
 
 # value dtypes torch has no addition for, whose accum_or_assign is refused up front
 _NO_ADDITION = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
-class CacheMap(CacheWhole):
+def _as_custom(state):
+    """The same tensors under policy custom: the engines then write the scores given as they
+    are and evict by them (what a merge of another cache's entries needs)."""
+    view = dataclasses.replace(state, spec=dataclasses.replace(state.spec, policy="custom"))
+    view.caches = state.caches  # the engine's index and launch arguments are the same
+    return view
+
+
+class CacheMap(CacheReads):
     """A fixed-capacity key-value cache that evicts the lowest-scored entry when a key's two
     candidate buckets are full (and none of their entries can move to its other bucket), with
     HierarchicalKV's operations.
 
     Keys are int64 or uint64; the two largest uint64 values (int64 -1 and -2) are reserved and
-    refused. Values are rows of ``value_shape``. Scores are uint64, larger is more important:
+    refused. Values are rows of ``value_shape``. Scores are uint64, larger is more important;
+    a write's optional ``scores`` (uint64 tensors, or int64 tensors read as the same 64 bits,
+    torch's usual stand-in for uint64) set them under every policy:
 
-    - ``lru``: the table's step counter, advanced by every call that sets scores;
-    - ``lfu``: how many calls touched the key (repeats within a batch count once);
+    - ``lru``: the table's step counter, advanced by every call that sets scores (``scores``:
+      the score itself, as a restored checkpoint has it);
+    - ``lfu``: how often the key was written: each call adds 1 (repeats within a batch count
+      once), or the row's ``scores``, the count to add (a pipeline that deduplicated its ids
+      passes their counts); a new key always replaces the least frequent entry of its full
+      buckets, so new ids enter a warm cache;
     - ``epoch_lru`` / ``epoch_lfu``: the global epoch (``set_global_epoch``) in the high 32
       bits; in the low 32 the step counter's low bits (``epoch_lru``, not restarted by a new
-      epoch) or the count within that epoch (``epoch_lfu``);
-    - ``custom``: the caller's ``scores``, required on writes: uint64 tensors, or int64
-      tensors read as the same 64 bits (torch's usual stand-in for uint64), so a negative
-      int64 is a score of at least 2**63, above every non-negative one. (Not checked: a check
-      would read the scores back to the host on every write.)
+      epoch; ``scores``: the whole score) or the count (``epoch_lfu``: it goes on across
+      epochs, saturating at 2**32 - 1; ``scores``: the count to add);
+    - ``custom``: the caller's ``scores``, required on writes. A negative int64 is a score of
+      at least 2**63, above every non-negative one. (Not checked: a check would read the
+      scores back to the host on every write.)
+
+    An absent key whose two buckets are full replaces their lowest score if its own is not
+    lower, else it is ``REFUSED``.
+
+    Every write takes ``unique=True`` where the caller vouches that the batch repeats no key
+    (as an embedding pipeline's deduplicated ids): the check for repeats is then skipped. A
+    batch that does repeat a key under it may store that key twice.
 
     A batch that repeats a key applies one row of it: the last (the first for
     ``find_or_insert``); the others report ``SUPERSEDED`` (``find_or_insert`` gives them the
@@ -78,8 +101,10 @@ class CacheMap(CacheWhole):
         capacity: slots; rounded up to whole buckets. The most the cache holds: past it,
             inserts evict.
         initial_capacity: slots to start with (None: ``capacity``); the cache doubles before
-            a write could take its load past 0.75, up to ``capacity`` (a growing cache reads
+            a write could take its load past ``max_load_factor``, up to ``capacity``
+            (``set_max_capacity`` raises that limit; a growing cache reads
             its entry count on each write, a host sync; ``reserve`` grows it ahead).
+        max_load_factor: the load past which a growable cache doubles (at most 0.9).
         device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
         policy: ``"lru"``, ``"lfu"``, ``"epoch_lru"``, ``"epoch_lfu"`` or ``"custom"``.
         bucket_slots: slots per bucket, 16 to 128; a key's candidates are two buckets.
@@ -104,7 +129,8 @@ class CacheMap(CacheWhole):
                  value_shape: tuple[int, ...] | int = (), capacity: int,
                  device: str | torch.device = "cpu", policy: str = "lru",
                  bucket_slots: int = DEFAULT_BUCKET_SLOTS, max_hbm_bytes: int | None = None,
-                 initial_capacity: int | None = None, seed: int | None = None):
+                 initial_capacity: int | None = None, max_load_factor: float = 0.75,
+                 seed: int | None = None):
         if key_dtype not in CACHE_KEY_DTYPES:
             raise TypeError(f"key_dtype must be torch.int64 or torch.uint64, got {key_dtype}")
         if not isinstance(value_dtype, torch.dtype):
@@ -130,6 +156,7 @@ class CacheMap(CacheWhole):
                 1 <= initial_capacity <= capacity):
             raise ValueError(f"initial_capacity must be an int in [1, capacity={capacity}], "
                              f"got {initial_capacity!r}")
+        grow_at = check_load_factor(max_load_factor)
         buckets = CacheSpec.buckets_for(capacity, bucket_slots)
         spec = CacheSpec(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
                          num_buckets=CacheSpec.buckets_for(initial_capacity, bucket_slots),
@@ -138,12 +165,14 @@ class CacheMap(CacheWhole):
         state = empty_cache(spec, _resolve_device(device), max_hbm_bytes=max_hbm_bytes)
         self._adopt(state, step=0, epoch=0, max_slots=buckets * bucket_slots,
                     max_hbm_bytes=max_hbm_bytes)
+        self._grow_at = grow_at
 
     # --- writes ---------------------------------------------------------------------------
     def _write(self, mode: int, keys: Any, values: Any, *, scores: Any, stream: Any,
                accumulate: Any = None, evict: bool = False, first: bool = False,
                value_stride: int = 1, out: torch.Tensor | None = None,
-               among: bool | None = None, tick: bool = True) -> _Written:
+               among: bool | None = None, tick: bool = True, unique: bool = False,
+               exact_scores: bool = False) -> _Written:
         def work():
             bits, kind = self._keys(keys)
             rows = bits.shape[0]
@@ -164,7 +193,12 @@ class CacheMap(CacheWhole):
             if mode != ASSIGN:
                 self._grow_for(rows)
             engine, state = self._engine, self._state
-            acting = engine.last_rows(state, bits, first=first)
+            if unique:  # the caller vouches that no key repeats: every row acts
+                acting = torch.ones(rows, dtype=torch.bool, device=bits.device)
+            else:
+                acting = engine.last_rows(state, bits, first=first)
+            if exact_scores:  # the scores given are the entries' own (merge_from)
+                state = _as_custom(state)
             if among is not None:  # only the rows whose accumulate flag is `among` act
                 acting = acting & (mask if among else ~mask)
             status, index, found, evicted = engine.write(
@@ -176,7 +210,7 @@ class CacheMap(CacheWhole):
         return self._run(work, writes=True, stream=stream)
 
     def insert_or_assign(self, keys: Any, values: Any, *, scores: Any = None,
-                         stream: Any = None) -> Any:
+                         stream: Any = None, unique: bool = False) -> Any:
         """Insert each key with its value, or assign the value of a present key; a full pair
         of buckets makes room by moving an entry, or evicts its lowest score. Returns each
         row's status (int8: ``INSERTED``, ``ASSIGNED``, ``INSERTED_EVICTING``, ``REFUSED``,
@@ -191,37 +225,62 @@ class CacheMap(CacheWhole):
             ...                    ).tolist() == [ASSIGNED, INSERTED]
             True
         """
-        done = self._write(UPSERT, keys, values, scores=scores, stream=stream)
+        done = self._write(UPSERT, keys, values, scores=scores, stream=stream, unique=unique)
         return _arrays.to_kind(done.status, done.kind)
 
     def insert_and_evict(self, keys: Any, values: Any, *, scores: Any = None,
-                         stream: Any = None) -> tuple[Any, tuple[Any, Any, Any]]:
-        """As ``insert_or_assign``, and return every entry the call evicted: ``(status,
-        (keys, values, scores))``, compact (synchronises to learn how many).
+                         stream: Any = None, unique: bool = False
+                         ) -> tuple[Any, tuple[Any, Any, Any]]:
+        """As ``insert_or_assign``, and return what the call left out of the cache: ``(status,
+        (keys, values, scores))``, every entry it evicted, then every row it refused with the
+        value and the score the row brought, so each key given is either in the cache or in
+        the output (HierarchicalKV's contract). Compact: synchronises to learn how many.
 
         Example:
             >>> import torch
-            >>> from gpuhash import CacheMap, INSERTED_EVICTING
+            >>> from gpuhash import CacheMap, INSERTED_EVICTING, REFUSED
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=16,
             ...              bucket_slots=16, policy="custom")
             >>> _ = c.insert_or_assign(torch.arange(16), torch.zeros(16), scores=torch.arange(16))
             >>> status, (keys, _, scores) = c.insert_and_evict(
-            ...     torch.tensor([99]), torch.ones(1), scores=torch.tensor([50]))
-            >>> status.tolist() == [INSERTED_EVICTING], keys.tolist(), scores.tolist()
-            (True, [0], [0])
+            ...     torch.tensor([99, 98]), torch.ones(2), scores=torch.tensor([50, 0]))
+            >>> status.tolist() == [INSERTED_EVICTING, REFUSED], keys.tolist(), scores.tolist()
+            (True, [0, 98], [0, 0])
         """
         with self._order.lock:
             with self._order.ordered(stream, writes=True):  # the count is read on the call's stream
-                done = self._write(UPSERT, keys, values, scores=scores, stream=None, evict=True)
+                done = self._write(UPSERT, keys, values, scores=scores, stream=None, evict=True,
+                                   unique=unique)
                 kind, status = done.kind, done.status
                 ev_keys, ev_values, ev_scores, count = done.evicted
+                refused = (status == REFUSED).nonzero().flatten()
                 n = int(count)
-            out = (self._out_keys(ev_keys[:n]), ev_values[:n], ev_scores[:n].view(torch.uint64))
+                rows = done.values.index_select(0, refused)
+                brought = self._brought_scores(done.bits.shape[0], scores).index_select(
+                    0, refused)
+                out = (self._out_keys(torch.cat([ev_keys[:n], done.bits.index_select(0, refused)])),
+                       torch.cat([ev_values[:n], rows]),
+                       torch.cat([ev_scores[:n], brought]).view(torch.uint64))
             return (_arrays.to_kind(status, kind),
                     tuple(_arrays.to_kind(t, kind) for t in out))
 
+    def _brought_scores(self, rows: int, scores: Any) -> torch.Tensor:
+        """The score (int64 bits) each row would give its key as a new entry, as the engines
+        make it (cache/kernels/cache.cuh: gh_new_score) for the step of the last write."""
+        policy, epoch_bits = self.policy, (self._epoch << 32) - (2**64 if self._epoch >= 2**31
+                                                                else 0)
+        given = None if scores is None else self._scores(scores, rows)
+        if given is not None and policy != "epoch_lfu":
+            return given
+        if policy == "epoch_lfu":
+            count = (given & 0xFFFFFFFF) if given is not None else 1
+            return torch.full((rows,), epoch_bits, dtype=torch.int64, device=self._device) | count
+        first = {"lru": self._step, "lfu": 1,
+                 "epoch_lru": epoch_bits | (self._step & 0xFFFFFFFF)}[policy]
+        return torch.full((rows,), first, dtype=torch.int64, device=self._device)
+
     def assign(self, keys: Any, values: Any = None, *, scores: Any = None,
-               stream: Any = None) -> Any:
+               stream: Any = None, unique: bool = False) -> Any:
         """Assign values (and, for ``custom``, scores) of present keys only; ``values=None``
         updates scores alone. Returns found per row: True on the row that assigned (of a key
         the batch repeats, its last row, which wins; the earlier ones say False).
@@ -234,22 +293,24 @@ class CacheMap(CacheWhole):
             >>> c.assign(torch.tensor([3, 4]), torch.tensor([2.0, 2.0])).tolist()
             [True, False]
         """
-        done = self._write(ASSIGN, keys, values, scores=scores, stream=stream)
+        done = self._write(ASSIGN, keys, values, scores=scores, stream=stream, unique=unique)
         return _arrays.to_kind(done.found, done.kind)
 
     def accum_or_assign(self, keys: Any, values: Any, accumulate: Any, *, scores: Any = None,
-                        stream: Any = None) -> Any:
+                        stream: Any = None, unique: bool = False) -> Any:
         """Rows with ``accumulate`` set add their value to a present key's (``SKIPPED`` if
-        the key is absent); then the other rows insert or assign. Returns each row's status.
+        the key is absent); then the other rows insert an absent key (``SKIPPED``, the entry
+        untouched, if the key is present), as HierarchicalKV's ``accum_or_assign``. Returns
+        each row's status.
 
         Example:
             >>> import torch
-            >>> from gpuhash import CacheMap, ASSIGNED, SKIPPED
+            >>> from gpuhash import CacheMap, ASSIGNED, INSERTED, SKIPPED
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
             >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([1.0]))
-            >>> s = c.accum_or_assign(torch.tensor([1, 2]), torch.tensor([0.5, 9.0]),
-            ...                       torch.tensor([True, True]))
-            >>> s.tolist() == [ASSIGNED, SKIPPED], c.find(torch.tensor([1]))[0].tolist()
+            >>> s = c.accum_or_assign(torch.tensor([1, 2, 3]), torch.tensor([0.5, 9.0, 4.0]),
+            ...                       torch.tensor([True, True, False]))
+            >>> s.tolist() == [ASSIGNED, SKIPPED, INSERTED], c.find(torch.tensor([1]))[0].tolist()
             (True, [1.5])
         """
         with self._order.lock:
@@ -259,7 +320,7 @@ class CacheMap(CacheWhole):
             # the adding rows first, their deltas added before any row of the batch can evict
             # the entry they found; then the other rows, as an insert_or_assign
             adding = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
-                                 accumulate=accumulate, among=True)
+                                 accumulate=accumulate, among=True, unique=unique)
 
             def add():
                 adds = adding.accumulate & adding.acting & adding.found
@@ -280,7 +341,8 @@ class CacheMap(CacheWhole):
                     self._engine.scatter(state, slots, summed.view(dtype))
             self._run(add, writes=True, stream=stream)
             rest = self._write(ACCUMULATE, keys, values, scores=scores, stream=stream,
-                               accumulate=accumulate, among=False, tick=False)  # one call, one step
+                               accumulate=accumulate, among=False, tick=False,  # one call, one step
+                               unique=unique)
             status = torch.where(adding.accumulate, adding.status, rest.status)
             return _arrays.to_kind(status, adding.kind)
 
@@ -296,16 +358,16 @@ class CacheMap(CacheWhole):
         return row.reshape(1, *spec.value_shape), 0
 
     def _find_or_insert(self, keys: Any, init: Any, scores: Any, stream: Any, *,
-                        copy: bool) -> tuple[str, torch.Tensor | None, torch.Tensor,
-                                             torch.Tensor]:
+                        copy: bool, unique: bool = False
+                        ) -> tuple[str, torch.Tensor | None, torch.Tensor, torch.Tensor]:
         # the init row and the output are made on the call's stream, as its kernels run there;
         # the write and the repeats' reads inside are one operation on that stream
         with self._order.ordered(stream, writes=True):
-            return self._find_or_insert_here(keys, init, scores, copy=copy)
+            return self._find_or_insert_here(keys, init, scores, copy=copy, unique=unique)
 
     def _find_or_insert_here(self, keys: Any, init: Any, scores: Any, *,
-                             copy: bool) -> tuple[str, torch.Tensor | None, torch.Tensor,
-                                                  torch.Tensor]:
+                             copy: bool, unique: bool = False
+                             ) -> tuple[str, torch.Tensor | None, torch.Tensor, torch.Tensor]:
         stream = None
         bits, kind = self._keys(keys)
         rows, stride = self._init_rows(init, bits.shape[0])
@@ -313,11 +375,13 @@ class CacheMap(CacheWhole):
         out = bits.new_empty((bits.shape[0], *spec.value_shape), dtype=spec.value_dtype)
         done = self._write(FIND_OR_INSERT, self._out_keys(bits), rows, scores=scores,
                            stream=stream, first=True, value_stride=stride,
-                           out=out if copy else None)
+                           out=out if copy else None, unique=unique)
 
         def repeats():  # rows after a key's first get its slot (and value) as it stands now
             state = self._state
             if copy:  # (the acting rows' values were copied by the write itself)
+                if unique:  # every row acted
+                    return
                 self._engine.lookup(state, done.bits, only=~done.acting, index=done.index,
                                     found=done.found, default=rows, default_stride=stride,
                                     out=out)
@@ -330,7 +394,7 @@ class CacheMap(CacheWhole):
         return kind, out if copy else None, done.index, done.found
 
     def find_or_insert(self, keys: Any, *, init: Any = 0, scores: Any = None,
-                       stream: Any = None) -> tuple[Any, Any]:
+                       stream: Any = None, unique: bool = False) -> tuple[Any, Any]:
         """Each key's value, inserting absent keys with ``init`` (a scalar, one row, or a row
         per key) first. Returns (values, found): found says the row found its key rather
         than inserting it (a refused insert gives ``init`` and found False); a repeated key's
@@ -349,11 +413,12 @@ class CacheMap(CacheWhole):
             >>> values.tolist(), found.tolist()
             ([2.0, 2.0], [False, True])
         """
-        kind, values, _, found = self._find_or_insert(keys, init, scores, stream, copy=True)
+        kind, values, _, found = self._find_or_insert(keys, init, scores, stream, copy=True,
+                                                     unique=unique)
         return _arrays.to_kind(values, kind), _arrays.to_kind(found, kind)
 
     def find_or_insert_index(self, keys: Any, *, init: Any = 0, scores: Any = None,
-                             stream: Any = None) -> tuple[Any, Any]:
+                             stream: Any = None, unique: bool = False) -> tuple[Any, Any]:
         """As ``find_or_insert``, returning each key's slot (row of ``values``) as the call
         leaves it instead of a copy of its value: -1 where the key was refused, or evicted by
         another row of the same call.
@@ -366,77 +431,9 @@ class CacheMap(CacheWhole):
             >>> c.values[index].tolist(), found.tolist()
             ([1.5], [False])
         """
-        kind, _, index, found = self._find_or_insert(keys, init, scores, stream, copy=False)
+        kind, _, index, found = self._find_or_insert(keys, init, scores, stream, copy=False,
+                                                     unique=unique)
         return _arrays.to_kind(index, kind), _arrays.to_kind(found, kind)
-
-    # --- reads ----------------------------------------------------------------------------
-    def _lookup(self, keys: Any, *, copy: bool, default: Any, update_scores: bool,
-                stream: Any):
-        # a 'custom' score comes from the caller's scores= alone: a touch without one leaves
-        # it (the policy's rule would write 0, making the entry the first to go)
-        update_scores = update_scores and self.policy != "custom"
-
-        def work():
-            bits, kind = self._keys(keys)
-            engine, state = self._engine, self._state
-            row = self._default(default) if copy else None
-            update, step = None, 0
-            if update_scores:
-                update, step = engine.last_rows(state, bits), self._tick()
-            out, index, found = engine.lookup(state, bits, update=update, step=step,
-                                              epoch=self._epoch, default=row)
-            return kind, out, index, found
-        return self._run(work, writes=update_scores, stream=stream)
-
-    def find(self, keys: Any, *, default: Any = 0, update_scores: bool = False,
-             stream: Any = None) -> tuple[Any, Any]:
-        """Each key's value (``default`` where absent) and a found mask; with
-        ``update_scores`` a found key's score is touched as a write would (not under policy
-        ``custom``, whose scores come from the caller's ``scores=`` alone).
-
-        Example:
-            >>> import torch
-            >>> from gpuhash import CacheMap
-            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
-            >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
-            >>> c.find(torch.tensor([1, 2]), default=-1.0)[0].tolist()
-            [3.0, -1.0]
-        """
-        kind, out, _, found = self._lookup(keys, copy=True, default=default,
-                                           update_scores=update_scores, stream=stream)
-        return _arrays.to_kind(out, kind), _arrays.to_kind(found, kind)
-
-    def find_index(self, keys: Any, *, update_scores: bool = False,
-                   stream: Any = None) -> tuple[Any, Any]:
-        """Each key's slot (its row of ``values``; -1 where absent) and a found mask.
-
-        Example:
-            >>> import torch
-            >>> from gpuhash import CacheMap
-            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
-            >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
-            >>> index, found = c.find_index(torch.tensor([1]))
-            >>> c.values[index].tolist()
-            [3.0]
-        """
-        kind, _, index, found = self._lookup(keys, copy=False, default=None,
-                                             update_scores=update_scores, stream=stream)
-        return _arrays.to_kind(index, kind), _arrays.to_kind(found, kind)
-
-    def contains(self, keys: Any, *, stream: Any = None) -> Any:
-        """True where the key is in the cache.
-
-        Example:
-            >>> import torch
-            >>> from gpuhash import CacheMap
-            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
-            >>> _ = c.insert_or_assign(torch.tensor([1]), torch.tensor([3.0]))
-            >>> c.contains(torch.tensor([1, 2])).tolist()
-            [True, False]
-        """
-        kind, _, _, found = self._lookup(keys, copy=False, default=None, update_scores=False,
-                                         stream=stream)
-        return _arrays.to_kind(found, kind)
 
     # --- removal and bulk -----------------------------------------------------------------
     def erase(self, keys: Any, *, stream: Any = None) -> Any:

@@ -13,7 +13,14 @@ import torch
 from gpuhash._common import arrays as _arrays
 from gpuhash._common.constants import CACHE_STATUSES, WRITE_MODES
 from gpuhash._common.streams import StreamOrder
-from gpuhash.cache.format import EMPTY_KEY, LOCKED_KEY, CacheSpec, CacheState, empty_cache
+from gpuhash.cache.format import (
+    EMPTY_KEY,
+    LOCKED_KEY,
+    MAX_SLOTS,
+    CacheSpec,
+    CacheState,
+    empty_cache,
+)
 from gpuhash.cache.values import SplitValues
 
 # What happened to a row (int8 status of every write); codes from constants.py.
@@ -66,6 +73,15 @@ def _as_u64_int(value: Any, name: str) -> int:
 
 
 GROW_AT = 0.75  # a growable cache doubles before a write could take it past this load
+MAX_GROW_AT = 0.9  # the highest such load a caller may set (max_load_factor)
+
+
+def check_load_factor(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            0 < value <= MAX_GROW_AT):
+        raise ValueError(f"max_load_factor must be a number in (0, {MAX_GROW_AT}], got "
+                         f"{value!r}")
+    return float(value)
 
 
 class CacheCore:
@@ -75,6 +91,7 @@ class CacheCore:
                max_hbm_bytes: int | None) -> None:
         self._state = state
         self._max_slots = max_slots  # capacity the cache may grow to (reserve)
+        self._grow_at = GROW_AT  # the load a write may not carry a growable cache past
         self._max_hbm_bytes = max_hbm_bytes
         self._device = state.device
         self._device_index = state.keys.get_device()
@@ -105,6 +122,16 @@ class CacheCore:
     def max_capacity(self) -> int:
         """Slots the cache may grow to (``capacity`` when it was made at full size)."""
         return self._max_slots
+
+    @property
+    def max_load_factor(self) -> float:
+        """The load a write may not carry the cache past while it can still grow: the cache
+        doubles first (0.75 by default; at most 0.9)."""
+        return self._grow_at
+
+    @max_load_factor.setter
+    def max_load_factor(self, value: float) -> None:
+        self._grow_at = check_load_factor(value)
 
     @property
     def max_hbm_bytes(self) -> int | None:
@@ -172,9 +199,6 @@ class CacheCore:
             if custom:
                 raise ValueError("policy 'custom' needs scores= on every write")
             return None
-        if not custom:
-            raise ValueError(f"scores are taken with policy 'custom' only; this cache's policy "
-                             f"is {self.policy!r}")
         tensor, _ = _arrays.as_tensor(scores, "scores")
         if tensor.dtype not in (torch.int64, torch.uint64):
             raise TypeError(f"scores must be int64 or uint64, got {tensor.dtype}")
@@ -198,8 +222,8 @@ class CacheCore:
     # --- growth ---------------------------------------------------------------------------
     def _grow_for(self, rows: int) -> None:
         """Below ``max_capacity``, grow (doubling) until ``rows`` more entries would keep the
-        load at most GROW_AT. Synchronises with the device to read the entry count; a cache
-        made at full size never does."""
+        load at most ``max_load_factor``. Synchronises with the device to read the entry
+        count; a cache made at full size never does."""
         spec = self._state.spec
         if spec.capacity >= self._max_slots:
             return
@@ -208,7 +232,7 @@ class CacheCore:
         needed = int(self._state.counts[0]) + rows
         buckets = spec.num_buckets
         limit = self._max_slots // spec.bucket_slots
-        while buckets < limit and needed > GROW_AT * buckets * spec.bucket_slots:
+        while buckets < limit and needed > self._grow_at * buckets * spec.bucket_slots:
             buckets = min(limit, 2 * buckets)
         if buckets > spec.num_buckets:
             self._rehash(buckets)
@@ -216,7 +240,7 @@ class CacheCore:
     def _rehash(self, buckets: int) -> None:
         """Move every entry into a cache of ``buckets`` buckets, keeping its value and score.
         Raises, the cache unchanged, if one could not be placed (at a load of at most
-        GROW_AT / 2 a pair of buckets does not fill)."""
+        MAX_GROW_AT / 2 a pair of buckets does not fill)."""
         if self._device.type == "cuda":  # every stream: the last write may be on another
             torch.cuda.synchronize(self._device)
         old = self._state
@@ -269,3 +293,23 @@ class CacheCore:
             if buckets > spec.num_buckets:
                 with self._order.ordered(stream, writes=True):
                     self._rehash(buckets)
+
+    def set_max_capacity(self, slots: int) -> None:
+        """Let the cache grow past the maximum it was made with, up to ``slots`` (whole
+        buckets; never below ``capacity``). Writes then double it as ``max_load_factor``
+        says, and ``reserve`` grows it ahead.
+
+        Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=128)
+            >>> c.set_max_capacity(1024); c.reserve(1000); c.capacity
+            1024
+        """
+        with self._order.lock:
+            spec = self._state.spec
+            if isinstance(slots, bool) or not isinstance(slots, int) or not (
+                    spec.capacity <= slots <= MAX_SLOTS):
+                raise ValueError(f"slots must be an int in [capacity={spec.capacity}, "
+                                 f"{MAX_SLOTS}], got {slots!r}")
+            self._max_slots = CacheSpec.buckets_for(slots, spec.bucket_slots) * spec.bucket_slots

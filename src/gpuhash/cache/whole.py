@@ -1,19 +1,26 @@
-"""What a CacheMap does with the whole cache rather than with keys: erase by score, export,
-clear, the epoch, and moving it to another device or a file."""
+"""What a CacheMap does with the whole cache rather than with keys: erase, count and export
+the entries a filter chooses (key bits under a mask, a score range), clear, the epoch, and
+moving it to another device or a file."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from gpuhash._common.arrays import resolve_device as _resolve_device
-from gpuhash.cache.base import _SIGN, CacheCore, _as_u64_int
+from gpuhash.cache.base import _SIGN, UPSERT, CacheCore, _as_u64_int
 from gpuhash.cache.format import EMPTY_KEY, LOCKED_KEY, copy_cache
 from gpuhash.cache.io import load_cache, save_cache
 
 if TYPE_CHECKING:
     from gpuhash.cache.api import CacheMap
+
+
+def _as_int64_bits(value: int) -> int:
+    """A uint64 as the int64 of the same bits (the key words' dtype)."""
+    return value - 2**64 if value >= 2**63 else value
 
 
 class CacheWhole(CacheCore):
@@ -23,25 +30,63 @@ class CacheWhole(CacheCore):
         keys = self._state.keys
         return (keys != EMPTY_KEY) & (keys != LOCKED_KEY)
 
-    def erase_if(self, *, max_score: int, stream: Any = None) -> int:
-        """Remove every entry whose score is at most ``max_score``; returns how many
-        (synchronises).
+    def _chosen(self, part: slice, key_mask: int | None, key_pattern: int,
+                min_score: int | None, max_score: int | None) -> torch.Tensor:
+        """The live slots of ``part`` that pass the filters (checked by ``_filters``), as a
+        mask made on the cache's device: the table never leaves it."""
+        state = self._state
+        keep = self._live()[part]
+        if key_mask is not None:
+            mask, pattern = (_as_int64_bits(v) for v in (key_mask, key_pattern))
+            keep &= (state.keys[part] & mask) == (pattern & mask)
+        if min_score is not None:
+            keep &= (state.scores[part] ^ _SIGN) >= min_score - 2**63
+        if max_score is not None:
+            keep &= (state.scores[part] ^ _SIGN) <= max_score - 2**63
+        return keep
+
+    @staticmethod
+    def _filters(key_mask: int | None, key_pattern: int, min_score: int | None,
+                 max_score: int | None) -> tuple:
+        if key_mask is not None:
+            _as_u64_int(key_mask, "key_mask")
+        _as_u64_int(key_pattern, "key_pattern")
+        if key_mask is None and key_pattern != 0:
+            raise ValueError(f"key_pattern={key_pattern} needs key_mask, the key bits it "
+                             f"compares (key_mask=2**64 - 1 compares whole keys)")
+        for name, bound in (("min_score", min_score), ("max_score", max_score)):
+            if bound is not None:
+                _as_u64_int(bound, name)
+        return key_mask, key_pattern, min_score, max_score
+
+    def erase_if(self, *, key_mask: int | None = None, key_pattern: int = 0,
+                 min_score: int | None = None, max_score: int | None = None,
+                 stream: Any = None) -> int:
+        """Remove every entry whose key has ``key_pattern`` under ``key_mask`` (``key & mask ==
+        pattern & mask``: a table id in the high bits, say) and whose score is in
+        ``[min_score, max_score]``; at least one filter is required. Runs on the cache's
+        device without copying the table out; returns how many (synchronises).
 
         Example:
             >>> import torch
             >>> from gpuhash import CacheMap
             >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
             ...              policy="custom")
-            >>> _ = c.insert_or_assign(torch.tensor([1, 2]), torch.zeros(2),
-            ...                        scores=torch.tensor([10, 20]))
+            >>> _ = c.insert_or_assign(torch.tensor([1, 2, 1 << 40]), torch.zeros(3),
+            ...                        scores=torch.tensor([10, 20, 30]))
             >>> c.erase_if(max_score=15), len(c)
+            (1, 2)
+            >>> c.erase_if(key_mask=0xFF << 40, key_pattern=1 << 40), len(c)
             (1, 1)
         """
-        limit = _as_u64_int(max_score, "max_score")
+        filters = self._filters(key_mask, key_pattern, min_score, max_score)
+        if key_mask is None and min_score is None and max_score is None:
+            raise ValueError("erase_if needs a filter (key_mask, min_score or max_score); "
+                             "clear() removes every entry")
 
         def work():
             state = self._state
-            doomed = self._live() & ((state.scores ^ _SIGN) <= (limit - 2**63))
+            doomed = self._chosen(slice(None), *filters)
             state.keys.masked_fill_(doomed, EMPTY_KEY)
             state.digests.masked_fill_(doomed, 0)
             state.scores.masked_fill_(doomed, 0)
@@ -51,10 +96,32 @@ class CacheWhole(CacheCore):
             return int(gone)
         return self._run(work, writes=True, stream=stream)
 
+    def size_if(self, *, key_mask: int | None = None, key_pattern: int = 0,
+                min_score: int | None = None, max_score: int | None = None,
+                stream: Any = None) -> int:
+        """How many entries pass ``erase_if``'s filters (all of them with none), counted on the
+        cache's device (synchronises).
+
+        Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
+            >>> c = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
+            ...              policy="custom")
+            >>> _ = c.insert_or_assign(torch.tensor([1, 2]), torch.zeros(2),
+            ...                        scores=torch.tensor([10, 20]))
+            >>> c.size_if(min_score=15), c.size_if()
+            (1, 2)
+        """
+        filters = self._filters(key_mask, key_pattern, min_score, max_score)
+        return self._run(lambda: int(self._chosen(slice(None), *filters).sum()), writes=False,
+                         stream=stream)
+
     def export(self, *, offset: int = 0, count: int | None = None, min_score: int | None = None,
+               max_score: int | None = None, key_mask: int | None = None, key_pattern: int = 0,
                stream: Any = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The live entries among slots ``[offset, offset + count)`` (all by default) whose
-        score is at least ``min_score``: (keys, values, scores), in slot order.
+        """The live entries among slots ``[offset, offset + count)`` (all by default) that pass
+        ``erase_if``'s filters: (keys, values, scores), in slot order. The filters run where
+        the cache is; only the chosen entries are gathered.
 
         Example:
             >>> import torch
@@ -65,10 +132,11 @@ class CacheWhole(CacheCore):
             >>> keys.tolist(), values.tolist()
             ([1], [3.0])
         """
+        filters = self._filters(key_mask, key_pattern, min_score, max_score)
         with self._order.lock:  # the capacity and the export of one state
-            return self._export(offset, count, min_score, stream)
+            return self._export(offset, count, filters, stream)
 
-    def _export(self, offset, count, min_score, stream):
+    def _export(self, offset, count, filters, stream):
         slots = self.capacity
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= slots:
             raise ValueError(f"offset must be an int in [0, {slots}], got {offset!r}")
@@ -76,15 +144,11 @@ class CacheWhole(CacheCore):
             count = slots - offset
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ValueError(f"count must be a non-negative int, got {count!r}")
-        floor = None if min_score is None else _as_u64_int(min_score, "min_score")
 
         def work():
             state = self._state
             part = slice(offset, min(slots, offset + count))
-            keep = self._live()[part]
-            if floor is not None:
-                keep &= (state.scores[part] ^ _SIGN) >= floor - 2**63
-            at = keep.nonzero().flatten() + part.start
+            at = self._chosen(part, *filters).nonzero().flatten() + part.start
             return (self._out_keys(state.keys[at]), self._engine.gather(state, at),
                     state.scores[at].view(torch.uint64))
         return self._run(work, writes=False, stream=stream)
@@ -129,6 +193,7 @@ class CacheWhole(CacheCore):
             other._adopt(copy_cache(self._state, target, max_hbm_bytes=self._max_hbm_bytes),
                          step=self._step, epoch=self._epoch, max_slots=self._max_slots,
                          max_hbm_bytes=self._max_hbm_bytes)
+            other._grow_at = self._grow_at
             return other
 
     def save(self, path: Any) -> None:
@@ -139,6 +204,47 @@ class CacheWhole(CacheCore):
                 torch.cuda.synchronize(self._device)
             save_cache(self._state, path, step=self._step, epoch=self._epoch,
                        max_slots=self._max_slots)
+
+    def merge_from(self, source: Any, *, chunk_slots: int = 1 << 22,
+                   stream: Any = None) -> None:
+        """Insert every entry of ``source`` (a CacheMap, or the path of a saved one) with its
+        value and its own score, whatever this cache's policy: a key present here takes the
+        source's value and score; where a pair of buckets is full the lowest scores go, as in
+        any write. So a checkpoint restores into a cache of another capacity or bucket shape,
+        or into one already holding entries (resharding one merges several). The source is
+        read ``chunk_slots`` slots at a time; a file is read into host memory.
+
+        Example:
+            >>> import torch
+            >>> from gpuhash import CacheMap
+            >>> a = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
+            ...              policy="custom")
+            >>> _ = a.insert_or_assign(torch.tensor([1, 2]), torch.ones(2),
+            ...                        scores=torch.tensor([5, 6]))
+            >>> b = CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=256)
+            >>> b.merge_from(a)
+            >>> sorted(zip(*[t.tolist() for t in b.export()[::2]]))
+            [(1, 5), (2, 6)]
+        """
+        if isinstance(source, (str, Path)):
+            source = type(self).load(source, device="cpu")
+        if not isinstance(source, CacheWhole):
+            raise TypeError(f"source must be a CacheMap or the path of a saved one, got "
+                            f"{type(source).__name__}")
+        if isinstance(chunk_slots, bool) or not isinstance(chunk_slots, int) or chunk_slots < 1:
+            raise ValueError(f"chunk_slots must be a positive int, got {chunk_slots!r}")
+        mine, theirs = self._state.spec, source._state.spec
+        for field in ("key_dtype", "value_dtype", "value_shape"):
+            if getattr(mine, field) != getattr(theirs, field):
+                raise ValueError(f"source has {field}={getattr(theirs, field)} but this cache "
+                                 f"{field}={getattr(mine, field)}; merge caches of one kind")
+        with self._order.lock:
+            for offset in range(0, source.capacity, chunk_slots):
+                keys, values, scores = source.export(offset=offset, count=chunk_slots)
+                if keys.numel():
+                    self._write(UPSERT, keys.to(self._device), values.to(self._device),
+                                scores=scores.to(self._device), stream=stream, unique=True,
+                                exact_scores=True, tick=False)
 
     @classmethod
     def load(cls, path: Any, *, device: str | torch.device = "cpu",

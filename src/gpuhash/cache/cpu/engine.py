@@ -75,7 +75,7 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
     run("cache_write", *_table(state), relocation_limit(spec.capacity),
         np.uint64(POLICIES.index(spec.policy)), np.uint64(step),
         np.uint64(epoch), mode, _u64(keys), _bytes(acting),
-        _NONE_U8 if accumulate is None else _bytes(accumulate),
+        _NONE_U8 if accumulate is None else _bytes(accumulate), scores is not None,
         np.zeros(rows, np.uint64) if scores is None else _u64(scores),
         in_rows, value_stride if values is not None else 0, values is not None,
         status.numpy(), index.numpy(), found.numpy(),

@@ -92,22 +92,32 @@ def _lowest(scores, width, bucket, best, best_score):
 
 
 @numba.njit(inline="always", **_JIT)
-def new_score(policy, old, present, given, step, epoch):
-    """A key's score after this call touched it (present: it was in the table)."""
+def new_score(policy, old, present, has, given, step, epoch):
+    """A key's score after this call touched it (present: it was in the table); ``has``: the
+    caller gave ``given``, the score itself (lru, epoch_lru, custom) or the count to add (lfu,
+    epoch_lfu; else 1). Counts saturate; epoch_lfu's goes on across epochs."""
+    count = given if has else np.uint64(1)
     if policy == LRU:
-        return step
+        return given if has else step
     if policy == LFU:
         if not present:
-            return np.uint64(1)
-        return old + np.uint64(1) if old != _EMPTY else old
+            return count
+        return _EMPTY if old > _EMPTY - count else old + count
     if policy == EPOCH_LRU:
-        return (epoch << np.uint64(32)) | (step & _M32)
+        return given if has else (epoch << np.uint64(32)) | (step & _M32)
     if policy == EPOCH_LFU:
-        count = np.uint64(1)
-        if present and (old >> np.uint64(32)) == epoch:
-            count = min((old & _M32) + np.uint64(1), _M32)
-        return (epoch << np.uint64(32)) | count
+        low = count & _M32
+        if present:
+            low = min(low + (old & _M32), _M32)
+        return (epoch << np.uint64(32)) | low
     return given
+
+
+@numba.njit(inline="always", **_JIT)
+def admission_score(policy, score):
+    """What an absent key's score competes with when its buckets are full: under lfu the
+    highest, so a new key always replaces the least frequent entry."""
+    return _EMPTY if policy == LFU else score
 
 
 @numba.njit(inline="always", **_JIT)
@@ -133,9 +143,11 @@ def _movable(keys, digests, width, num_buckets, seed, b1, b2, digest):
 
 @numba.njit(inline="always", **_JIT)
 def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limit, b1, b2,
-           key, digest, score, row, ev_keys, ev_values, ev_scores, evicted, may_evict):
+           key, digest, score, admission, row, ev_keys, ev_values, ev_scores, evicted,
+           may_evict):
     """Put an absent key in a free slot of b1 or b2, or (``may_evict``) in a slot an entry
     left for its other bucket (below ``limit`` entries), or in place of their lowest score.
+    ``admission`` is what the key's score competes with (admission_score).
     Returns (slot or -1, status: _TO_EVICT where both buckets are full and not
     ``may_evict``); the evicted entry goes to ev_* when they have room."""
     free1, count1 = _first_free(digests, width, b1)
@@ -156,7 +168,7 @@ def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limi
         slot, lowest = _lowest(scores, width, b1, -1, np.uint64(0))
         if b2 != b1:
             slot, lowest = _lowest(scores, width, b2, slot, lowest)
-        if score < lowest:
+        if admission < lowest:
             return -1, REFUSED
         status = INSERTED_EVICTING
         at = evicted[0]
@@ -176,7 +188,8 @@ def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limi
 
 @numba.njit(**_JIT)
 def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed, limit, policy,
-                step, epoch, mode, rows, acting, accumulate, given, in_values, value_stride,
+                step, epoch, mode, rows, acting, accumulate, has_given, given, in_values,
+                value_stride,
                 has_values, status, index, found, out, copy_out, ev_keys, ev_values, ev_scores,
                 evicted):
     """Apply each acting row of a write (mode UPSERT, FIND_OR_INSERT, ASSIGN or ACCUMULATE) in
@@ -186,7 +199,8 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
     evictions. status / index / found per acting row, and with ``copy_out`` its value as it
     found it, else its own. in_values row r is read at r * value_stride (0: one row for all).
     ACCUMULATE rows with accumulate[r] set only locate their key (the caller adds to the
-    value) and are SKIPPED when it is absent; the other rows are UPSERTs."""
+    value) and are SKIPPED when it is absent; the other rows insert an absent key and are
+    SKIPPED, the entry untouched, when it is present (HierarchicalKV's accum_or_assign)."""
     for r in range(rows.shape[0]):
         if not acting[r]:
             status[r] = SUPERSEDED
@@ -209,32 +223,36 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
         if present:
             if copy_out:
                 out[r, :] = values[slot, :]
-            scores[slot] = new_score(policy, scores[slot], True, given[r], step, epoch)
-            if has_values and mode != FIND_OR_INSERT and not (mode == ACCUMULATE
-                                                             and accumulate[r]):
+            index[r] = slot
+            if mode == ACCUMULATE and not accumulate[r]:  # an assigning row leaves it be
+                status[r] = SKIPPED
+                continue
+            scores[slot] = new_score(policy, scores[slot], True, has_given, given[r], step,
+                                     epoch)
+            if has_values and mode != FIND_OR_INSERT and mode != ACCUMULATE:
                 values[slot, :] = mine
             status[r] = ASSIGNED
-            index[r] = slot
             continue
         if mode == ASSIGN or (mode == ACCUMULATE and accumulate[r]):
             status[r] = SKIPPED
             index[r] = -1
             continue
-        score = new_score(policy, np.uint64(0), False, given[r], step, epoch)
+        score = new_score(policy, np.uint64(0), False, has_given, given[r], step, epoch)
         slot, status[r] = _place(keys, digests, scores, values, counts, width, num_buckets,
-                                 seed, limit, b1, b2, key, digest, score, mine, ev_keys,
-                                 ev_values, ev_scores, evicted, False)
+                                 seed, limit, b1, b2, key, digest, score,
+                                 admission_score(policy, score), mine, ev_keys, ev_values,
+                                 ev_scores, evicted, False)
         index[r] = slot
     for r in range(rows.shape[0]):
         if status[r] != _TO_EVICT:
             continue
         key = rows[r]
         b1, b2, digest = cache_home(key, seed, num_buckets)
-        score = new_score(policy, np.uint64(0), False, given[r], step, epoch)
+        score = new_score(policy, np.uint64(0), False, has_given, given[r], step, epoch)
         slot, status[r] = _place(keys, digests, scores, values, counts, width, num_buckets,
                                  seed, limit, b1, b2, key, digest, score,
-                                 in_values[r * value_stride, :], ev_keys, ev_values,
-                                 ev_scores, evicted, True)
+                                 admission_score(policy, score), in_values[r * value_stride, :],
+                                 ev_keys, ev_values, ev_scores, evicted, True)
         index[r] = slot
 
 
@@ -251,7 +269,8 @@ def cache_lookup(keys, digests, scores, values, width, num_buckets, seed, policy
         if copy:
             out[r, :] = values[slot, :] if slot >= 0 else default[r * default_stride, :]
         if slot >= 0 and update.shape[0] and update[r]:
-            scores[slot] = new_score(policy, scores[slot], True, np.uint64(0), step, epoch)
+            scores[slot] = new_score(policy, scores[slot], True, False, np.uint64(0), step,
+                                     epoch)
 
 
 @numba.njit(**_JIT)

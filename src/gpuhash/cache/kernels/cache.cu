@@ -54,7 +54,8 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
         const GhHome home = gh_home(t, key);
         const gh_u32 digest = gh_digest(home.hash);
         const bool adds = MODE == GH_ACCUMULATE && accumulate[r];
-        const gh_u64 mine = given == nullptr ? 0 : given[r];
+        const bool has = given != nullptr;
+        const gh_u64 mine = has ? given[r] : 0;
         const int rule = static_cast<int>(policy);
         // Every row searches through the index (cache_index.cuh): one bucket, where the digest
         // walk read one or two buckets' digests and a key word for each false match. (In an
@@ -64,13 +65,17 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
         found[r] = slot >= 0;
         if (slot >= 0) {
             if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, t.value(slot));
+            index[r] = slot;
+            if (MODE == GH_ACCUMULATE && !adds) {  // an assigning row leaves a present key be
+                status[r] = GH_SKIPPED;
+                continue;
+            }
             const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
-            t.scores[slot] = gh_new_score(rule, old, true, mine, step, epoch);
+            t.scores[slot] = gh_new_score(rule, old, true, has, mine, step, epoch);
             if (MODE != GH_FIND_OR_INSERT && !adds && row != nullptr) {
                 gh_copy_value<C::VALUE_BYTES>(t.value(slot), row);
             }
             status[r] = GH_ASSIGNED;
-            index[r] = slot;
             continue;
         }
         if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, row);
@@ -89,7 +94,7 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
             continue;
         }
         if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(slot), row);
-        t.scores[slot] = gh_new_score(rule, 0, false, mine, step, epoch);
+        t.scores[slot] = gh_new_score(rule, 0, false, has, mine, step, epoch);
         t.digests[slot] = static_cast<gh_u8>(digest);
         gh_index_insert(t.index, t.index_buckets, home.hash, key, slot);
         status[r] = GH_INSERTED;
@@ -150,7 +155,7 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
         const bool evicts = r < n && status[r] == GH_TO_EVICT;
         gh_u32 waiting = __ballot_sync(0xffffffffu, evicts);
         if (waiting == 0) continue;
-        gh_u64 key = 0, score = 0;
+        gh_u64 key = 0, score = 0, admission = 0;
         gh_u32 digest = 0;
         GhHome home = {0, 0, 0, 0, 0};
         const char* row = nullptr;
@@ -158,8 +163,9 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
             key = rows[r];
             home = gh_home(t, key);
             digest = gh_digest(home.hash);
-            score = gh_new_score(static_cast<int>(policy), 0, false,
+            score = gh_new_score(static_cast<int>(policy), 0, false, given != nullptr,
                                  given == nullptr ? 0 : given[r], step, epoch);
+            admission = gh_admission_score(static_cast<int>(policy), score);
             row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
         }
         bool held_out = false;  // HOLD: this lane evicted an entry it keeps until the end
@@ -207,7 +213,7 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
                     }
                 } else {
                     gh_u64 old_key = 0, old_score = 0;
-                    outcome = gh_cache_try_evict(t, victim, lowest, score, &old_key,
+                    outcome = gh_cache_try_evict(t, victim, lowest, admission, &old_key,
                                                  &old_score, HOLD && keeps, out_value);
                     if (outcome == GH_REFUSED) {
                         status[r] = GH_REFUSED;
@@ -301,7 +307,7 @@ gh_cache_lookup(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n, const gh_u8* only
             if (slot >= 0 && update != nullptr && update[r]) {
                 const int rule = static_cast<int>(policy);
                 const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
-                t.scores[slot] = gh_new_score(rule, old, true, 0, step, epoch);
+                t.scores[slot] = gh_new_score(rule, old, true, false, 0, step, epoch);
             }
         }
         if (COPY && out != nullptr) {

@@ -246,23 +246,35 @@ __device__ __forceinline__ bool gh_reads_score(int policy) {
     return policy == GH_LFU || policy == GH_EPOCH_LFU;
 }
 
-// The score a key gets when this call touches it (present: it was in the table).
-__device__ __forceinline__ gh_u64 gh_new_score(int policy, gh_u64 old, bool present,
+// The score a key gets when this call touches it (present: it was in the table; old: its
+// score then). `has` says the caller gave `given` for the row: the score itself under lru,
+// epoch_lru and custom, the count to add under lfu and epoch_lfu (else 1). Counts saturate:
+// lfu's at 2**64 - 1, epoch_lfu's low 32 bits at 2**32 - 1, and epoch_lfu's count goes on
+// across epochs (the high bits take the current epoch), as HierarchicalKV's does.
+__device__ __forceinline__ gh_u64 gh_new_score(int policy, gh_u64 old, bool present, bool has,
                                                gh_u64 given, gh_u64 step, gh_u64 epoch) {
+    const gh_u64 count = has ? given : 1;
     switch (policy) {
-        case GH_LRU: return step;
-        case GH_LFU: return !present ? 1 : (old == ~0ULL ? old : old + 1);
-        case GH_EPOCH_LRU: return (epoch << 32) | (step & 0xffffffffULL);
+        case GH_LRU: return has ? given : step;
+        case GH_LFU: return !present ? count : (old > ~0ULL - count ? ~0ULL : old + count);
+        case GH_EPOCH_LRU: return has ? given : (epoch << 32) | (step & 0xffffffffULL);
         case GH_EPOCH_LFU: {
-            gh_u64 count = 1;
-            if (present && (old >> 32) == epoch) {
-                count = (old & 0xffffffffULL) + 1;
-                if (count > 0xffffffffULL) count = 0xffffffffULL;
+            gh_u64 low = count & 0xffffffffULL;
+            if (present) {
+                low += old & 0xffffffffULL;
+                if (low > 0xffffffffULL) low = 0xffffffffULL;
             }
-            return (epoch << 32) | count;
+            return (epoch << 32) | low;
         }
         default: return given;
     }
+}
+
+// The score an absent key competes with when its buckets are full: its new score, but under
+// lfu the highest, so a new key always replaces the least frequent entry (a new id must be
+// able to enter a warm cache; its own count starts at its increment).
+__device__ __forceinline__ gh_u64 gh_admission_score(int policy, gh_u64 score) {
+    return policy == GH_LFU ? ~0ULL : score;
 }
 
 // Takes a free slot for an absent key: the first of the emptier of b1 / b2 whose key word a
