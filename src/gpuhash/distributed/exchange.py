@@ -52,6 +52,8 @@ def unpack(matrix: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]
     for template in like:
         width = _row_bytes(template)
         part = matrix[:, start:start + width].contiguous().reshape(-1)
+        if part.storage_offset() % template.element_size():  # a slice of a one-row matrix
+            part = part.clone()
         out.append(part.view(template.dtype).reshape(rows, *template.shape[1:]))
         start += width
     return out
