@@ -7,6 +7,9 @@ rank 0 first, then rank 1's, and so on, each rank's rows in its batch order. A c
 acts as the single table would on the concatenation of every rank's batch in rank order: for
 an insert the last row of a key on the highest rank that has one wins, for ``find_or_insert``
 the first row on the lowest.
+
+Calls are collective: every rank makes the same calls on a table in the same order, from one
+thread (a second thread's call would pair with another call on the other ranks).
 """
 
 from __future__ import annotations
