@@ -37,8 +37,11 @@ _RENAMED = {"clear_join_cache": "clear", "release_host_memory": "release"}
 
 __all__ = ["ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED", "SUPERSEDED",
            "CacheMap", "HashMap", "HashSet", "JoinBuild", "JoinPlan", "MultiMap", "TableFullError",
-           "clear_join_cache", "explain_join", "factorize", "groupby", "join", "merge",
-           "release_host_memory"]
+           "clear_join_cache", "distributed", "explain_join", "factorize", "groupby", "join",
+           "merge", "release_host_memory"]
+
+# subpackages reached as attributes (gh.distributed.ShardedHashMap), imported on first use
+_SUBPACKAGES = ("distributed",)
 
 _loaded: dict[str, object] = {}
 _SHADOWED = ("join", "groupby")  # functions named as a subpackage: see _Package
@@ -52,6 +55,8 @@ def _load(name: str):
 
 
 def __getattr__(name: str):
+    if name in _SUBPACKAGES:  # imported on first use; the import binds it here
+        return importlib.import_module(f"{__name__}.{name}")
     if name in _MODULES:
         value = _load(name)
         if name not in _SHADOWED:

@@ -23,6 +23,15 @@ MIX_2 = 0xC4CEB9FE1A85EC53
 # key codes over the top bits that pick a part (the partitioned and streamed joins)
 GOLDEN = 0x9E3779B97F4A7C15
 DEFAULT_SEED = 0x2545F4914F6CDD1D  # a table's hash seed unless one is given
+# Which bits pick what. A table's hash mix64(key ^ seed) spends all 64 bits: the first bucket
+# takes the low 32, the second bucket the high 32, the bucket filter the low 3. The radix
+# partition takes the top bits of mix64(key ^ seed ^ GOLDEN). A sharded table's owner rank
+# takes the high 32 bits of mix64(key ^ SHARD_SALT), mapped onto the ranks by a multiply-high
+# (distributed/routing.py: owner_of). With no bit of the table's hash left over, the shard
+# hash is a second hash under its own salt: the keys one rank owns are a random subset, so
+# they spread over that rank's buckets and partitions as evenly as all keys would.
+SHARD_SALT = 0xB5026F5AA96619E9
+SHARD_BITS = 32  # the shard hash's bits that pick the owner: its high half
 
 
 def as_int64(value: int) -> int:

@@ -1,0 +1,149 @@
+"""The collective steps of a sharded call: every rank's rows to their owners and the owners'
+answers back, each by one ``torch.distributed.all_to_all_single``, and the agreement that
+makes a call fail on every rank or on none.
+
+A call opens with a header exchange: a small all-to-all in which every rank tells every other
+how many rows it sends, whether its own batch passed the checks, a code of the options that
+must be the same everywhere (``op=``, ``update_scores=``), and a few bytes every owner needs
+from every caller (a scalar ``init`` row). Only then do the rows travel, so a bad batch on one
+rank makes every rank raise before any table is touched, and no rank waits on a collective
+another rank left. Rows of several columns (keys, values, scores) travel as one byte matrix
+(one all-to-all a direction, any dtype, unsigned ones included, which gloo refuses).
+
+Example:
+    >>> import torch
+    >>> from gpuhash.distributed.exchange import pack, unpack
+    >>> keys, values = torch.tensor([1, 2]), torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> rows = pack([keys, values], 2)
+    >>> tuple(rows.shape), [t.tolist() for t in unpack(rows, [keys, values])]
+    ((2, 16), [[1, 2], [[1.0, 2.0], [3.0, 4.0]]])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import torch
+import torch.distributed as dist
+
+_HEADER_WORDS = 3  # rows sent, this rank's batch failed its checks, the options' code
+
+
+class PeerError(RuntimeError):
+    """Another rank's part of a collective call failed; this rank raises too, its table
+    unchanged by the call (or, for a failure while the owners applied the rows, as the message
+    says), so that every rank leaves the call together."""
+
+
+def _row_bytes(tensor: torch.Tensor) -> int:
+    return tensor.element_size() * math.prod(tensor.shape[1:])
+
+
+def pack(columns: list[torch.Tensor], rows: int) -> torch.Tensor:
+    """Columns of ``rows`` rows each, side by side as one ``(rows, bytes)`` uint8 matrix."""
+    parts = [c.contiguous().view(torch.uint8).reshape(rows, _row_bytes(c)) for c in columns]
+    return parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+
+
+def unpack(matrix: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The columns of a :func:`pack`ed matrix, each of its ``like``'s dtype and row shape."""
+    rows, start, out = matrix.shape[0], 0, []
+    for template in like:
+        width = _row_bytes(template)
+        part = matrix[:, start:start + width].contiguous().reshape(-1)
+        if part.storage_offset() % template.element_size():  # a slice of a one-row matrix
+            part = part.clone()
+        out.append(part.view(template.dtype).reshape(rows, *template.shape[1:]))
+        start += width
+    return out
+
+
+class Plan(NamedTuple):
+    """A call's row counts: ``send[r]`` rows go to rank r, ``receive[r]`` come from it, and
+    ``extras[r]`` (uint8) are the bytes rank r put in its header for this rank."""
+
+    send: list[int]
+    receive: list[int]
+    extras: torch.Tensor
+
+
+class Exchange:
+    """The all-to-all steps of one process group, on the tables' device."""
+
+    def __init__(self, group: Any, device: torch.device):
+        self.group = group
+        self.world = dist.get_world_size(group)
+        self.rank = dist.get_rank(group)
+        self.device = device
+
+    def open(self, counts: torch.Tensor | None, error: BaseException | None, *,
+             options: int = 0, extra: torch.Tensor | None = None,
+             what: str = "the call") -> Plan:
+        """The header exchange: each rank's row counts (``counts``, one per rank; None with an
+        ``error``), its failure flag and ``options`` code, and ``extra`` (uint8, the same for
+        every rank it goes to). Raises on every rank if any rank brought an error or options
+        unlike the others'. Synchronises with the device (the all-to-all of the rows takes its
+        sizes from the host)."""
+        extra_words = 0 if extra is None else -(-extra.numel() // 8)
+        header = torch.zeros(self.world, _HEADER_WORDS + extra_words, dtype=torch.int64,
+                             device=self.device)
+        if error is None:
+            header[:, 0] = counts
+            if extra is not None:
+                padded = torch.zeros(extra_words * 8, dtype=torch.uint8, device=self.device)
+                padded[:extra.numel()] = extra.reshape(-1)
+                header[:, _HEADER_WORDS:] = padded.view(torch.int64)
+        else:
+            header[:, 1] = 1
+        header[:, 2] = options
+        received = torch.empty_like(header)
+        dist.all_to_all_single(received, header, group=self.group)
+        mine, theirs = header[:, :_HEADER_WORDS].tolist(), received[:, :_HEADER_WORDS].tolist()
+        failed = [rank for rank, row in enumerate(theirs) if row[1]]
+        if failed:
+            self._fail(error, failed, what)
+        if any(row[2] != options for row in theirs):
+            codes = sorted({row[2] for row in theirs})
+            raise ValueError(f"the ranks passed different options to {what} (codes {codes}): "
+                             f"every rank must pass the same ones")
+        extras = received[:, _HEADER_WORDS:].contiguous().view(torch.uint8)
+        return Plan([row[0] for row in mine], [row[0] for row in theirs], extras)
+
+    def agree(self, error: BaseException | None, what: str) -> None:
+        """Raise on every rank if ``error`` is set on any (an all-reduce of a flag)."""
+        flags = torch.zeros(self.world, dtype=torch.int32, device=self.device)
+        if error is not None:
+            flags[self.rank] = 1
+        dist.all_reduce(flags, group=self.group)
+        failed = flags.nonzero().flatten().tolist()
+        if failed:
+            self._fail(error, failed, what)
+
+    def _fail(self, error: BaseException | None, failed: list[int], what: str):
+        # the failure path only: every rank learns every failing rank's message
+        messages: list[Any] = [None] * self.world
+        mine = None if error is None else f"{type(error).__name__}: {error}"
+        dist.all_gather_object(messages, mine, group=self.group)
+        if error is not None:
+            raise error
+        told = "; ".join(f"rank {rank}: {messages[rank]}" for rank in failed)
+        raise PeerError(f"{what} failed on another rank, so it raises here too ({told})")
+
+    def forward(self, plan: Plan, rows: torch.Tensor) -> torch.Tensor:
+        """Rows grouped by owner (``plan.send`` of them for each rank, in rank order) to their
+        owners; returns the rows this rank owns, grouped by the rank that sent them."""
+        return self._all_to_all(rows, plan.receive, plan.send)
+
+    def backward(self, plan: Plan, rows: torch.Tensor) -> torch.Tensor:
+        """The owners' answers, in the order :meth:`forward` delivered the rows, back to the
+        ranks that sent them; returns them in the order this rank sent its rows."""
+        return self._all_to_all(rows, plan.send, plan.receive)
+
+    def _all_to_all(self, rows: torch.Tensor, out_splits: list[int],
+                    in_splits: list[int]) -> torch.Tensor:
+        if self.world == 1:  # nothing travels
+            return rows
+        out = rows.new_empty((sum(out_splits), rows.shape[1]))
+        dist.all_to_all_single(out, rows, out_splits, in_splits, group=self.group)
+        return out
