@@ -207,8 +207,9 @@ class CacheWhole(CacheCore):
 
     def merge_from(self, source: Any, *, chunk_slots: int = 1 << 22,
                    stream: Any = None) -> None:
-        """Insert every entry of ``source`` (a CacheMap, or the path of a saved one) with its
-        value and its own score, whatever this cache's policy: a key present here takes the
+        """Insert every entry of ``source`` (a CacheMap, the path of a saved one, or a tuple
+        ``(keys, values, scores)`` as ``export`` gives) with its value and its own score,
+        whatever this cache's policy: a key present here takes the
         source's value and score; where a pair of buckets is full the lowest scores go, as in
         any write. So a checkpoint restores into a cache of another capacity or bucket shape,
         or into one already holding entries (resharding one merges several). The source is
@@ -226,11 +227,17 @@ class CacheWhole(CacheCore):
             >>> sorted(zip(*[t.tolist() for t in b.export()[::2]]))
             [(1, 5), (2, 6)]
         """
+        if isinstance(source, tuple) and len(source) == 3:
+            keys, values, scores = source
+            with self._order.lock:
+                self._write(UPSERT, keys, values, scores=scores, stream=stream, unique=True,
+                            exact_scores=True, tick=False)
+            return
         if isinstance(source, (str, Path)):
             source = type(self).load(source, device="cpu")
         if not isinstance(source, CacheWhole):
-            raise TypeError(f"source must be a CacheMap or the path of a saved one, got "
-                            f"{type(source).__name__}")
+            raise TypeError(f"source must be a CacheMap, the path of a saved one or a tuple "
+                            f"(keys, values, scores), got {type(source).__name__}")
         if isinstance(chunk_slots, bool) or not isinstance(chunk_slots, int) or chunk_slots < 1:
             raise ValueError(f"chunk_slots must be a positive int, got {chunk_slots!r}")
         mine, theirs = self._state.spec, source._state.spec

@@ -10,7 +10,6 @@ not once a row; ``default`` never travels (the caller fills its own missing rows
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
@@ -82,16 +81,24 @@ class ShardedCacheMap(ShardedBase):
         if values is not None or not optional_values:
             columns.append(_arrays.check_values(values, local.spec, local.device, bits.shape[0],
                                                 name=name))
-        # the single cache's own check and messages (scores only under policy "custom")
+        # the single cache's own check and messages (scores required under policy "custom")
         given = local._scores(scores, bits.shape[0])
         if given is not None:
             columns.append(given)
         return bits, kind, columns, None
 
     def _split(self, columns: list[torch.Tensor], with_values: bool = True) -> tuple[Any, Any]:
+        """(values, scores) of the received columns: scores travel where the callers gave
+        them (every rank alike: the options' code says so, _scored)."""
         values = columns[0] if with_values else None
-        scores = columns[-1] if self._local.policy == "custom" else None
+        scores = columns[-1] if len(columns) > int(with_values) else None
         return values, scores
+
+    @staticmethod
+    def _scored(code: int, scores: Any) -> int:
+        """An options' code that also says whether this rank gave scores, so ranks that
+        differ raise rather than send columns the owners would misread."""
+        return 2 * code + int(scores is not None)
 
     # --- writes ------------------------------------------------------------------------------
     def insert_or_assign(self, keys: Any, values: Any, *, scores: Any = None) -> Any:
@@ -112,7 +119,8 @@ class ShardedCacheMap(ShardedBase):
             given, score = self._split(columns)
             return [self._local.insert_or_assign(bits, given, scores=score)]
         kind, (status,) = self._call("insert_or_assign",
-                                     lambda: self._rows(keys, values, scores), apply)
+                                     lambda: self._rows(keys, values, scores), apply,
+                                     options=self._scored(1, scores))
         return _arrays.to_kind(status, kind)
 
     def insert_and_evict(self, keys: Any, values: Any, *,
@@ -127,11 +135,12 @@ class ShardedCacheMap(ShardedBase):
             evicted.append(out)
             return [status]
         kind, (status,) = self._call("insert_and_evict",
-                                     lambda: self._rows(keys, values, scores), apply)
+                                     lambda: self._rows(keys, values, scores), apply,
+                                     options=self._scored(1, scores))
         return _arrays.to_kind(status, kind), evicted[0]
 
     def assign(self, keys: Any, values: Any = None, *, scores: Any = None) -> Any:
-        """Assign values (and ``custom`` scores) of present keys only; found per row (True on
+        """Assign values (and scores, if given) of present keys only; found per row (True on
         the row applied). Collective."""
         with_values = values is not None
 
@@ -140,13 +149,14 @@ class ShardedCacheMap(ShardedBase):
             return [self._local.assign(bits, given, scores=score)]
         kind, (found,) = self._call(
             "assign", lambda: self._rows(keys, values, scores, optional_values=True), apply,
-            options=int(with_values) + 1)  # every rank with values, or every rank without
+            # every rank with values, or every rank without; and the same for scores
+            options=self._scored(int(with_values) + 1, scores))
         return _arrays.to_kind(found, kind)
 
     def accum_or_assign(self, keys: Any, values: Any, accumulate: Any, *,
                         scores: Any = None) -> Any:
-        """Rows with ``accumulate`` set add to a present key's value, the others insert or
-        assign (:meth:`CacheMap.accum_or_assign`); each row's status. Collective."""
+        """Rows with ``accumulate`` set add to a present key's value, the others insert an
+        absent key (:meth:`CacheMap.accum_or_assign`); each row's status. Collective."""
         local = self._local
 
         def check() -> Checked:
@@ -163,7 +173,8 @@ class ShardedCacheMap(ShardedBase):
         def apply(bits, columns, plan) -> list[torch.Tensor]:
             given, score = self._split(columns[:-1])
             return [local.accum_or_assign(bits, given, columns[-1], scores=score)]
-        kind, (status,) = self._call("accum_or_assign", check, apply)
+        kind, (status,) = self._call("accum_or_assign", check, apply,
+                                     options=self._scored(1, scores))
         return _arrays.to_kind(status, kind)
 
     def find_or_insert(self, keys: Any, *, init: Any = 0, scores: Any = None) -> tuple[Any, Any]:
@@ -205,7 +216,7 @@ class ShardedCacheMap(ShardedBase):
                 rows, score = repeat_extras(plan, template), self._split(columns, False)[1]
             return list(local.find_or_insert(bits, init=rows, scores=score))
         kind, (values, found) = self._call("find_or_insert", check, apply,
-                                           options=int(per_row_given) + 1)
+                                           options=self._scored(int(per_row_given) + 1, scores))
         return _arrays.to_kind(values, kind), _arrays.to_kind(found, kind)
 
     # --- reads and removal -------------------------------------------------------------------
@@ -299,14 +310,8 @@ class ShardedCacheMap(ShardedBase):
         dtype = _arrays.SIGNED_VIEW.get(values.dtype, values.dtype)
         values = values.view(dtype).index_select(0, mine).view(values.dtype).to(local.device)
         scores = scores.view(torch.int64).index_select(0, mine).to(local.device)
-        # the entries come in with their saved scores as under policy "custom", the policy
-        # the cache's own growth moves entries by (cache/base.py: _rehash)
-        state = local._state
-        state.spec = dataclasses.replace(state.spec, policy="custom")
-        try:
-            local.insert_or_assign(keys, values, scores=scores)
-        finally:
-            state.spec = dataclasses.replace(state.spec, policy=shard.spec.policy)
+        # the entries come in with their saved scores, whatever the policy
+        local.merge_from((keys, values, scores))
         # the saved counters: a shard's step and epoch go on from the largest saved
         local._step = max(local._step, shard._step)
         local._epoch = max(local._epoch, shard._epoch)
