@@ -34,72 +34,98 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
     __shared__ GhTally tally;
     gh_tally_begin(tally);
     gh_i64 added = 0;
-    for (gh_u64 r = gh_row(); r < n; r += gh_stride()) {
-        if (!acting[r]) {
-            status[r] = GH_SUPERSEDED;
-            index[r] = -1;
-            found[r] = 0;
-            continue;
+    // Wide rows are copied by the whole warp (gh_warp_copy) once its rows have decided, each
+    // lane's copies noted meanwhile (at most two: the value it returns, and the row it writes
+    // to its slot): a thread copying a wide row of its own left writes far behind finds. The
+    // lanes take consecutive rows and leave the loop together for it. Narrow rows (up to 32
+    // bytes, two 16-byte words) are copied where they are decided, as before.
+    constexpr bool WARP_COPY = C::VALUE_BYTES > 32;
+    const auto copy = [](char* dst, const char* src, const char*& noted_src, char*& noted_dst) {
+        if (WARP_COPY) {
+            noted_src = src;
+            noted_dst = dst;
+        } else {
+            gh_copy_value<C::VALUE_BYTES>(dst, src);
         }
-        const gh_u64 key = rows[r];
-        const char* row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
-        char* mine_out = out == nullptr ? nullptr : out + r * C::VALUE_BYTES;
-        if (key >= GH_LOCKED) {  // the two reserved keys: no entry may hold them
-            if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, row);
-            status[r] = GH_REFUSED;
+    };
+    const int lane = threadIdx.x & 31;
+    for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
+        const gh_u64 r = base + lane;
+        const char* out_src = nullptr;  // this row's value out, and its row into its slot
+        char* out_dst = nullptr;
+        const char* in_src = nullptr;
+        char* in_dst = nullptr;
+        if (r < n) do {
+            if (!acting[r]) {
+                status[r] = GH_SUPERSEDED;
+                index[r] = -1;
+                found[r] = 0;
+                break;
+            }
+            const gh_u64 key = rows[r];
+            const char* row = has_values ? in_values + r * value_stride * C::VALUE_BYTES : nullptr;
+            char* mine_out = out == nullptr ? nullptr : out + r * C::VALUE_BYTES;
+            if (key >= GH_LOCKED) {  // the two reserved keys: no entry may hold them
+                if (mine_out != nullptr) copy(mine_out, row, out_src, out_dst);
+                status[r] = GH_REFUSED;
+                index[r] = -1;
+                found[r] = 0;
+                break;
+            }
+            const GhHome home = gh_home(t, key);
+            const gh_u32 digest = gh_digest(home.hash);
+            const bool adds = MODE == GH_ACCUMULATE && accumulate[r];
+            const bool has = given != nullptr;
+            const gh_u64 mine = has ? given[r] : 0;
+            const int rule = static_cast<int>(policy);
+            // Every row searches through the index (cache_index.cuh): one bucket, where the digest
+            // walk read one or two buckets' digests and a key word for each false match. (In an
+            // ASSIGN launch nothing adds an entry, so through the read-only path.) Only a row
+            // whose key is absent reads its buckets' digests, for the free slots a claim needs.
+            gh_i64 slot = gh_index_find<MODE != GH_ASSIGN>(t.index, t.index_buckets, home.hash, key);
+            found[r] = slot >= 0;
+            if (slot >= 0) {
+                if (mine_out != nullptr) copy(mine_out, t.value(slot), out_src, out_dst);
+                index[r] = slot;
+                if (MODE == GH_ACCUMULATE && !adds) {  // an assigning row leaves a present key be
+                    status[r] = GH_SKIPPED;
+                    break;
+                }
+                const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
+                t.scores[slot] = gh_new_score(rule, old, true, has, mine, step, epoch);
+                if (MODE != GH_FIND_OR_INSERT && !adds && row != nullptr) {
+                    copy(t.value(slot), row, in_src, in_dst);
+                }
+                status[r] = GH_ASSIGNED;
+                break;
+            }
+            if (mine_out != nullptr) copy(mine_out, row, out_src, out_dst);
             index[r] = -1;
-            found[r] = 0;
-            continue;
-        }
-        const GhHome home = gh_home(t, key);
-        const gh_u32 digest = gh_digest(home.hash);
-        const bool adds = MODE == GH_ACCUMULATE && accumulate[r];
-        const bool has = given != nullptr;
-        const gh_u64 mine = has ? given[r] : 0;
-        const int rule = static_cast<int>(policy);
-        // Every row searches through the index (cache_index.cuh): one bucket, where the digest
-        // walk read one or two buckets' digests and a key word for each false match. (In an
-        // ASSIGN launch nothing adds an entry, so through the read-only path.) Only a row
-        // whose key is absent reads its buckets' digests, for the free slots a claim needs.
-        gh_i64 slot = gh_index_find<MODE != GH_ASSIGN>(t.index, t.index_buckets, home.hash, key);
-        found[r] = slot >= 0;
-        if (slot >= 0) {
-            if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, t.value(slot));
-            index[r] = slot;
-            if (MODE == GH_ACCUMULATE && !adds) {  // an assigning row leaves a present key be
+            if (MODE == GH_ASSIGN || adds) {
                 status[r] = GH_SKIPPED;
-                continue;
+                break;
             }
-            const gh_u64 old = gh_reads_score(rule) ? t.scores[slot] : 0;
-            t.scores[slot] = gh_new_score(rule, old, true, has, mine, step, epoch);
-            if (MODE != GH_FIND_OR_INSERT && !adds && row != nullptr) {
-                gh_copy_value<C::VALUE_BYTES>(t.value(slot), row);
+            GhMasks<C> m1, m2;
+            gh_bucket_masks<C, true>(t, home.b1, 0u, m1);
+            if (home.b2 != home.b1) gh_bucket_masks<C, true>(t, home.b2, 0u, m2);
+            else m2 = m1;
+            slot = gh_cache_claim_free(t, home, key, m1, m2);
+            if (slot < 0) {
+                status[r] = GH_TO_EVICT;
+                break;
             }
-            status[r] = GH_ASSIGNED;
-            continue;
+            if (row != nullptr) copy(t.value(slot), row, in_src, in_dst);
+            t.scores[slot] = gh_new_score(rule, 0, false, has, mine, step, epoch);
+            t.digests[slot] = static_cast<gh_u8>(digest);
+            gh_index_insert(t.index, t.index_buckets, home.hash, key, slot);
+            status[r] = GH_INSERTED;
+            index[r] = slot;
+            ++added;
+        } while (false);
+        if (WARP_COPY) {  // the value out first: it may be the slot's before the row lands
+            gh_warp_copy<C::VALUE_BYTES>(out_src, out_dst);
+            gh_warp_copy<C::VALUE_BYTES>(in_src, in_dst);
         }
-        if (mine_out != nullptr) gh_copy_value<C::VALUE_BYTES>(mine_out, row);
-        index[r] = -1;
-        if (MODE == GH_ASSIGN || adds) {
-            status[r] = GH_SKIPPED;
-            continue;
-        }
-        GhMasks<C> m1, m2;
-        gh_bucket_masks<C, true>(t, home.b1, 0u, m1);
-        if (home.b2 != home.b1) gh_bucket_masks<C, true>(t, home.b2, 0u, m2);
-        else m2 = m1;
-        slot = gh_cache_claim_free(t, home, key, m1, m2);
-        if (slot < 0) {
-            status[r] = GH_TO_EVICT;
-            continue;
-        }
-        if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(slot), row);
-        t.scores[slot] = gh_new_score(rule, 0, false, has, mine, step, epoch);
-        t.digests[slot] = static_cast<gh_u8>(digest);
-        gh_index_insert(t.index, t.index_buckets, home.hash, key, slot);
-        status[r] = GH_INSERTED;
-        index[r] = slot;
-        ++added;
     }
     gh_tally_end(tally, &t.counts[0], added);
 }
