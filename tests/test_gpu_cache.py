@@ -141,9 +141,10 @@ def evictions_lose_nothing(device, width, hbm_buckets, pairs):
         status = status.cpu()
         assert set(status.unique().tolist()) <= {gh.INSERTED, gh.ASSIGNED,
                                                   gh.INSERTED_EVICTING, gh.REFUSED}
-        assert int((status == gh.INSERTED_EVICTING).sum()) == gone.numel()
-        admitted = status != gh.REFUSED
-        stored.update(zip(keys[admitted].tolist(), scores[admitted].tolist()))
+        # the output: every evicted entry, then every refused row (HierarchicalKV's contract)
+        assert int((status == gh.INSERTED_EVICTING).sum()) + int(
+            (status == gh.REFUSED).sum()) == gone.numel()
+        stored.update(zip(keys.tolist(), scores.tolist()))
         # an entry may be evicted by a later row of the batch that admitted it
         for key, score, row in zip(gone.cpu().tolist(), gone_scores.view(torch.int64).cpu(
                 ).tolist(), gone_values.cpu().tolist()):
