@@ -8,7 +8,8 @@ Example:
     [1.5]
 
 The public names are imported on first use (PEP 562), so ``import gpuhash`` and the command
-line's ``--help`` do not pay for torch, numba or pyarrow.
+line's ``--help`` do not pay for torch, numba or pyarrow. ``gh.dask`` (``gh.dask.merge``,
+``gh.dask.groupby``) is the module of Dask adapters, imported (with Dask) on first use too.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ _MODULES = {
     "clear_join_cache": "gpuhash.join.pool",
     "release_host_memory": "gpuhash._common.host_buffers",
 }
+# modules reached as attributes: gh.dask (the Dask adapters; needs the dask extra)
+_SUBMODULES = {"dask": "gpuhash.dask"}
 _RENAMED = {"clear_join_cache": "clear", "release_host_memory": "release"}
 
 __all__ = ["ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED", "SUPERSEDED",
@@ -52,6 +55,8 @@ def _load(name: str):
 
 
 def __getattr__(name: str):
+    if name in _SUBMODULES:  # importing it binds it here, so later lookups skip this
+        return importlib.import_module(_SUBMODULES[name])
     if name in _MODULES:
         value = _load(name)
         if name not in _SHADOWED:
@@ -61,7 +66,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
 
 
 def _function_over_subpackage(name: str) -> property:
