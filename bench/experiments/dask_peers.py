@@ -11,7 +11,9 @@ merge`` / ``gpuhash bench groupby`` make them, as pandas frames split into ``--p
 partitions. Joins: j1 x inner small on id1 and j2-j4 x with medium (a broadcast side: one
 partition), j5 x inner big on id3 (both sides shuffled). Group-bys: db-benchmark's q1-q6 and
 q10 (q6's median takes gh's shuffle plan; the others its tree of partials). Writes the
-device, date, commit, sizes, timings and speedups (Dask's time / gh's) as JSON.
+device, date, commit, sizes, timings and speedups (Dask's time / gh's) as JSON. Worker
+processes inherit the environment: ``NUMBA_NUM_THREADS=1`` gives the CPU engine one thread a
+worker (recorded in the JSON).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -145,8 +148,11 @@ def main(argv: list[str] | None = None) -> int:
               "dask": __import__("dask").__version__, "rows": rows,
               "partitions": args.partitions, "workers": args.workers,
               "threads_per_worker": args.threads_per_worker,
-              "processes": not args.in_process, "method": "wall clock of compute(), best of "
-              "3 after a warm-up run, data persisted on the workers", "joins": {},
+              "processes": not args.in_process,
+              # numba's threads a worker (unset: one a core), beside Dask's own worker threads
+              "numba_num_threads": os.environ.get("NUMBA_NUM_THREADS"),
+              "method": "wall clock of compute(), best of 3 after a warm-up run, data "
+              "persisted on the workers", "joins": {},
               "groupbys": {}}
     with distributed.LocalCluster(n_workers=args.workers,
                                   threads_per_worker=args.threads_per_worker,
