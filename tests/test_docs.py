@@ -25,7 +25,8 @@ import gpuhash
 # the modules users read: each must show at least one example
 PUBLIC = {"gpuhash", "gpuhash.table.hash_map", "gpuhash.table.multimap", "gpuhash.table.format",
           "gpuhash.cache.api", "gpuhash.cache.format", "gpuhash.join.api", "gpuhash.join.merge",
-          "gpuhash.distributed", "gpuhash.distributed.tables", "gpuhash.distributed.cache_map"}
+          "gpuhash.distributed", "gpuhash.distributed.tables", "gpuhash.distributed.cache_map",
+          "gpuhash.dask", "gpuhash.dask.merging", "gpuhash.dask.grouping"}
 # code that drives the GPU: its examples (if any) need a device
 NEEDS_CUDA = ("gpuhash._common.cuda", "gpuhash.table.cuda", "gpuhash.cache.cuda",
               "gpuhash.join.cuda", "gpuhash.cache.values")

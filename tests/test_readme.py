@@ -24,7 +24,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
-OPTIONAL = ("pyarrow", "pandas", "polars")  # the join extra and test dependencies
+OPTIONAL = ("pyarrow", "pandas", "polars", "dask")  # the join and dask extras, and the tests'
+# dependencies
 
 
 def _blocks(language: str) -> list[str]:

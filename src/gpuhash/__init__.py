@@ -8,7 +8,8 @@ Example:
     [1.5]
 
 The public names are imported on first use (PEP 562), so ``import gpuhash`` and the command
-line's ``--help`` do not pay for torch, numba or pyarrow.
+line's ``--help`` do not pay for torch, numba or pyarrow. ``gh.dask`` (``gh.dask.merge``,
+``gh.dask.groupby``) is the module of Dask adapters, imported (with Dask) on first use too.
 """
 
 from __future__ import annotations
@@ -33,15 +34,15 @@ _MODULES = {
     "clear_join_cache": "gpuhash.join.pool",
     "release_host_memory": "gpuhash._common.host_buffers",
 }
+# modules reached as attributes, imported on first use: gh.distributed (sharded tables) and
+# gh.dask (the Dask adapters; needs the dask extra, so it stays out of __all__)
+_SUBMODULES = {"distributed": "gpuhash.distributed", "dask": "gpuhash.dask"}
 _RENAMED = {"clear_join_cache": "clear", "release_host_memory": "release"}
 
 __all__ = ["ASSIGNED", "INSERTED", "INSERTED_EVICTING", "REFUSED", "SKIPPED", "SUPERSEDED",
            "CacheMap", "HashMap", "HashSet", "JoinBuild", "JoinPlan", "MultiMap", "TableFullError",
            "clear_join_cache", "distributed", "explain_join", "factorize", "groupby", "join",
            "merge", "release_host_memory"]
-
-# subpackages reached as attributes (gh.distributed.ShardedHashMap), imported on first use
-_SUBPACKAGES = ("distributed",)
 
 _loaded: dict[str, object] = {}
 _SHADOWED = ("join", "groupby")  # functions named as a subpackage: see _Package
@@ -55,8 +56,8 @@ def _load(name: str):
 
 
 def __getattr__(name: str):
-    if name in _SUBPACKAGES:  # imported on first use; the import binds it here
-        return importlib.import_module(f"{__name__}.{name}")
+    if name in _SUBMODULES:  # importing it binds it here, so later lookups skip this
+        return importlib.import_module(_SUBMODULES[name])
     if name in _MODULES:
         value = _load(name)
         if name not in _SHADOWED:
@@ -66,7 +67,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
 
 
 def _function_over_subpackage(name: str) -> property:

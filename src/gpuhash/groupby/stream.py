@@ -42,6 +42,35 @@ def _partials(spec: AggSpec, index: int) -> dict[str, Any]:
             f"{name}_var": (spec.column, "var")}  # var and std
 
 
+def partial_plan(specs: list[AggSpec]) -> tuple[list[dict[str, Any]], dict[str, list]]:
+    """Each requested output's partial columns (``_partials``), and the aggregations a chunk's
+    group-by computes for them: value column -> aggregation names, each once."""
+    plan = [_partials(spec, i) for i, spec in enumerate(specs)]
+    asked: dict[str, list] = {}
+    for partial in plan:
+        for column, agg in partial.values():
+            if agg not in asked.setdefault(column, []):
+                asked[column].append(agg)
+    return plan, asked
+
+
+def chunk_partials(chunk, by: list[str], plan, asked, *, dropna: bool, device: Any):
+    """One chunk's (a pyarrow Table's) partial aggregates: the keys, then one column per
+    partial under its own name (``partial_plan``)."""
+    import pyarrow as pa
+
+    import gpuhash as gh
+
+    grouped = gh.groupby(chunk, by, {c: list(a) for c, a in asked.items()}, dropna=dropna,
+                         device=device)
+    renamed = {}
+    for partial in plan:
+        for name, (column, agg) in partial.items():
+            alone = len(asked[column]) == 1 and column not in by  # groupby's naming
+            renamed[name] = grouped.column(column if alone else f"{column}_{agg}")
+    return pa.table({**{k: grouped.column(k) for k in by}, **renamed})
+
+
 def group_chunks(chunks: Iterable, by: list[str], aggs: Any, *, sort: bool, dropna: bool,
                  device: Any, explain: bool = False):
     """The group-by of the rows of every chunk (pyarrow Tables) as one pyarrow Table."""
@@ -62,23 +91,9 @@ def group_chunks(chunks: Iterable, by: list[str], aggs: Any, *, sort: bool, drop
         merged = pa.concat_tables(parts) if parts else None
         return gh.groupby(merged, by, {spec.column: (spec.name, spec.parameter)}, sort=sort,
                           dropna=dropna, device=device, explain=explain)
-    plan = [_partials(spec, i) for i, spec in enumerate(specs)]
-    asked: dict[str, list] = {}
-    for partial in plan:
-        for column, agg in partial.values():
-            if agg not in asked.setdefault(column, []):
-                asked[column].append(agg)
-    parts = []
-    for chunk in chunks:
-        grouped = gh.groupby(chunk, by, {c: list(a) for c, a in asked.items()},
-                             dropna=dropna, device=device)
-        # the partials under their own names: one column per (value column, aggregation)
-        renamed = {}
-        for partial in plan:
-            for name, (column, agg) in partial.items():
-                alone = len(asked[column]) == 1 and column not in by  # groupby's naming
-                renamed[name] = grouped.column(column if alone else f"{column}_{agg}")
-        parts.append(pa.table({**{k: grouped.column(k) for k in by}, **renamed}))
+    plan, asked = partial_plan(specs)
+    parts = [chunk_partials(chunk, by, plan, asked, dropna=dropna, device=device)
+             for chunk in chunks]
     if not parts:
         raise ValueError("no chunk to group: the input has no rows batch")
     partials = pa.concat_tables(parts, promote_options="permissive")
@@ -167,4 +182,56 @@ def _merge(partials, by, specs, plan, *, sort, dropna, device, explain):
                 var = (m2 + spread) / (n - 1)
             out = np.sqrt(np.maximum(var, 0.0)) if spec.name == "std" else var
             columns[spec.output] = pa.array(out, mask=n < 2)
+    return pa.table(columns)
+
+
+def merge_partials(partials, by: list[str], specs: list[AggSpec], plan, *, sort: bool,
+                   dropna: bool, device: Any, explain: bool = False):
+    """The requested outputs (a pyarrow Table) from partial aggregates: chunks' (or
+    ``combine_partials``') tables concatenated."""
+    return _merge(partials, by, specs, plan, sort=sort, dropna=dropna, device=device,
+                  explain=explain)
+
+
+def combine_partials(partials, by: list[str], specs: list[AggSpec], plan, *, dropna: bool,
+                     device: Any):
+    """Partial aggregates of several chunks (their tables concatenated) merged into one
+    table of the same columns, a group a row: a level of a tree reduction, whose result
+    combines again or ends in ``merge_partials``. A variance's partials (count, mean, var)
+    merge by Chan's formula as ``_merge`` does, then become a count, a mean and a var
+    again."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import gpuhash as gh
+
+    spreads = [i for i, spec in enumerate(specs) if spec.name in ("var", "std")]
+    if spreads:
+        partials = _with_distances(partials, by, spreads, dropna=dropna, device=device)
+    final = {}
+    for i, partial in enumerate(plan):
+        if i in spreads:
+            final.update(dict.fromkeys((f"__{i}_count", f"__{i}_nm", f"__{i}_m2",
+                                        f"__{i}_spread"), "sum"))
+            continue
+        for name in partial:
+            agg = name.rsplit("_", 1)[1]
+            final[name] = "sum" if agg in ADDED else agg  # a mean's sum and count add up
+    merged = gh.groupby(partials, by, final, dropna=dropna, device=device)
+    columns = {k: merged.column(k) for k in by}
+    for i, partial in enumerate(plan):
+        if i not in spreads:
+            columns.update({name: merged.column(name) for name in partial})
+            continue
+        count = merged.column(f"__{i}_count")
+        n = np.asarray(count, dtype=np.float64)
+        total = np.asarray(merged.column(f"__{i}_nm"), dtype=np.float64)
+        m2 = np.asarray(merged.column(f"__{i}_m2"), dtype=np.float64)
+        spread = np.asarray(merged.column(f"__{i}_spread"), dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean, var = total / n, (m2 + spread) / (n - 1)
+        columns[f"__{i}_count"] = pc.cast(count, pa.int64())
+        columns[f"__{i}_mean"] = pa.array(mean, mask=n < 1)
+        columns[f"__{i}_var"] = pa.array(var, mask=n < 2)
     return pa.table(columns)

@@ -1,0 +1,66 @@
+"""What both Dask adapters share: checks of their inputs at the edge, and each partition's
+answer made to carry the dtypes its ``meta`` promised.
+
+The dtypes of a pandas join or group-by hang on the data (an int column a left join leaves
+empty on some rows comes out float64), so partitions of one result could disagree with each
+other and with ``meta``; every partition's answer is cast to ``meta``'s dtypes, which are
+chosen as the widest the operation can give.
+
+Example:
+    >>> import pandas as pd
+    >>> conform(pd.DataFrame({"a": [1, 2]}), pd.DataFrame({"a": [0.5]}).iloc[:0]).dtypes
+    a    float64
+    dtype: object
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+
+def dask_frame(value: Any, argument: str):
+    """``value`` if it is a dask DataFrame; else a TypeError saying how to make one."""
+    try:
+        import dask.dataframe as dd
+    except ImportError as error:
+        raise ImportError(f"gh.dask needs Dask ({error}): pip install \"gpuhash[dask]\"") from (
+            error)
+
+    if isinstance(value, dd.DataFrame):
+        return value
+    kind = f"{type(value).__module__.split('.')[0]}.{type(value).__name__}"
+    fix = (f"wrap it: dd.from_pandas({argument}, npartitions=...)"
+           if isinstance(value, pd.DataFrame) else
+           "call gh.merge / gh.groupby on it, or make a dask DataFrame of it")
+    raise TypeError(f"{argument} must be a dask DataFrame (dask.dataframe.DataFrame), got "
+                    f"{kind}; {fix}")
+
+
+def column_names(value: Any, argument: str) -> list[str]:
+    """A column name or a list of them, as a list; else a ValueError naming the argument."""
+    names = [value] if isinstance(value, str) else (
+        list(value) if isinstance(value, (list, tuple)) else None)
+    if not names or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{argument} must be a column name or a list of them, got {value!r}")
+    return names
+
+
+def check_columns(names: list[str], frame, argument: str, side: str = "") -> None:
+    """A KeyError naming the argument and the columns there are, for a name ``frame``
+    lacks."""
+    for name in names:
+        if name not in frame.columns:
+            where = f"the {side} dask DataFrame" if side else "the dask DataFrame"
+            raise KeyError(f"{argument} names column {name!r}, which {where} lacks; it has "
+                           f"{list(frame.columns)}")
+
+
+def conform(frame: pd.DataFrame, meta: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each column cast to ``meta``'s dtype where the two differ."""
+    if list(frame.columns) != list(meta.columns):
+        return frame  # dask's own check of the columns names the difference
+    changed = {name: meta.dtypes[name] for name in meta.columns
+               if frame.dtypes[name] != meta.dtypes[name]}
+    return frame.astype(changed) if changed else frame
