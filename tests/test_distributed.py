@@ -9,6 +9,7 @@ that fails reports its traceback, and a rank that hangs fails the test instead o
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import subprocess
@@ -25,15 +26,22 @@ SPAWN = multiprocessing.get_context("spawn")
 LIMIT_S = 120  # a world's time, numba's first load in each child included
 
 
-def _child(scenario: str, rank: int, world: int, folder: str, queue) -> None:
+def _child(scenario: str, rank: int, world: int, folder: str, queue, backend: str) -> None:
     import torch.distributed as dist
 
     try:
         torch.set_num_threads(1)
-        dist.init_process_group("gloo", init_method="file://" + os.path.join(folder, "init"),
-                                rank=rank, world_size=world, timeout=timedelta(seconds=60))
+        options = {}
+        if backend == "nccl":  # a GPU a rank, as torchrun sets it up
+            torch.cuda.set_device(rank)
+            options["device_id"] = torch.device("cuda", rank)
+        dist.init_process_group(backend, init_method="file://" + os.path.join(folder, "init"),
+                                rank=rank, world_size=world, timeout=timedelta(seconds=60),
+                                **options)
         try:
-            globals()[scenario](rank, world, folder)
+            module, _, name = scenario.rpartition(":")  # "module:function" from another file
+            run = getattr(importlib.import_module(module), name) if module else globals()[name]
+            run(rank, world, folder)
         finally:
             dist.destroy_process_group()
         queue.put((rank, None))
@@ -41,16 +49,16 @@ def _child(scenario: str, rank: int, world: int, folder: str, queue) -> None:
         queue.put((rank, traceback.format_exc()))
 
 
-def run_world(scenario: str, world: int, folder) -> None:
-    """Run ``scenario(rank, world, folder)`` on ``world`` gloo ranks; fail on any rank's
-    error or on a hang."""
+def run_world(scenario: str, world: int, folder, backend: str = "gloo") -> None:
+    """Run ``scenario(rank, world, folder)`` on ``world`` ranks of ``backend`` (gloo: CPU
+    processes; nccl: a GPU each); fail on any rank's error or on a hang."""
     folder = str(folder)
     os.makedirs(folder, exist_ok=True)
     init = os.path.join(folder, "init")
     if os.path.exists(init):
         os.remove(init)
     queue = SPAWN.Queue()
-    ranks = [SPAWN.Process(target=_child, args=(scenario, rank, world, folder, queue))
+    ranks = [SPAWN.Process(target=_child, args=(scenario, rank, world, folder, queue, backend))
              for rank in range(world)]
     for process in ranks:
         process.start()
