@@ -9,6 +9,7 @@ that fails reports its traceback, and a rank that hangs fails the test instead o
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import multiprocessing
 import os
@@ -29,6 +30,9 @@ LIMIT_S = 120  # a world's time, numba's first load in each child included
 def _child(scenario: str, rank: int, world: int, folder: str, queue, backend: str) -> None:
     import torch.distributed as dist
 
+    # a rank still running near the limit prints where every thread of it is (to the test's
+    # stderr), so a hang names its place rather than only its rank
+    faulthandler.dump_traceback_later(LIMIT_S - 15)
     try:
         torch.set_num_threads(1)
         options = {}
