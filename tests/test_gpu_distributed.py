@@ -19,6 +19,13 @@ def _worlds() -> list[int]:
     return [w for w in (2, 4) if w <= count] or [2]
 
 
+def check(ok: bool, what: str) -> None:
+    """An assertion every rank makes together: a failure on one rank raises on all of them,
+    naming the rank, rather than leaving the others waiting in their next collective."""
+    failed = [text for text in gathered(None if ok else what) if text is not None]
+    assert not failed, f"failed on {len(failed)} rank(s): {failed}"
+
+
 def gpu_map_and_cache(rank: int, world: int, folder: str) -> None:
     from gpuhash.distributed import ShardedCacheMap, ShardedHashMap, owner_of
 
@@ -32,18 +39,21 @@ def gpu_map_and_cache(rank: int, world: int, folder: str) -> None:
         keys = torch.cat(parts)
         inserted = table.insert(parts[rank], values_for(parts[rank], step))
         expected = model.insert(keys, values_for(keys, step))
-        assert torch.equal(inserted, expected[mine(parts, rank)]), step
-    assert len(table) == len(model)
+        check(torch.equal(inserted, expected[mine(parts, rank)]), f'rank {rank} insert step {step}')
+    n = len(table)
+    check(n == len(model), f'rank {rank} len {n} vs {len(model)}')
     probe = every_rank(7, world, high=6000)[rank].to(device)
     values, found = table.find(probe, default=-5.0)
     want, want_found = model.find(probe, default=-5.0)
-    assert torch.equal(found, want_found) and torch.equal(values, want)
+    check(torch.equal(found, want_found) and torch.equal(values, want), f'rank {rank} find')
     keys, values = table.items()
-    assert keys.device == device and bool((owner_of(keys, world) == rank).all())
+    check(keys.device == device and bool((owner_of(keys, world) == rank).all()),
+          f'rank {rank} owners')
     everything = {k: v for part in gathered((keys.tolist(), values.tolist()))
                   for k, v in zip(*part)}
     model_keys, model_values = model.items()
-    assert everything == dict(zip(model_keys.tolist(), model_values.tolist()))
+    check(everything == dict(zip(model_keys.tolist(), model_values.tolist())),
+          f'rank {rank} items')
 
     cache = ShardedCacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(8,),
                             capacity=1 << 14)
@@ -52,12 +62,14 @@ def gpu_map_and_cache(rank: int, world: int, folder: str) -> None:
     parts = [p.to(device) for p in every_rank(3, world, high=3000)]
     rows, found = cache.find_or_insert(parts[rank], init=1.5)
     want_rows, want_found = single.find_or_insert(torch.cat(parts), init=1.5)
-    assert torch.equal(found, want_found[mine(parts, rank)])
-    assert torch.equal(rows, want_rows[mine(parts, rank)])
+    check(torch.equal(found, want_found[mine(parts, rank)]), f'rank {rank} cache found')
+    check(torch.equal(rows, want_rows[mine(parts, rank)]), f'rank {rank} cache rows')
     status = cache.insert_or_assign(parts[rank], torch.ones(parts[rank].shape[0], 8,
                                                             device=device))
-    assert bool((status != gh.REFUSED).all())
-    assert len(cache) == len(single)
+    reserved = (parts[rank] == -1) | (parts[rank] == -2)  # the two keys a cache refuses
+    check(bool(((status != gh.REFUSED) | reserved).all()), f'rank {rank} refused')
+    n = len(cache)
+    check(n == len(single), f'rank {rank} cache len {n} vs {len(single)}')
 
 
 @pytest.mark.parametrize("world", _worlds())
