@@ -1,5 +1,6 @@
-"""What both Dask adapters share: checks of their inputs at the edge, and each partition's
-answer made to carry the dtypes its ``meta`` promised.
+"""What both Dask adapters share: checks of their inputs at the edge, each partition's
+answer made to carry the dtypes its ``meta`` promised, and the cores a task's CPU engine may
+use on a worker.
 
 The dtypes of a pandas join or group-by hang on the data (an int column a left join leaves
 empty on some rows comes out float64), so partitions of one result could disagree with each
@@ -15,6 +16,9 @@ Example:
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from contextlib import contextmanager
 from typing import Any
 
 import pandas as pd
@@ -64,3 +68,62 @@ def conform(frame: pd.DataFrame, meta: pd.DataFrame) -> pd.DataFrame:
     changed = {name: meta.dtypes[name] for name in meta.columns
                if frame.dtypes[name] != meta.dtypes[name]}
     return frame.astype(changed) if changed else frame
+
+
+def threads_by_host() -> dict[str, int] | None:
+    """The worker threads of the connected Dask cluster on each host (by address), or None
+    without a distributed client. Read where the graph is made, once a call."""
+    try:
+        from distributed import get_client
+
+        workers = get_client().scheduler_info(n_workers=-1)["workers"]
+    except (ImportError, ValueError):  # no distributed, or no client: the local schedulers
+        return None
+    totals: dict[str, int] = {}
+    for info in workers.values():
+        totals[info["host"]] = totals.get(info["host"], 0) + int(info["nthreads"])
+    return totals
+
+
+@contextmanager
+def task_cores(threads: dict[str, int] | None):
+    """Inside a Dask worker, the CPU engine's parallel loops use the host's cores shared out
+    among every worker thread on it: each worker process otherwise starts a thread a core for
+    each of its tasks, and on a host of several workers they crowd each other out (group-bys
+    ran 2-4x slower so). Outside a worker, or without the cluster's counts, nothing changes."""
+    if not threads:
+        yield
+        return
+    try:
+        from distributed import get_worker
+        from distributed.comm.addressing import get_address_host
+
+        host = get_address_host(get_worker().address)
+    except (ImportError, ValueError):
+        yield
+        return
+    import numba
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    share = max(1, (cores or 1) // max(1, threads.get(host, 1)))
+    before = numba.get_num_threads()  # a setting of this thread alone (numba's rule)
+    numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def with_task_cores(task: Callable, threads: dict[str, int] | None) -> Callable:
+    """``task`` run under ``task_cores(threads)`` (a module-level callable Dask can ship)."""
+    return _CoresTask(task, threads)
+
+
+class _CoresTask:
+    def __init__(self, task: Callable, threads: dict[str, int] | None):
+        self.task, self.threads = task, threads
+        self.__name__ = getattr(task, "__name__", "task")  # Dask names the graph's keys so
+
+    def __call__(self, *args, **kwargs):
+        with task_cores(self.threads):
+            return self.task(*args, **kwargs)

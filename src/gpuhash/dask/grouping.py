@@ -28,7 +28,14 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from gpuhash.dask.frames import check_columns, column_names, conform, dask_frame
+from gpuhash.dask.frames import (
+    check_columns,
+    column_names,
+    conform,
+    dask_frame,
+    threads_by_host,
+    with_task_cores,
+)
 from gpuhash.groupby.specs import AggSpec, parse_aggs
 
 Method = Literal["auto", "tree", "shuffle"]
@@ -130,7 +137,8 @@ def _meta(frame: pd.DataFrame, keys: list[str], aggs: Any, *, sort: bool,
 def _shuffled(ddf, keys, aggs, meta, *, sort, dropna, device, npartitions, shuffle_method):
     parts = npartitions or ddf.npartitions
     shuffled = ddf.shuffle(on=keys, npartitions=parts, shuffle_method=shuffle_method)
-    out = shuffled.map_partitions(_group_partition, keys=keys, aggs=aggs, dropna=dropna,
+    task = with_task_cores(_group_partition, threads_by_host())
+    out = shuffled.map_partitions(task, keys=keys, aggs=aggs, dropna=dropna,
                                   device=device, out_meta=meta, meta=meta,
                                   transform_divisions=False, clear_divisions=True)
     if not sort:
@@ -159,15 +167,16 @@ def _tree(ddf, keys: list[str], specs: list[AggSpec], meta, *, sort, dropna, dev
     from gpuhash.groupby.stream import partial_plan
 
     plan, asked = partial_plan(specs)
-    chunk = dask.delayed(_chunk, pure=True)
-    combine = dask.delayed(_combine, pure=True)
+    threads = threads_by_host()
+    chunk = dask.delayed(with_task_cores(_chunk, threads), pure=True)
+    combine = dask.delayed(with_task_cores(_combine, threads), pure=True)
     level = [chunk(part, keys, plan, asked, dropna=dropna, device=device)
              for part in ddf.to_delayed()]
     while len(level) > split_every:
         level = [combine(level[i:i + split_every], keys, specs, plan, dropna=dropna,
                          device=device) for i in range(0, len(level), split_every)]
-    answer = dask.delayed(_finish, pure=True)(level, keys, specs, plan, meta, sort=sort,
-                                              dropna=dropna, device=device)
+    finish = dask.delayed(with_task_cores(_finish, threads), pure=True)
+    answer = finish(level, keys, specs, plan, meta, sort=sort, dropna=dropna, device=device)
     return dd.from_delayed([answer], meta=meta, verify_meta=False)
 
 

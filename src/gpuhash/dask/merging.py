@@ -24,7 +24,14 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from gpuhash.dask.frames import check_columns, column_names, conform, dask_frame
+from gpuhash.dask.frames import (
+    check_columns,
+    column_names,
+    conform,
+    dask_frame,
+    threads_by_host,
+    with_task_cores,
+)
 
 How = Literal["inner", "left", "right", "outer", "semi", "anti"]
 HOWS = ("inner", "left", "right", "outer", "semi", "anti")
@@ -101,7 +108,8 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
         right = right.shuffle(on=right_keys, npartitions=parts, shuffle_method=shuffle_method)
     # align_dataframes=False: partitions pair up by number (a one-partition side goes to
     # every partition), not by index divisions, which a shuffle does not keep
-    return dd.map_partitions(_merge_partition, left, right, meta=meta, options=options,
+    task = with_task_cores(_merge_partition, threads_by_host())
+    return dd.map_partitions(task, left, right, meta=meta, options=options,
                              out_meta=meta, align_dataframes=False, enforce_metadata=True,
                              transform_divisions=False, clear_divisions=True)
 
