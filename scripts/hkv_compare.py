@@ -34,7 +34,10 @@ def hkv_tables(text: str) -> list[dict]:
 def main(hkv_path: str, ours_path: str) -> None:
     hkv = hkv_tables(Path(hkv_path).read_text())
     ours = json.loads(Path(ours_path).read_text())
-    for work, theirs in zip(ours["cache"]["workloads"], hkv):
+    # `gpuhash bench cache --json` nests the workloads under "cache"; a file of the workloads
+    # alone (bench/experiments/cache_write_ab.py's, gathered) has them at the top
+    works = ours["cache"]["workloads"] if "cache" in ours else ours["workloads"]
+    for work, theirs in zip(works, hkv):
         if any(len(theirs.get(api, {})) < 3 for api in COLUMNS.values()):
             print(f"\ndim {work['dim']}: HKV's table is incomplete (its run was cut); skipped")
             continue

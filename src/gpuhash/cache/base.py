@@ -126,12 +126,15 @@ class CacheCore:
     @property
     def max_load_factor(self) -> float:
         """The load a write may not carry the cache past while it can still grow: the cache
-        doubles first (0.75 by default; at most 0.9)."""
+        doubles first (0.75 by default; at most 0.9). ``to()`` keeps it; ``save`` does not
+        (a loaded cache starts at 0.75)."""
         return self._grow_at
 
     @max_load_factor.setter
     def max_load_factor(self, value: float) -> None:
-        self._grow_at = check_load_factor(value)
+        value = check_load_factor(value)
+        with self._order.lock:  # a write in flight grows by one threshold
+            self._grow_at = value
 
     @property
     def max_hbm_bytes(self) -> int | None:

@@ -48,9 +48,14 @@ class CacheWhole(CacheCore):
     @staticmethod
     def _filters(key_mask: int | None, key_pattern: int, min_score: int | None,
                  max_score: int | None) -> tuple:
-        if key_mask is not None:
-            _as_u64_int(key_mask, "key_mask")
-        _as_u64_int(key_pattern, "key_pattern")
+        # key bits as int64 keys give them (negative) or as uint64 (at least 2**63): the same
+        for name, bits in (("key_mask", key_mask), ("key_pattern", key_pattern)):
+            if bits is not None and (isinstance(bits, bool) or not isinstance(bits, int)
+                                     or not -2**63 <= bits < 2**64):
+                raise ValueError(f"{name} must be an int of 64 bits (in [-2**63, 2**64)), got "
+                                 f"{bits!r}")
+        key_mask = None if key_mask is None else key_mask % 2**64
+        key_pattern %= 2**64
         if key_mask is None and key_pattern != 0:
             raise ValueError(f"key_pattern={key_pattern} needs key_mask, the key bits it "
                              f"compares (key_mask=2**64 - 1 compares whole keys)")
@@ -168,7 +173,8 @@ class CacheWhole(CacheCore):
         """
         if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 2**32:
             raise ValueError(f"epoch must be an int in [0, 2**32), got {epoch!r}")
-        self._epoch = epoch
+        with self._order.lock:  # a write in flight reads one epoch
+            self._epoch = epoch
 
     def clear(self, *, stream: Any = None) -> None:
         """Remove every entry (the capacity stays)."""
@@ -229,9 +235,12 @@ class CacheWhole(CacheCore):
         """
         if isinstance(source, tuple) and len(source) == 3:
             keys, values, scores = source
-            with self._order.lock:
-                self._write(UPSERT, keys, values, scores=scores, stream=stream, unique=True,
-                            exact_scores=True, tick=False)
+            if scores is None:
+                raise ValueError("a (keys, values, scores) source needs its scores: the "
+                                 "entries keep them (export gives all three)")
+            # keys repeated in the tuple: the last row of each is the entry (the check runs)
+            self._write(UPSERT, keys, values, scores=scores, stream=stream, exact_scores=True,
+                        tick=False)
             return
         if isinstance(source, (str, Path)):
             source = type(self).load(source, device="cpu")
@@ -245,13 +254,15 @@ class CacheWhole(CacheCore):
             if getattr(mine, field) != getattr(theirs, field):
                 raise ValueError(f"source has {field}={getattr(theirs, field)} but this cache "
                                  f"{field}={getattr(mine, field)}; merge caches of one kind")
-        with self._order.lock:
-            for offset in range(0, source.capacity, chunk_slots):
-                keys, values, scores = source.export(offset=offset, count=chunk_slots)
-                if keys.numel():
-                    self._write(UPSERT, keys.to(self._device), values.to(self._device),
-                                scores=scores.to(self._device), stream=stream, unique=True,
-                                exact_scores=True, tick=False)
+        # a chunk at a time, each read under the source's lock and written under this one's:
+        # never both held, so two caches merging each other cannot wait on one another (a
+        # source written meanwhile gives each chunk as it is then)
+        for offset in range(0, source.capacity, chunk_slots):
+            keys, values, scores = source.export(offset=offset, count=chunk_slots)
+            if keys.numel():  # a cache's keys are distinct: no repeat check
+                self._write(UPSERT, keys.to(self._device), values.to(self._device),
+                            scores=scores.to(self._device), stream=stream, unique=True,
+                            exact_scores=True, tick=False)
 
     @classmethod
     def load(cls, path: Any, *, device: str | torch.device = "cpu",

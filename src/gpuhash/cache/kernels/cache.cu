@@ -174,7 +174,10 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
     // scores, so a batch-mate sharing that bucket would decide on the table as it was: while
     // entries may move, the warp serves one row at a time, as the CPU twin does. An eviction
     // needs no such care: the entry it puts in scores at least the lowest that the
-    // batch-mates saw, and a shared victim is caught by the lock's re-check.
+    // batch-mates saw, and a shared victim is caught by the lock's re-check. (Under lfu a new
+    // entry starts at its increment, which may be below that: a batch-mate sharing one of its
+    // buckets may then evict its own victim where the CPU twin, row by row, would take the new
+    // entry. Which entry goes differs; nothing is lost or reported wrongly.)
     const gh_u32 batch_rows = moves ? 1 : GH_EVICT_BATCH;
     for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
         const gh_u64 r = base + lane;
