@@ -1,7 +1,8 @@
 """CacheMap against the behaviours HierarchicalKV's own test suite states (its merlin_hashtable,
-find_or_insert, accum_or_assign, insert_and_evict, erase_if, export_batch_if and score-policy
-tests), rewritten as this project's cases and run on both engines: the CPU engine always, the
-CUDA engine where there is a GPU. Where CacheMap differs on purpose the test says so.
+find_or_insert(_ptr), accum_or_assign, insert_and_evict, assign_score, assign_values,
+uint32_score, erase_if, export_batch_if and score-policy tests), rewritten as this project's
+cases and run on both engines: the CPU engine always, the CUDA engine where there is a GPU.
+Where CacheMap differs on purpose the test says so. test_cache_hkv_more.py has the rest.
 """
 
 from __future__ import annotations
@@ -216,3 +217,255 @@ def test_the_cache_grows_past_its_first_maximum_when_allowed():
     assert cache.capacity == 8192 and len(cache) == 3000
     with pytest.raises(ValueError, match="max_load_factor"):
         cache.max_load_factor = 0.95
+
+
+def _rows(keys, dim=4):
+    """A value row that names its key (exact in float32 for keys below 2**24)."""
+    return keys.to(torch.float32).unsqueeze(1).expand(-1, dim).contiguous()
+
+
+def _table(cache):
+    """Everything in the cache: {key: (score as int64 bits, value row)}."""
+    keys, values, scores = cache.export()
+    rows = zip(keys.cpu().tolist(), scores.view(torch.int64).cpu().tolist(), values.cpu().tolist())
+    return {k: (s, v) for k, s, v in rows}
+
+
+@pytest.mark.parametrize("writer", ["insert_or_assign", "find_or_insert", "find_or_insert_index"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_one_batch_through_every_operation(device, writer):
+    """HKV's basic cases (merlin_hashtable, find_or_insert, find_or_insert_ptr): write a batch,
+    read it back, overwrite it, add to it, erase half, clear, write again; below capacity every
+    step is exact. The _ptr variant writes values through the slots it is given."""
+    g = torch.Generator().manual_seed(11)
+    keys = (torch.randperm(1 << 20, generator=g)[:1000] + 1).to(device)
+    values = _rows(keys)
+    cache = _cache(device, policy="custom", capacity=4000)  # not a whole number of buckets
+
+    def write():
+        if writer == "insert_or_assign":
+            status = cache.insert_or_assign(keys, values, scores=keys)
+            assert (status.cpu() == gh.INSERTED).all()
+        elif writer == "find_or_insert":
+            got, found = cache.find_or_insert(keys, init=values, scores=keys)
+            assert not found.cpu().any() and torch.equal(got, values)
+        else:
+            index, found = cache.find_or_insert_index(keys, scores=keys)
+            assert not found.cpu().any() and (index >= 0).all()
+            cache.values[index] = values
+        assert len(cache) == 1000
+        got, found = cache.find(keys)
+        assert found.cpu().all() and torch.equal(got, values)
+        assert cache.contains(keys).cpu().all()
+        assert _table(cache) == {k: (k, v) for k, v in zip(keys.cpu().tolist(),
+                                                           values.cpu().tolist())}
+
+    write()
+    if writer == "insert_or_assign":
+        status = cache.insert_or_assign(keys, values + 0.5, scores=keys)
+        assert (status.cpu() == gh.ASSIGNED).all()
+    else:
+        assert cache.assign(keys, values + 0.5, scores=keys).cpu().all()
+    assert len(cache) == 1000 and torch.equal(cache.find(keys)[0], values + 0.5)
+    status = cache.accum_or_assign(keys, values, cache.contains(keys), scores=keys)
+    assert (status.cpu() == gh.ASSIGNED).all() and len(cache) == 1000
+    assert torch.equal(cache.find(keys)[0], 2 * values + 0.5)
+    assert cache.erase(keys[:500]).cpu().all() and len(cache) == 500
+    assert cache.contains(keys).cpu().tolist() == [False] * 500 + [True] * 500
+    cache.clear()
+    assert len(cache) == 0 and not cache.contains(keys).cpu().any() and cache.capacity == 4096
+    write()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_full_batch_into_a_full_size_cache_keeps_what_it_reports(device):
+    """As many random-scored keys as slots in one call: what the cache holds is what find
+    finds, with the right values; erasing every key empties it, and the same batch again
+    fills it about as far (HKV: exactly as far; the CPU engine is deterministic)."""
+    g = torch.Generator().manual_seed(5)
+    keys = (torch.randperm(1 << 20, generator=g)[:1024] << 10).to(device)
+    scores = torch.randint(0, 1 << 40, (1024,), generator=g).to(device)
+    cache = _cache(device, policy="custom", capacity=1024, bucket_slots=32)
+    status = cache.insert_or_assign(keys, _rows(keys), scores=scores)
+    held = len(cache)
+    assert held > 0.9 * 1024
+    got, found = cache.find(keys)
+    assert int(found.sum()) == held
+    assert torch.equal(got[found], _rows(keys)[found])
+    assert ((status.cpu() == gh.REFUSED) <= ~found.cpu()).all()  # refused rows are absent
+    assert int(cache.erase(keys).sum()) == held and len(cache) == 0
+    cache.insert_or_assign(keys, _rows(keys), scores=scores)
+    if device == "cpu":
+        assert len(cache) == held
+    else:  # racing rows may pick other victims
+        assert len(cache) > 0.9 * 1024
+
+
+def _one_bucket(device, policy):
+    # 128 slots in one bucket: both candidate buckets of every key are the same full bucket
+    return _cache(device, policy=policy, capacity=128, bucket_slots=128)
+
+
+# HKV's evict-strategy cases: a full bucket, then two new keys and two present ones.
+BASE = torch.arange(1000, 1128)
+PRESENT, NEW = [1126, 1127], [5, 6]
+
+
+def _counts(keys):
+    """lfu counts: the two present test keys are the most frequent, so no eviction can take
+    them before their row lands (on the GPU rows race)."""
+    return torch.where(keys >= 1126, 500, keys % 97 + 1)
+
+
+@pytest.mark.parametrize("writer", ["insert_or_assign", "find_or_insert", "accum_or_assign",
+                                    "assign"])
+@pytest.mark.parametrize("policy", ["lru", "lfu", "epoch_lru", "epoch_lfu"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_write_into_a_full_bucket_scores_by_the_policy(device, policy, writer):
+    cache = _one_bucket(device, policy)
+    counting = policy.endswith("lfu")
+    cache.set_global_epoch(1)
+    for part in (BASE[:126], BASE[126:]):  # the present test keys written last (newest)
+        part = part.to(device)
+        cache.insert_or_assign(part, _rows(part),
+                               scores=_counts(part) if counting else None)
+    before = _table(cache)
+    assert len(before) == 128
+    cache.set_global_epoch(2)
+    keys = torch.tensor(NEW + PRESENT, device=device)
+    given = _rows(keys) + 0.25
+    scores = _counts(keys) if counting else None
+    if writer == "insert_or_assign":
+        status = cache.insert_or_assign(keys, given, scores=scores)
+        assert status.cpu().tolist() == [gh.INSERTED_EVICTING] * 2 + [gh.ASSIGNED] * 2
+    elif writer == "find_or_insert":
+        got, found = cache.find_or_insert(keys, init=given, scores=scores)
+        assert found.cpu().tolist() == [False, False, True, True]
+        assert torch.equal(got[2:], _rows(keys[2:]))
+    elif writer == "accum_or_assign":
+        flags = torch.tensor([False, False, True, True], device=device)
+        status = cache.accum_or_assign(keys, given, flags, scores=scores)
+        assert status.cpu().tolist() == [gh.INSERTED_EVICTING] * 2 + [gh.ASSIGNED] * 2
+    else:  # HKV's assign_scores (and assign): absent keys are left out
+        assert cache.assign(keys, None, scores=scores).cpu().tolist() == [False, False,
+                                                                           True, True]
+    after = _table(cache)
+    assert len(after) == 128
+    touched = PRESENT + ([] if writer == "assign" else NEW)
+    assert sorted(set(NEW) & set(after)) == ([] if writer == "assign" else NEW)
+    expected_values = {
+        "insert_or_assign": {k: [k + 0.25] * 4 for k in touched},
+        "find_or_insert": {**{k: [k + 0.25] * 4 for k in NEW}, **{k: [k] * 4 for k in PRESENT}},
+        "accum_or_assign": {**{k: [k + 0.25] * 4 for k in NEW},
+                            **{k: [2 * k + 0.25] * 4 for k in PRESENT}},
+        "assign": {k: [k] * 4 for k in PRESENT},
+    }[writer]
+    for k in touched:
+        assert after[k][1] == expected_values[k]
+    untouched = {k: v for k, v in after.items() if k not in touched}
+    assert len(untouched) == 128 - len(touched)
+    assert all(before[k] == v for k, v in untouched.items())  # score and value as they were
+    new_scores = [after[k][0] for k in touched]
+    if policy in ("lru", "epoch_lru"):
+        assert len(set(new_scores)) == 1  # one call, one step
+        assert new_scores[0] > max(s for s, _ in untouched.values())
+        if policy == "epoch_lru":
+            assert new_scores[0] >> 32 == 2
+            assert {s >> 32 for s, _ in untouched.values()} == {1}
+    else:
+        count = {k: int(_counts(torch.tensor(k))) for k in touched}
+        epoch = (2 << 32) if policy == "epoch_lfu" else 0
+        for k in touched:  # a present key's count adds the given one; a new key starts at it
+            assert after[k][0] == epoch | (count[k] * (2 if k in PRESENT else 1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_custom_scores_decide_what_a_full_bucket_keeps(device):
+    """HKV's customized_basic: 64 new keys scored above the bucket and 64 present keys given
+    higher scores leave exactly the 128 newest scores. customized_advanced: new keys scored
+    below the bucket's lowest are refused; present keys take their new scores, even one below
+    every other entry."""
+    cache = _one_bucket(device, "custom")
+    base = BASE.to(device)
+    cache.insert_or_assign(base, _rows(base), scores=base)  # scores 1000..1127
+    keys = torch.cat([torch.arange(64, device=device), base[64:]])
+    cache.insert_or_assign(keys, _rows(keys), scores=torch.arange(1128, 1256, device=device))
+    table = _table(cache)
+    assert sorted(s for s, _ in table.values()) == list(range(1128, 1256))
+    assert sorted(table) == sorted(keys.cpu().tolist())
+    assert all(v == [k] * 4 for k, (_, v) in table.items())
+
+    cache = _one_bucket(device, "custom")
+    cache.insert_or_assign(base, _rows(base), scores=base)
+    keys = torch.tensor([1, 2, 3, 4, 1072, 1073, 1074, 1075], device=device)
+    status = cache.insert_or_assign(keys, _rows(keys) + 0.5, scores=torch.tensor(
+        [20, 78, 97, 98, 99, 1010, 1020, 1035], device=device))
+    assert status.cpu().tolist() == [gh.REFUSED] * 4 + [gh.ASSIGNED] * 4
+    assert len(cache) == 128
+    assert cache.contains(keys).cpu().tolist() == [False] * 4 + [True] * 4
+    assert _scores_of(cache, [1072, 1073, 1074, 1075]) == [99, 1010, 1020, 1035]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rising_custom_scores_keep_the_latest_keys(device):
+    """HKV's customized_correct_rate (and uint32_score's): keys written in rising order with
+    their own value as score; after each round of one capacity's worth, at least 96.4% of the
+    slots hold that round's keys, the newest key among them, scores and values intact."""
+    cap = 8192
+    cache = _cache(device, policy="custom", capacity=cap, dim=1)
+    start = 100_000
+    for r in range(3):
+        low = start + r * cap
+        for s in range(8):
+            keys = torch.arange(low + s * 1024, low + (s + 1) * 1024, device=device)
+            cache.insert_or_assign(keys, _rows(keys, 1), scores=keys)
+        if r == 0:
+            assert len(cache) >= 0.964 * cap
+        keys, values, scores = cache.export()
+        assert torch.equal(scores.view(torch.int64), keys)
+        assert torch.equal(values, _rows(keys, 1))
+        assert int(keys.max()) == low + cap - 1
+        assert int((keys >= low).sum()) >= 0.964 * cap
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_assign_sets_scores_over_the_whole_range(device):
+    """HKV's assign_scores (uint32_score's AssignScoresAndExport, here over uint64): present
+    keys take the scores given, the extremes included; values stay; absent keys are left
+    out."""
+    cache = _cache(device, policy="custom")
+    keys = torch.arange(1, 65, device=device)
+    cache.insert_or_assign(keys, _rows(keys), scores=keys)
+    wanted = [0, 2**64 - 1, 1, 2**64 - 2] + [1000 + i for i in range(4, 64)]
+    scores = torch.tensor([w - 2**64 if w >= 2**63 else w for w in wanted], device=device)
+    found = cache.assign(torch.cat([keys, keys + 1000]), None,
+                         scores=torch.cat([scores, scores]))
+    assert found.cpu().tolist() == [True] * 64 + [False] * 64
+    table = _table(cache)
+    assert len(table) == 64
+    assert [table[k][0] % 2**64 for k in range(1, 65)] == wanted
+    assert all(table[k][1] == [k] * 4 for k in range(1, 65))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_assign_of_values_alone(device):
+    """HKV's assign_values changes values and leaves scores under every policy. CacheMap
+    differs on purpose: an assign is a write, so under lru (and the other clock or counting
+    policies) it scores the key as any write does, and under custom, whose every write needs
+    scores=, it is refused unless the scores come with it."""
+    cache = _cache(device, policy="lru")
+    keys = torch.arange(10, device=device)
+    cache.insert_or_assign(keys, _rows(keys))
+    first = _scores_of(cache, [3])[0]
+    assert cache.assign(keys[3:4], _rows(keys[3:4]) * 2).cpu().tolist() == [True]
+    assert cache.find(keys[3:5])[0][:, 0].cpu().tolist() == [6.0, 4.0]
+    assert _scores_of(cache, [3, 4]) == [first + 1, first]  # HKV: [first, first]
+
+    cache = _cache(device, policy="custom")
+    cache.insert_or_assign(keys, _rows(keys), scores=keys + 7)
+    with pytest.raises(ValueError, match="needs scores"):
+        cache.assign(keys[:2], _rows(keys[:2]) + 1)
+    assert torch.equal(cache.find(keys)[0], _rows(keys))
+    # the same change with the scores the entries have
+    assert cache.assign(keys[:2], _rows(keys[:2]) + 1, scores=keys[:2] + 7).cpu().all()
+    assert _table(cache)[1] == (8, [2.0] * 4)
