@@ -450,9 +450,8 @@ def test_assign_sets_scores_over_the_whole_range(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_assign_of_values_alone(device):
     """HKV's assign_values changes values and leaves scores under every policy. CacheMap
-    differs on purpose: an assign is a write, so under lru (and the other clock or counting
-    policies) it scores the key as any write does, and under custom, whose every write needs
-    scores=, it is refused unless the scores come with it."""
+    differs on purpose under lru (and the other clock or counting policies): an assign is a
+    write, so it scores the key as any write does. Under custom it keeps the scores, as HKV."""
     cache = _cache(device, policy="lru")
     keys = torch.arange(10, device=device)
     cache.insert_or_assign(keys, _rows(keys))
@@ -463,9 +462,18 @@ def test_assign_of_values_alone(device):
 
     cache = _cache(device, policy="custom")
     cache.insert_or_assign(keys, _rows(keys), scores=keys + 7)
-    with pytest.raises(ValueError, match="needs scores"):
-        cache.assign(keys[:2], _rows(keys[:2]) + 1)
-    assert torch.equal(cache.find(keys)[0], _rows(keys))
-    # the same change with the scores the entries have
-    assert cache.assign(keys[:2], _rows(keys[:2]) + 1, scores=keys[:2] + 7).cpu().all()
+    assert cache.assign(keys[:2], _rows(keys[:2]) + 1).cpu().all()
     assert _table(cache)[1] == (8, [2.0] * 4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_assign_of_values_alone_keeps_custom_scores(device):
+    """HierarchicalKV's assign_values under custom scores: the values change, the scores
+    stay (CacheMap reads them and writes them back in the same operation)."""
+    cache = _cache(device, policy="custom")
+    cache.insert_or_assign(torch.tensor([1, 2], device=device), torch.zeros(2, 4, device=device),
+                           scores=torch.tensor([10, 20], device=device))
+    found = cache.assign(torch.tensor([2, 3], device=device), torch.ones(2, 4, device=device))
+    assert found.cpu().tolist() == [True, False]
+    assert _scores_of(cache, [1, 2]) == [10, 20]
+    assert cache.find(torch.tensor([2], device=device))[0].cpu().tolist() == [[1.0] * 4]

@@ -281,9 +281,11 @@ class CacheMap(CacheReads):
 
     def assign(self, keys: Any, values: Any = None, *, scores: Any = None,
                stream: Any = None, unique: bool = False) -> Any:
-        """Assign values (and, for ``custom``, scores) of present keys only; ``values=None``
-        updates scores alone. Returns found per row: True on the row that assigned (of a key
-        the batch repeats, its last row, which wins; the earlier ones say False).
+        """Assign values (and scores, when given) of present keys only; ``values=None``
+        updates scores alone. As every write it touches the scores by the policy (HierarchicalKV's
+        ``assign_values`` leaves them); under ``custom`` without ``scores`` the entries keep
+        theirs. Returns found per row: True on the row that assigned (of a key the batch
+        repeats, its last row, which wins; the earlier ones say False).
 
         Example:
             >>> import torch
@@ -293,7 +295,16 @@ class CacheMap(CacheReads):
             >>> c.assign(torch.tensor([3, 4]), torch.tensor([2.0, 2.0])).tolist()
             [True, False]
         """
-        done = self._write(ASSIGN, keys, values, scores=scores, stream=stream, unique=unique)
+        if scores is None and self.policy == "custom":
+            with self._order.lock:  # the scores read and written back in one operation
+                _, _, index, found = self._lookup(keys, copy=False, default=None,
+                                                  update_scores=False, stream=stream)
+                kept = self._state.scores[torch.where(found, index, 0)]
+                done = self._write(ASSIGN, keys, values, scores=kept, stream=stream,
+                                   unique=unique)
+        else:
+            done = self._write(ASSIGN, keys, values, scores=scores, stream=stream,
+                               unique=unique)
         return _arrays.to_kind(done.found, done.kind)
 
     def accum_or_assign(self, keys: Any, values: Any, accumulate: Any, *, scores: Any = None,
