@@ -29,8 +29,8 @@ Example:
     >>> with gh.distributed.single_process_group():
     ...     exchange = open_exchange(None)
     ...     got = exchange_tables(exchange, [pa.table({"k": [1, 2]})], [None], what="a demo")
-    >>> got[0].num_rows, as_kind(got[0], "pandas", None).shape
-    (2, (2, 1))
+    >>> got[0].num_rows, as_kind(got[0], "pandas", {"k": "int32"}).dtypes["k"]
+    (2, dtype('int32'))
 """
 
 from __future__ import annotations
@@ -73,14 +73,31 @@ def table_kind(frame: Any, argument: str) -> str:
 
 
 def describe(frame: Any, kind: str) -> tuple:
-    """What must match on every rank: the kind, the column names and their types (pandas:
-    dtypes, which an empty partition keeps, where Arrow would see an empty object column as
-    of no type)."""
+    """What must match on every rank: the kind, the column names and (pyarrow, polars) their
+    types. pandas dtypes may differ by partition (an int column with a missing value is
+    float64, an empty object column has no Arrow type): their Arrow types are unified
+    instead (:func:`unified_schema`), and the frames rebuilt at the owners take the common
+    dtype of every rank's (:func:`common_dtypes`)."""
     if kind == PANDAS:
-        return kind, tuple((str(n), str(t)) for n, t in frame.dtypes.items())
+        return kind, tuple(str(n) for n in frame.columns)
     if kind == POLARS:
         return kind, tuple((n, str(t)) for n, t in frame.schema.items())
     return kind, tuple((f.name, str(f.type)) for f in frame.schema)
+
+
+def shape_of(frame: Any, kind: str, table) -> tuple:
+    """What a rank tells the others of its partition beside :func:`describe`: its Arrow
+    schema, and a pandas frame's dtypes (None for other kinds)."""
+    dtypes = [(str(n), t) for n, t in frame.dtypes.items()] if kind == PANDAS else None
+    return table.schema, dtypes
+
+
+def model_of(frame: Any, kind: str, shapes: list) -> Any:
+    """What a rebuilt partition takes its types from: a pandas frame's common dtypes over
+    every rank (from :func:`shape_of`'s), a polars frame's schema (the same everywhere)."""
+    if kind == PANDAS:
+        return common_dtypes([dtypes for _, dtypes in shapes])
+    return frame
 
 
 def as_arrow(frame: Any, kind: str, side: str = "left"):
@@ -241,12 +258,12 @@ def _unframed(data: np.ndarray, count: int) -> list:
 
 
 def as_kind(table, kind: str, like: Any):
-    """A received Arrow table as ``kind``; ``like``: this rank's input frame, whose dtypes
-    (pandas) or types (polars) the columns take back where the trip through Arrow changed
-    them."""
+    """A received Arrow table as ``kind``; ``like``: :func:`model_of`'s, whose dtypes
+    (pandas: a dict) or types (polars: a frame) the columns take back where the trip through
+    Arrow changed them."""
     if kind == PANDAS:
         frame = table.to_pandas()
-        return frame if like is None else conform_pandas(frame, dict(like.dtypes.items()))
+        return frame if like is None else conform_pandas(frame, like)
     if kind == POLARS:
         import polars
 

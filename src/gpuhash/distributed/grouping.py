@@ -32,9 +32,11 @@ from gpuhash.distributed.frames import (
     describe,
     exchange_tables,
     finish,
+    model_of,
     open_exchange,
     owners_of,
     require_group,
+    shape_of,
     table_kind,
     unified_schema,
 )
@@ -115,14 +117,16 @@ def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool
                            f"has {arrow.column_names}")
         rows = method == "rows" or bool(whole)
         options = (keys, repr(aggs), sort, dropna, rows)
-        return ((kind, arrow.select(wanted), keys, specs, rows),
-                (describe(table, kind), options), arrow.select(wanted).schema)
+        arrow = arrow.select(wanted)
+        return ((kind, arrow, keys, specs, rows), (describe(table, kind), options),
+                shape_of(table, kind, arrow))
 
-    (kind, arrow, keys, specs, rows), schemas = agree(group, what, check)
+    (kind, arrow, keys, specs, rows), shapes = agree(group, what, check)
     exchange = open_exchange(group)
-    error, sent, targets, plan = None, [], [], None
+    error, sent, targets, plan, model = None, [], [], None, None
     try:
-        arrow = conform_table(arrow, unified_schema(schemas, "table"))
+        model = model_of(table, kind, shapes)
+        arrow = conform_table(arrow, unified_schema([s[0] for s in shapes], "table"))
         if rows:
             sent = arrow
         else:
@@ -139,10 +143,10 @@ def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool
         if rows:
             import gpuhash as gh
 
-            result = gh.groupby(as_kind(received, kind, table), keys, aggs, sort=sort,
+            result = gh.groupby(as_kind(received, kind, model), keys, aggs, sort=sort,
                                 dropna=dropna, device=device)
         else:
-            result = _merged(received, keys, specs, plan, kind, table, sort=sort,
+            result = _merged(received, keys, specs, plan, kind, model, sort=sort,
                              dropna=dropna, device=device)
     except Exception as caught:  # memory, say: every rank raises
         error = caught
@@ -174,8 +178,11 @@ def _merged(partials, keys, specs, plan, kind, like, *, sort, dropna, device):
 
     answer = merge_partials(partials, keys, specs, plan, sort=sort, dropna=dropna,
                             device=_default_device(device))
-    if kind == PANDAS:
-        return _pandas_answer(answer, like, keys, specs)
+    if kind == PANDAS:  # the input's dtypes, where the answer keeps them, from an empty frame
+        import pandas as pd
+
+        empty = pd.DataFrame({n: pd.Series([], dtype=d) for n, d in like.items()})
+        return _pandas_answer(answer, empty, keys, specs)
     if kind == POLARS:
         import polars
 

@@ -30,9 +30,11 @@ from gpuhash.distributed.frames import (
     describe,
     exchange_tables,
     finish,
+    model_of,
     open_exchange,
     owners_of,
     require_group,
+    shape_of,
     table_kind,
     unified_schema,
 )
@@ -120,13 +122,15 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
         options = (how, keys, suffixes, nulls_equal, indicator, validate, sort, coalesce,
                    broadcast)
         return ((kind, tables, keys), (describe(left, kind), describe(right, kind), options),
-                (tables[0].schema, tables[1].schema))
+                (shape_of(left, kind, tables[0]), shape_of(right, kind, tables[1])))
 
-    (kind, tables, keys), schemas = agree(group, what, check)
+    (kind, tables, keys), shapes = agree(group, what, check)
     exchange = open_exchange(group)
-    error, targets = None, []
+    error, targets, models = None, [], [None, None]
     try:
-        tables = [conform_table(table, unified_schema([s[i] for s in schemas], side))
+        models = [model_of(frame, kind, [s[i] for s in shapes])
+                  for i, frame in enumerate((left, right))]
+        tables = [conform_table(table, unified_schema([s[i][0] for s in shapes], side))
                   for i, (table, side) in enumerate(zip(tables, ("left", "right")))]
         targets = _targets(tables, keys, broadcast, nulls_equal, exchange)
     except Exception as caught:  # raised on every rank by the exchange's header
@@ -136,7 +140,8 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
     try:
         import gpuhash as gh
 
-        result = gh.merge(as_kind(received[0], kind, left), as_kind(received[1], kind, right),
+        result = gh.merge(as_kind(received[0], kind, models[0]),
+                          as_kind(received[1], kind, models[1]),
                           on=on, left_on=left_on, right_on=right_on, how=how,
                           suffixes=suffixes, nulls_equal=nulls_equal, indicator=indicator,
                           validate=validate, sort=sort, coalesce=coalesce, device=device)
