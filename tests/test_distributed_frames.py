@@ -89,11 +89,32 @@ def gathered(obj) -> list:
     return out
 
 
-def union(part) -> Counter:
-    total = Counter()
-    for rows in gathered(rows_of(part)):
-        total.update(rows)
-    return total
+def types_of(table):
+    """A table's column types: a pandas frame's dtypes, else its schema."""
+    return table.dtypes.to_dict() if hasattr(table, "iloc") else table.schema
+
+
+def check(part, reference, *, groups=None, types: bool = True) -> None:
+    """Every rank's ``part`` gathered to rank 0, which compares them with ``reference()``
+    (made there only: one rank builds the references): each part's column types, and their
+    union as a multiset of rows (``groups``: the key names, then floats to a relative 1e-9,
+    the partials' sums and variances adding in another order)."""
+    parts = gathered(part)
+    import torch.distributed as dist
+
+    if dist.get_rank() != 0:
+        return
+    model = reference()
+    for rank, got in enumerate(parts):
+        assert not types or types_of(got) == types_of(model), (rank, types_of(got),
+                                                               types_of(model))
+    if groups is None:
+        total = Counter()
+        for got in parts:
+            total.update(rows_of(got))
+        assert total == rows_of(model)
+    else:
+        assert_same_groups(parts, model, groups)
 
 
 def as_arrow(table) -> pa.Table:
@@ -104,11 +125,10 @@ def as_arrow(table) -> pa.Table:
     return table.to_arrow()
 
 
-def assert_same_groups(part, model, by) -> None:
-    """Every rank's groups together are ``model``'s, each once (floats to a relative 1e-9:
-    the partials' sums and variances add in another order)."""
+def assert_same_groups(parts, model, by) -> None:
+    """Every rank's groups together are ``model``'s, each once."""
     keys = [by] if isinstance(by, str) else by
-    got = pa.concat_tables([as_arrow(p) for p in gathered(part)])
+    got = pa.concat_tables([as_arrow(p) for p in parts])
     want = as_arrow(model)
     assert got.num_rows == want.num_rows, (got.num_rows, want.num_rows)
     order = [(k, "ascending") for k in keys]
@@ -160,21 +180,26 @@ def merges(rank: int, world: int, folder: str) -> None:
     ]
     for left_keys, right_keys, lo, ro in cases:
         left, right = left_part(rank, world, **lo), right_part(rank, world, **ro)
-        every_left, every_right = whole(left_part, world, **lo), whole(right_part, world, **ro)
         keys = dict(on=left_keys) if left_keys == right_keys else dict(left_on=left_keys,
                                                                         right_on=right_keys)
+
+        def model(how, lo=lo, ro=ro, keys=keys):
+            return gh.merge(whole(left_part, world, **lo), whole(right_part, world, **ro),
+                            how=how, device="cpu", **keys)
+
         for how in HOWS:
             part = gh.distributed.merge(left, right, how=how, device="cpu", **keys)
-            model = gh.merge(every_left, every_right, how=how, device="cpu", **keys)
-            assert part.schema == model.schema, (how, keys)
-            got = union(part)
-            assert got == rows_of(model), (how, keys)
+            check(part, lambda how=how: model(how))
             if left_keys == right_keys:
-                reference = duckdb_join(every_left, every_right, left_keys, right_keys, how,
-                                        model.column_names)
-                assert got == rows_of(reference), (how, keys)
+                check(part, lambda how=how, lo=lo, ro=ro, keys=left_keys: duckdb_join(
+                    whole(left_part, world, **lo), whole(right_part, world, **ro), keys, keys,
+                    how, model(how).column_names), types=False)
     left, right = left_part(rank, world, seed=4), right_part(rank, world, seed=4)
-    every_left, every_right = whole(left_part, world, seed=4), whole(right_part, world, seed=4)
+
+    def joined(**options):
+        return gh.merge(whole(left_part, world, seed=4), whole(right_part, world, seed=4),
+                        device="cpu", **options)
+
     # null keys meet (nulls_equal), semi / anti joins, a broadcast side, validate
     for how, options in (("inner", {"nulls_equal": True}), ("outer", {"nulls_equal": True}),
                          ("semi", {}), ("anti", {}), ("left_anti", {}),
@@ -182,29 +207,31 @@ def merges(rank: int, world: int, folder: str) -> None:
                          ("right", {"broadcast": "left"})):
         part = gh.distributed.merge(left, right, on="k2", how=how, device="cpu", **options)
         options.pop("broadcast", None)
-        model = gh.merge(every_left, every_right, on="k2", how=how, device="cpu", **options)
-        assert union(part) == rows_of(model), (how, options)
-    unique = right_part(rank, world, seed=5).group_by("k1").aggregate([("b", "max")])
-    assert rows_of(gh.distributed.merge(left, unique, on="k1", validate="m:m", device="cpu"))
+        check(part, lambda how=how, options=options: joined(on="k2", how=how, **options))
+
+    def unique(rank: int, world: int):  # each key once over every rank
+        return pa.table({"k1": pa.array(range(rank, 40, world), pa.int64())})
+
+    part = gh.distributed.merge(left, unique(rank, world), on="k1", validate="m:1",
+                                device="cpu")
+    check(part, lambda: gh.merge(whole(left_part, world, seed=4), whole(unique, world),
+                                 on="k1", validate="m:1", device="cpu"))
     # pandas: pandas' names and, on every rank, the whole join's dtypes
-    lp, rp = left.to_pandas(), right.to_pandas()
     for how in ("left", "outer"):
-        part = gh.distributed.merge(lp, rp, on="k1", how=how, device="cpu")
-        model = gh.merge(every_left.to_pandas(), every_right.to_pandas(), on="k1", how=how,
-                         device="cpu")
-        assert list(part.columns) == list(model.columns)
-        assert part.dtypes.to_dict() == model.dtypes.to_dict(), how
-        assert union(part) == rows_of(model), how
+        part = gh.distributed.merge(left.to_pandas(), right.to_pandas(), on="k1", how=how,
+                                    device="cpu")
+        check(part, lambda how=how: gh.merge(whole(left_part, world, seed=4).to_pandas(),
+                                             whole(right_part, world, seed=4).to_pandas(),
+                                             on="k1", how=how, device="cpu"))
     # polars: polars' names (k2 of both sides for a full join)
     import polars as pl
 
-    lpl, rpl = pl.from_arrow(left), pl.from_arrow(right)
     for how in ("inner", "full"):
-        part = gh.distributed.merge(lpl, rpl, on="k2", how=how, device="cpu")
-        model = gh.merge(pl.from_arrow(every_left), pl.from_arrow(every_right), on="k2",
-                         how=how, device="cpu")
-        assert part.schema == model.schema
-        assert union(part) == rows_of(model), how
+        part = gh.distributed.merge(pl.from_arrow(left), pl.from_arrow(right), on="k2",
+                                    how=how, device="cpu")
+        check(part, lambda how=how: gh.merge(pl.from_arrow(whole(left_part, world, seed=4)),
+                                             pl.from_arrow(whole(right_part, world, seed=4)),
+                                             on="k2", how=how, device="cpu"))
 
 
 def group_table(rank: int, world: int, seed: int = 0, *, empty_on: int | None = None):
@@ -232,42 +259,42 @@ def groupbys(rank: int, world: int, folder: str) -> None:
 
     cases = [("k2", {}), ("k1", {"seed": 1, "empty_on": 0}), (["k1", "k2"], {"seed": 2})]
     for by, options in cases:
-        table, every = group_table(rank, world, **options), whole(group_table, world, **options)
+        table = group_table(rank, world, **options)
         for aggs, method in ((PARTIAL_AGGS, "auto"), (ROW_AGGS, "auto"),
                              (PARTIAL_AGGS, "rows")):
             for dropna in (False, True):
                 part = gh.distributed.groupby(table, by, aggs, dropna=dropna, method=method,
                                               device="cpu")
-                model = gh.groupby(every, by, aggs, dropna=dropna, device="cpu")
-                assert part.schema == model.schema, (by, method, dropna)
-                assert_same_groups(part, model, by)
-    # DuckDB on the concatenation, for the aggregations both name alike
-    import duckdb
+                check(part, lambda by=by, options=options, aggs=aggs, dropna=dropna: gh.groupby(
+                    whole(group_table, world, **options), by, aggs, dropna=dropna,
+                    device="cpu"), groups=by)
 
-    every = whole(group_table, world)
-    con = duckdb.connect()
-    con.register("t", every)
-    reference = con.sql("SELECT k2, sum(v) AS v_sum, count(v) AS v_count, median(v) AS "
-                            "v_median, count(DISTINCT v) AS v_nunique, var_samp(v) AS v_var "
-                            "FROM t GROUP BY k2").to_arrow_table()
+    def duckdb_groups():  # DuckDB on the concatenation, for aggregations named alike
+        import duckdb
+
+        con = duckdb.connect()
+        con.register("t", whole(group_table, world))
+        return con.sql("SELECT k2, sum(v) AS v_sum, count(v) AS v_count, median(v) AS v_median, "
+                       "count(DISTINCT v) AS v_nunique, var_samp(v) AS v_var FROM t GROUP BY "
+                       "k2").to_arrow_table()
+
     part = gh.distributed.groupby(group_table(rank, world), "k2",
                                   {"v": ["sum", "count", "median", "nunique", "var"]},
                                   device="cpu")
-    assert_same_groups(part, reference, "k2")
+    check(part, duckdb_groups, groups="k2", types=False)
     # pandas and polars: the whole answer's dtypes on every rank
     import polars as pl
 
-    table, every = group_table(rank, world, seed=3), whole(group_table, world, seed=3)
+    table = group_table(rank, world, seed=3)
     for aggs in (PARTIAL_AGGS, ROW_AGGS):
         part = gh.distributed.groupby(table.to_pandas(), "k1", aggs, sort=True, device="cpu")
-        model = gh.groupby(every.to_pandas(), "k1", aggs, device="cpu")
-        assert part.dtypes.to_dict() == model.dtypes.to_dict()
-        assert_same_groups(part, model, "k1")
-        assert part["k1"].is_monotonic_increasing or part["k1"].isna().any()
+        assert part["k1"].dropna().is_monotonic_increasing
+        check(part, lambda aggs=aggs: gh.groupby(whole(group_table, world, seed=3).to_pandas(),
+                                                 "k1", aggs, device="cpu"), groups="k1")
         part = gh.distributed.groupby(pl.from_arrow(table), ["k2", "k1"], aggs, device="cpu")
-        model = gh.groupby(pl.from_arrow(every), ["k2", "k1"], aggs, device="cpu")
-        assert part.schema == model.schema
-        assert_same_groups(part, model, ["k2", "k1"])
+        check(part, lambda aggs=aggs: gh.groupby(pl.from_arrow(whole(group_table, world, seed=3)),
+                                                 ["k2", "k1"], aggs, device="cpu"),
+              groups=["k2", "k1"])
 
 
 def bad_input(rank: int, world: int, folder: str) -> None:
@@ -317,8 +344,8 @@ def bad_input(rank: int, world: int, folder: str) -> None:
         {"k1": [1]} if rank == 0 else table, "k1", {"v": "sum"}, device="cpu"))
     # still in step: sound calls work
     part = gh.distributed.merge(left, right, on="k1", device="cpu")
-    assert union(part) == rows_of(gh.merge(whole(left_part, world), whole(right_part, world),
-                                           on="k1", device="cpu"))
+    check(part, lambda: gh.merge(whole(left_part, world), whole(right_part, world), on="k1",
+                                 device="cpu"))
     assert sum(gathered(gh.distributed.groupby(table, "k1", {"v": "sum"}).num_rows)) == len(
         set(whole(group_table, world).column("k1").to_pylist()))
 
