@@ -28,7 +28,8 @@ Example:
     >>> from gpuhash.distributed.frames import as_kind, exchange_tables, open_exchange
     >>> with gh.distributed.single_process_group():
     ...     exchange = open_exchange(None)
-    ...     got = exchange_tables(exchange, [pa.table({"k": [1, 2]})], [None], what="a demo")
+    ...     arrived = exchange_tables(exchange, [pa.table({"k": [1, 2]})], [None], what="a demo")
+    >>> got = arrived.tables()
     >>> got[0].num_rows, as_kind(got[0], "pandas", {"k": "int32"}).dtypes["k"]
     (2, dtype('int32'))
 """
@@ -196,10 +197,10 @@ def _slices(table, target, rank: int, world: int) -> list:
 
 
 def exchange_tables(exchange: Exchange, tables: list, targets: list, *, what: str,
-                    error: BaseException | None = None) -> list:
+                    error: BaseException | None = None) -> Arrived:
     """Every rank's rows of each of ``tables`` to the ranks ``targets`` names (per table: an
-    int64 array of owner ranks, :data:`EVERY_RANK`, or None: kept here). Returns, per table,
-    this rank's received rows as one Table: every sender's in rank order. ``error``: this
+    int64 array of owner ranks, :data:`EVERY_RANK`, or None: kept here). Returns what
+    arrived (:class:`Arrived`; its ``tables()``: per table, this rank's rows). ``error``: this
     rank's failure so far, raised on every rank at the header exchange (``tables`` unused
     then). A failure while slicing and serialising is raised so too. Collective."""
     rank, world = exchange.rank, exchange.world
@@ -221,21 +222,35 @@ def exchange_tables(exchange: Exchange, tables: list, targets: list, *, what: st
     plan = exchange.open(sizes, error, what=what)
     payload = torch.from_numpy(np.concatenate(blobs) if blobs else np.zeros(0, np.uint8))
     got = exchange.forward(plan, payload.to(exchange.device).reshape(-1, 1))
-    got = got.reshape(-1).cpu().numpy()
-    received: list[list] = [[] for _ in tables]
-    start = 0
-    for sender, size in enumerate(plan.receive):
-        if sender == rank:
-            for i, table in enumerate(kept):
-                received[i].append(table)
-        elif size:
-            for i, part in enumerate(_unframed(got[start:start + size], len(tables))):
-                if part is not None:
-                    received[i].append(part)
-        start += size
-    import pyarrow as pa
+    return Arrived(got.reshape(-1).cpu().numpy(), plan.receive, kept, rank)
 
-    return [pa.concat_tables(parts) for parts in received]
+
+class Arrived:
+    """The bytes an exchange brought and the slices this rank kept; :meth:`tables` reads
+    them, inside the caller's agreed step (a failure there must not leave the other ranks
+    waiting)."""
+
+    def __init__(self, data: np.ndarray, sizes: list[int], kept: list, rank: int):
+        self._data, self._sizes, self._kept, self._rank = data, sizes, kept, rank
+
+    def tables(self) -> list:
+        """Per exchanged table, this rank's rows as one Table, every sender's in rank
+        order."""
+        import pyarrow as pa
+
+        received: list[list] = [[] for _ in self._kept]
+        start = 0
+        for sender, size in enumerate(self._sizes):
+            if sender == self._rank:
+                for i, table in enumerate(self._kept):
+                    received[i].append(table)
+            elif size:
+                for i, part in enumerate(_unframed(self._data[start:start + size],
+                                                   len(self._kept))):
+                    if part is not None:
+                        received[i].append(part)
+            start += size
+        return [pa.concat_tables(parts) for parts in received]
 
 
 def _framed(parts: list) -> np.ndarray:

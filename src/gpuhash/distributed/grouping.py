@@ -137,9 +137,10 @@ def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool
         sent, targets = _routed(sent, keys, dropna, exchange)
     except Exception as caught:  # raised on every rank by the exchange's header
         error = caught
-    received = exchange_tables(exchange, [sent], [targets], what=what, error=error)[0]
+    arrived = exchange_tables(exchange, [sent], [targets], what=what, error=error)
     result, error = None, None
     try:
+        received = arrived.tables()[0]
         if rows:
             import gpuhash as gh
 

@@ -135,17 +135,18 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
         targets = _targets(tables, keys, broadcast, nulls_equal, exchange)
     except Exception as caught:  # raised on every rank by the exchange's header
         error = caught
-    received = exchange_tables(exchange, tables, targets, what=what, error=error)
+    arrived = exchange_tables(exchange, tables, targets, what=what, error=error)
     result, error = None, None
     try:
         import gpuhash as gh
 
+        received = arrived.tables()
         result = gh.merge(as_kind(received[0], kind, models[0]),
                           as_kind(received[1], kind, models[1]),
                           on=on, left_on=left_on, right_on=right_on, how=how,
                           suffixes=suffixes, nulls_equal=nulls_equal, indicator=indicator,
                           validate=validate, sort=sort, coalesce=coalesce, device=device)
-    except Exception as caught:  # a duplicate key validate refused, memory: every rank raises
+    except Exception as caught:  # validate refused a repeated key, memory: every rank raises
         error = caught
     return finish(exchange, result, error, kind, what)
 
