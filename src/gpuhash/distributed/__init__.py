@@ -4,7 +4,9 @@ each key held by the rank its shard hash names, every key operation a collective
 Public names: :class:`ShardedHashMap`, :class:`ShardedHashSet`, :class:`ShardedCacheMap`,
 :class:`PeerError` (raised on the ranks whose own part of a failed call was sound),
 :func:`owner_of` (the rank that owns each key) and :func:`single_process_group` (a group of
-this process alone, to try the tables without a launcher).
+this process alone, to try the tables without a launcher); :func:`merge` and :func:`groupby`,
+a join and a group-by of tables (pyarrow, pandas, polars) partitioned over the ranks, rows
+hash-partitioned by key and exchanged by all-to-all, each rank returning its part.
 
 Example:
     >>> import torch
@@ -18,9 +20,11 @@ Example:
 
 from gpuhash.distributed.cache_map import ShardedCacheMap
 from gpuhash.distributed.exchange import PeerError
+from gpuhash.distributed.grouping import groupby
 from gpuhash.distributed.groups import single_process_group
+from gpuhash.distributed.joins import merge
 from gpuhash.distributed.routing import owner_of
 from gpuhash.distributed.tables import ShardedHashMap, ShardedHashSet
 
-__all__ = ["PeerError", "ShardedCacheMap", "ShardedHashMap", "ShardedHashSet", "owner_of",
-           "single_process_group"]
+__all__ = ["PeerError", "ShardedCacheMap", "ShardedHashMap", "ShardedHashSet", "groupby", "merge",
+           "owner_of", "single_process_group"]

@@ -1,0 +1,335 @@
+"""What ``gh.distributed.merge`` and ``gh.distributed.groupby`` share: the collective check of
+every rank's input, the exchange of whole table rows between ranks, and each rank's part of
+the answer brought back to the caller's kind of table.
+
+Every rank passes its own partition: a pyarrow Table, a pandas or a polars DataFrame, of one
+kind and one schema on every rank. The calls go in three agreed steps, so a failure on any
+rank raises on every rank and no rank is left waiting in a collective:
+
+1. :func:`agree` checks this rank's input and gathers every rank's description of it (its
+   kind, columns and types, the options); a rank that failed, or descriptions that differ,
+   make every rank raise before any row moves. The Arrow schemas gathered there are unified
+   (an empty pandas partition's object column has no type of its own) and every rank casts
+   its rows to the unified schema, so the parts concatenate at their owners.
+2. :func:`exchange_tables` sends each row to its owner: the rows grouped by owner, each
+   destination's slice written as an Arrow IPC stream, the byte counts exchanged in the
+   exchange's header (with each rank's failure flag), then every rank's bytes in one
+   ``all_to_all_single`` of uint8 on the group's device (the GPU under NCCL). A rank keeps
+   its own slice without serialising it. The received slices are concatenated in sender rank
+   order, each in its sender's row order.
+3. :func:`finish` agrees on the local work's outcome and, for pandas, on the output's
+   dtypes: a pandas column's dtype hangs on the data (an int column with a missing value is
+   float64), so each rank casts its part to the common dtype of every rank's, the dtype the
+   whole table's answer has.
+
+Example:
+    >>> import pyarrow as pa
+    >>> import gpuhash as gh
+    >>> from gpuhash.distributed.frames import as_kind, exchange_tables, open_exchange
+    >>> with gh.distributed.single_process_group():
+    ...     exchange = open_exchange(None)
+    ...     arrived = exchange_tables(exchange, [pa.table({"k": [1, 2]})], [None], what="a demo")
+    >>> got = arrived.tables()
+    >>> got[0].num_rows, as_kind(got[0], "pandas", {"k": "int32"}).dtypes["k"]
+    (2, dtype('int32'))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from gpuhash.distributed.base import default_device
+from gpuhash.distributed.exchange import Exchange, PeerError
+from gpuhash.join.frames import ARROW, PANDAS, POLARS, frame_kind, to_arrow
+
+KINDS = (ARROW, PANDAS, POLARS)
+EVERY_RANK = "every rank"  # exchange_tables' target: the whole table to every rank
+
+
+def require_group() -> None:
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("gh.distributed.merge and groupby need torch.distributed "
+                           "initialised first: torch.distributed.init_process_group(...) on "
+                           "every rank (or gh.distributed.single_process_group() to try them "
+                           "alone)")
+
+
+def table_kind(frame: Any, argument: str) -> str:
+    """The kind of a rank's partition; a TypeError naming the argument for anything else."""
+    try:
+        kind = frame_kind(frame, argument)
+    except TypeError:
+        kind = None
+    if kind not in KINDS:
+        raise TypeError(f"{argument} must be this rank's partition as a pyarrow Table or a "
+                        f"pandas or polars DataFrame, not {type(frame).__name__}")
+    return kind
+
+
+def describe(frame: Any, kind: str) -> tuple:
+    """What must match on every rank: the kind, the column names and (pyarrow, polars) their
+    types. pandas dtypes may differ by partition (an int column with a missing value is
+    float64, an empty object column has no Arrow type): their Arrow types are unified
+    instead (:func:`unified_schema`), and the frames rebuilt at the owners take the common
+    dtype of every rank's (:func:`common_dtypes`)."""
+    if kind == PANDAS:
+        return kind, tuple(str(n) for n in frame.columns)
+    if kind == POLARS:
+        return kind, tuple((n, str(t)) for n, t in frame.schema.items())
+    return kind, tuple((f.name, str(f.type)) for f in frame.schema)
+
+
+def shape_of(frame: Any, kind: str, table) -> tuple:
+    """What a rank tells the others of its partition beside :func:`describe`: its Arrow
+    schema, and a pandas frame's dtypes (None for other kinds)."""
+    dtypes = [(str(n), t) for n, t in frame.dtypes.items()] if kind == PANDAS else None
+    return table.schema, dtypes
+
+
+def model_of(frame: Any, kind: str, shapes: list) -> Any:
+    """What a rebuilt partition takes its types from: a pandas frame's common dtypes over
+    every rank (from :func:`shape_of`'s), a polars frame's schema (the same everywhere)."""
+    if kind == PANDAS:
+        return common_dtypes([dtypes for _, dtypes in shapes])
+    return frame
+
+
+def as_arrow(frame: Any, kind: str, side: str = "left"):
+    """A partition as a pyarrow Table (one chunk a column is not needed: the exchange
+    slices)."""
+    return to_arrow(frame, kind, side)
+
+
+def agree(group: Any, what: str, check: Callable[[], tuple[Any, Any, Any]]) -> tuple[Any, list]:
+    """Run ``check()`` on this rank (it returns ``(value, description, payload)``), then make
+    every rank raise if any rank's check raised (that rank its own error, the others a
+    PeerError quoting it) or if the descriptions differ (a ValueError on every rank). Returns
+    ``value`` and every rank's ``payload`` (Arrow schemas, say), in rank order. One
+    ``all_gather_object``."""
+    error, value, description, payload = None, None, None, None
+    try:
+        value, description, payload = check()
+    except Exception as caught:  # told to every rank below, then raised here
+        error = caught
+    world = dist.get_world_size(group)
+    seen: list[Any] = [None] * world
+    text = repr(description) if error is None else f"{type(error).__name__}: {error}"
+    dist.all_gather_object(seen, (error is None, text, payload), group=group)
+    if error is not None:
+        raise error
+    failed = [f"rank {rank}: {text}" for rank, (ok, text, _) in enumerate(seen) if not ok]
+    if failed:
+        raise PeerError(f"{what} failed on another rank, so it raises here too "
+                        f"({'; '.join(failed)})")
+    if len({text for _, text, _ in seen}) > 1:
+        ranks = "; ".join(f"rank {rank}: {text}" for rank, (_, text, _) in enumerate(seen))
+        raise ValueError(f"every rank must pass {what} tables of one kind and schema and the "
+                         f"same options (got {ranks})")
+    return value, [payload for _, _, payload in seen]
+
+
+def unified_schema(schemas: list, side: str):
+    """One Arrow schema from every rank's (a column of no type on some rank, as an empty
+    pandas partition's object column, takes the others' type); the same on every rank."""
+    import pyarrow as pa
+
+    try:
+        unified = pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+        raise TypeError(f"the {side} partitions' columns hold different types on different "
+                        f"ranks ({error}); cast them to one type on every rank") from None
+    return unified.with_metadata(schemas[0].metadata)
+
+
+def conform_table(table, schema):
+    """``table`` cast to the agreed ``schema`` where its types differ."""
+    if table.schema.equals(schema, check_metadata=False):
+        return table.replace_schema_metadata(schema.metadata)
+    return table.cast(schema)
+
+
+def open_exchange(group: Any) -> Exchange:
+    """The all-to-all steps of ``group``, on its device (this rank's GPU under NCCL)."""
+    return Exchange(group, default_device(group))
+
+
+def owners_of(hashes: torch.Tensor, world: int) -> np.ndarray:
+    """Each row's owner rank, as a NumPy int64 array (the rows are taken on the host)."""
+    from gpuhash.distributed.routing import owner_of
+
+    return owner_of(hashes, world).cpu().numpy()
+
+
+def _ipc_bytes(table) -> np.ndarray:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return np.frombuffer(sink.getvalue(), dtype=np.uint8)
+
+
+def _read_ipc(data: np.ndarray):
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def _slices(table, target, rank: int, world: int) -> list:
+    """``table``'s rows for each rank: by owner (an array of ranks), or the whole table to
+    every rank (:data:`EVERY_RANK`), or all kept here (None)."""
+    if target is None:
+        return [table if r == rank else table.slice(0, 0) for r in range(world)]
+    if isinstance(target, str):
+        return [table] * world
+    counts = np.bincount(target, minlength=world)
+    if world > 1:
+        table = table.take(np.argsort(target, kind="stable"))
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    return [table.slice(int(starts[r]), int(counts[r])) for r in range(world)]
+
+
+def exchange_tables(exchange: Exchange, tables: list, targets: list, *, what: str,
+                    error: BaseException | None = None) -> Arrived:
+    """Every rank's rows of each of ``tables`` to the ranks ``targets`` names (per table: an
+    int64 array of owner ranks, :data:`EVERY_RANK`, or None: kept here). Returns what
+    arrived (:class:`Arrived`; its ``tables()``: per table, this rank's rows). ``error``: this
+    rank's failure so far, raised on every rank at the header exchange (``tables`` unused
+    then). A failure while slicing and serialising is raised so too. Collective."""
+    rank, world = exchange.rank, exchange.world
+    frames: list[list[np.ndarray]] = [[] for _ in range(world)]
+    kept: list = []
+    if error is None:
+        try:
+            for table, target in zip(tables, targets):
+                pieces = _slices(table, target, rank, world)
+                kept.append(pieces[rank])
+                for r in range(world):
+                    if r != rank:
+                        frames[r].append(_ipc_bytes(pieces[r]) if pieces[r].num_rows else None)
+        except Exception as caught:  # raised on every rank by the header exchange
+            error = caught
+    blobs = [] if error is not None else [_framed(parts) for parts in frames]
+    sizes = None if error is not None else torch.tensor(
+        [b.shape[0] for b in blobs], dtype=torch.int64, device=exchange.device)
+    plan = exchange.open(sizes, error, what=what)
+    payload = torch.from_numpy(np.concatenate(blobs) if blobs else np.zeros(0, np.uint8))
+    got = exchange.forward(plan, payload.to(exchange.device).reshape(-1, 1))
+    return Arrived(got.reshape(-1).cpu().numpy(), plan.receive, kept, rank)
+
+
+class Arrived:
+    """The bytes an exchange brought and the slices this rank kept; :meth:`tables` reads
+    them, inside the caller's agreed step (a failure there must not leave the other ranks
+    waiting)."""
+
+    def __init__(self, data: np.ndarray, sizes: list[int], kept: list, rank: int):
+        self._data, self._sizes, self._kept, self._rank = data, sizes, kept, rank
+
+    def tables(self) -> list:
+        """Per exchanged table, this rank's rows as one Table, every sender's in rank
+        order."""
+        import pyarrow as pa
+
+        received: list[list] = [[] for _ in self._kept]
+        start = 0
+        for sender, size in enumerate(self._sizes):
+            if sender == self._rank:
+                for i, table in enumerate(self._kept):
+                    received[i].append(table)
+            elif size:
+                for i, part in enumerate(_unframed(self._data[start:start + size],
+                                                   len(self._kept))):
+                    if part is not None:
+                        received[i].append(part)
+            start += size
+        return [pa.concat_tables(parts) for parts in received]
+
+
+def _framed(parts: list) -> np.ndarray:
+    """One destination's bytes: each table's byte count (0: no rows), then the tables'
+    streams."""
+    if all(p is None for p in parts):
+        return np.zeros(0, np.uint8)
+    sizes = [0 if p is None else p.shape[0] for p in parts]
+    head = np.frombuffer(struct.pack(f"<{len(parts)}q", *sizes), dtype=np.uint8)
+    return np.concatenate([head, *[p for p in parts if p is not None]])
+
+
+def _unframed(data: np.ndarray, count: int) -> list:
+    sizes = struct.unpack(f"<{count}q", data[:8 * count].tobytes())
+    out, start = [], 8 * count
+    for size in sizes:
+        out.append(_read_ipc(data[start:start + size]) if size else None)
+        start += size
+    return out
+
+
+def as_kind(table, kind: str, like: Any):
+    """A received Arrow table as ``kind``; ``like``: :func:`model_of`'s, whose dtypes
+    (pandas: a dict) or types (polars: a frame) the columns take back where the trip through
+    Arrow changed them."""
+    if kind == PANDAS:
+        frame = table.to_pandas()
+        return frame if like is None else conform_pandas(frame, like)
+    if kind == POLARS:
+        import polars
+
+        frame = polars.from_arrow(table)
+        changed = {n: t for n, t in like.schema.items()
+                   if n in frame.columns and frame.schema[n] != t}
+        return frame.cast(changed) if changed else frame
+    return table
+
+
+def conform_pandas(frame, dtypes: dict):
+    """``frame`` with columns cast to ``dtypes`` where they differ (as far as they cast)."""
+    for name, dtype in dtypes.items():
+        if name in frame.columns and frame.dtypes[name] != dtype:
+            # kept as the trip made it where the values do not fit the dtype
+            with contextlib.suppress(TypeError, ValueError):
+                frame[name] = frame[name].astype(dtype)
+    return frame
+
+
+def finish(exchange: Exchange, result: Any, error: BaseException | None, kind: str,
+           what: str) -> Any:
+    """Agree that every rank's local work succeeded (else raise everywhere), and give a
+    pandas result every rank's common dtype of each column. One ``all_gather_object``."""
+    dtypes = None
+    if error is None and kind == PANDAS:
+        dtypes = [(str(n), t) for n, t in result.dtypes.items()]
+    seen: list[Any] = [None] * exchange.world
+    mine = None if error is None else f"{type(error).__name__}: {error}"
+    dist.all_gather_object(seen, (mine, dtypes), group=exchange.group)
+    if error is not None:
+        raise error
+    failed = [f"rank {rank}: {text}" for rank, (text, _) in enumerate(seen) if text]
+    if failed:
+        raise PeerError(f"{what} failed on another rank, so it raises here too "
+                        f"({'; '.join(failed)})")
+    if kind != PANDAS:
+        return result
+    return conform_pandas(result, common_dtypes([d for _, d in seen]))
+
+
+def common_dtypes(every: list[list]) -> dict:
+    """Column -> the dtype the concatenation of frames of these dtypes has (pandas' rule:
+    int64 and float64 make float64; unlike kinds make object)."""
+    from pandas.core.dtypes.cast import find_common_type
+
+    out = {}
+    for name, _ in every[0]:
+        kinds = [dict(dtypes)[name] for dtypes in every]
+        try:
+            out[name] = find_common_type(kinds)
+        except (TypeError, ValueError):
+            out[name] = np.dtype(object)
+    return out
