@@ -157,3 +157,16 @@ def test_a_dictionary_of_integers_is_aggregated_by_value():
     table = pa.table({"k": [1, 1, 2], "v": values})
     out = gh.groupby(table, "k", {"v": ["sum", "max"]}, sort=True, device="cpu")
     assert out.to_pydict() == {"k": [1, 2], "v_sum": [30, 20], "v_max": [20, 20]}
+
+
+def test_chunked_pandas_answer_keeps_nullable_dtypes():
+    """A pandas frame grouped in chunks answers with the dtypes of the whole frame's answer:
+    nullable integer keys and a min of them stay Int64 (Arrow's plain conversion gives
+    float64 for a column with nulls)."""
+    frame = pd.DataFrame({"k": pd.array([1, 2, None, 1], dtype="Int64"),
+                          "v": pd.array([1, 2, 3, None], dtype="Int64")})
+    whole = gh.groupby(frame, "k", {"v": "min"}, device="cpu")
+    chunked = gh.groupby(frame, "k", {"v": "min"}, device="cpu", chunk_rows=2)
+    assert chunked.dtypes.tolist() == whole.dtypes.tolist()
+    pd.testing.assert_frame_equal(chunked.sort_values("k", ignore_index=True),
+                                  whole.sort_values("k", ignore_index=True))

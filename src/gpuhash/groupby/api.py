@@ -342,8 +342,12 @@ def _chunked_groupby(data, by, aggs, *, sort, dropna, device, chunk_rows, explai
     chunks = (table.slice(start, chunk_rows) for start in range(0, table.num_rows, chunk_rows))
     answer = group_chunks(chunks, _names(by), aggs, sort=sort, dropna=dropna,
                           device=_default_device(device), explain=explain)
-    if kind == PANDAS:
-        return answer.to_pandas()
+    if kind == PANDAS:  # pandas' extension dtypes kept, as the whole table's group-by does
+        from gpuhash.groupby.specs import parse_aggs
+        from gpuhash.groupby.tables import _pandas_answer
+
+        keys = _names(by)
+        return _pandas_answer(answer, data, keys, parse_aggs(aggs, tuple(keys)))
     if kind == POLARS:
         import polars
 
