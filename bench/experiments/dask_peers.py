@@ -23,7 +23,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ import numpy as np
 import gpuhash as gh
 from gpuhash.bench.groupby_suite import make_table
 from gpuhash.bench.merge_suite import make_tables
+from gpuhash.bench.provenance import source_commit
 
 # name: (right table, key, how)
 JOINS = {"j1": ("small", "id1", "inner"), "j2": ("medium", "id2", "inner"),
@@ -65,14 +65,6 @@ def _device() -> str:
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True, cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _best(run, *args, runs: int = 3) -> tuple[float, object]:
@@ -144,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = int(args.rows)
     report = {"experiment": "dask_peers", "device": _device(), "date":
               datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "commit": _commit(), "python": platform.python_version(),
+              "commit": source_commit(), "python": platform.python_version(),
               "dask": __import__("dask").__version__, "rows": rows,
               "partitions": args.partitions, "workers": args.workers,
               "threads_per_worker": args.threads_per_worker,

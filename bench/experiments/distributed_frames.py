@@ -37,7 +37,6 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import time
 
 import pyarrow as pa
@@ -49,20 +48,13 @@ import gpuhash as gh
 from gpuhash.bench.groupby_suite import QUESTIONS as GROUPBY_QUESTIONS
 from gpuhash.bench.groupby_suite import make_table
 from gpuhash.bench.merge_suite import make_tables
+from gpuhash.bench.provenance import source_commit
 
 JOINS = {"j1": ("small", ["id1"], "inner"), "j2": ("medium", ["id2"], "inner"),
          "j3": ("medium", ["id2"], "left"), "j4": ("medium", ["id5"], "inner"),
          "j5": ("big", ["id3"], "inner"), "j6": ("big", ["id1", "id2", "id3"], "inner")}
 GROUPBYS = ("q1", "q2", "q3", "q4", "q5", "q6")
 SCALES = {"id1": 10**6, "id2": 10**3, "id3": 1}  # a key's domain: about N / scale values
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def join_tables(n: int, rank: int) -> dict:
@@ -171,7 +163,7 @@ def run(*, rows: int, join_rows: int, repeats: int, device: str | None, out: str
         "backend": dist.get_backend(), "world_size": world, "rows_per_rank": rows,
         "join_rows_per_rank": join_rows,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit": _commit(), "torch": torch.__version__,
+        "commit": source_commit(), "torch": torch.__version__,
         "method": "wall ms from a barrier to every rank's end, best of repeats; single_ms: "
                   "rank 0's gh.merge / gh.groupby of its own part alone",
         "figures": figures,

@@ -13,23 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from gpuhash.bench.provenance import source_commit
 from gpuhash.bench.suites import DEFAULT_RUNS, PLOTS, QUICK, SUITES
-
-
-def _commit() -> str:
-    import subprocess
-
-    if os.environ.get("GPUHASH_COMMIT"):
-        return os.environ["GPUHASH_COMMIT"]
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + "+uncommitted" if changed else head  # a figure names the code it measured
-
 
 GPU_METHOD = ("CUDA events around each call (device time of all kernels it launches), "
               "the GPU kept busy 15 s before the first device timing, "
@@ -56,7 +41,7 @@ def _header(device_name: str, quick: bool, runs: int, method: str, suite: str = 
     return {
         "suite": suite, "device": device_name,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit": _commit(), "torch": torch.__version__, "cuda": torch.version.cuda,
+        "commit": source_commit(), "torch": torch.__version__, "cuda": torch.version.cuda,
         "python": platform.python_version(), "quick": quick, "runs": runs, "method": method,
     }
 
