@@ -78,6 +78,11 @@ def test_routing_refuses_what_owner_of_refuses():
 def test_a_default_the_owners_leave_needs_no_filling():
     assert all(fills_zero(d) for d in (0, 0.0, False))
     assert not any(fills_zero(d) for d in (-0.0, 1, -1.5, True, float("nan"), torch.tensor(0)))
+    # the single table's kept rows: -0.0 after 0.0 is its own row, not the one of 0.0
+    table = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.float32)
+    for default in (0.0, -0.0, 0.0):
+        got = table.find(torch.tensor([1]), default=default)[0]
+        assert torch.signbit(got).item() == (str(default) == "-0.0")
 
 
 # --- calls whose columns travel one by one -----------------------------------------------------
