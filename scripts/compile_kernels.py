@@ -19,6 +19,7 @@ import torch
 from gpuhash._common.cuda.compile import inline_source
 from gpuhash.cache.cuda import engine as cache_cuda
 from gpuhash.cache.format import BUCKET_SHAPES, CacheSpec
+from gpuhash.distributed.cuda import engine as shard_cuda
 from gpuhash.groupby.cuda import engine as groupby_cuda
 from gpuhash.join.cuda import engine as join_cuda
 from gpuhash.join.cuda import radix as radix_cuda
@@ -58,6 +59,7 @@ def instances() -> dict[str, list[str]]:
             found["join/kernels/join.cu"] += join_cuda.kernel_names(spec).values()
     found["join/kernels/radix_join.cu"] = list(radix_cuda.kernel_names().values())
     found["groupby/kernels/groupby.cu"] = list(groupby_cuda.kernel_names().values())
+    found["distributed/kernels/shard.cu"] = list(shard_cuda.kernel_names().values())
     return found
 
 

@@ -8,7 +8,7 @@ from gpuhash._common.cuda.compile import inline_source
 
 KERNEL_FILES = ["table/kernels/map.cu", "table/kernels/multimap.cu", "cache/kernels/cache.cu",
                 "join/kernels/join.cu", "join/kernels/radix_join.cu", "_common/kernels/fill.cu",
-                "bench/kernels/bench.cu"]
+                "bench/kernels/bench.cu", "distributed/kernels/shard.cu"]
 
 
 @pytest.mark.parametrize("name", KERNEL_FILES)

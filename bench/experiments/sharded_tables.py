@@ -4,17 +4,21 @@ NCCL all-to-all bandwidth measured in the same run, so the call's rate can be se
 
 Each rank draws its own random keys (distinct in practice: 64M of 2**63); every rank calls
 each operation together. Wall time a call from a barrier to the last rank's end (CUDA
-synchronised); the exchanges' share from CUDA events around each all_to_all_single inside the
-calls (the forward and backward row exchanges; the header exchange, a few words, is left in
-the rest). NCCL bandwidth: all_to_all_single of 1 GiB a rank in equal parts, as nccl-tests
-report it (algorithm bandwidth: bytes a rank sent and received over the time; bus bandwidth:
-that times (world - 1) / world).
+synchronised); the exchanges' share from CUDA events around each row all_to_all_single inside
+the calls (a column's rows to their owners, an answer column's back: one each, or one for all
+columns of a call under exchange.PACK_ROWS rows; the header exchange, a few words, is left in
+the rest); the routing's (the owners and the stable sort by owner, routing.route) likewise. At
+world size 1 a call goes straight to the rank's table: no routing, no exchange. NCCL
+bandwidth: all_to_all_single of 1 GiB a rank in equal parts, as nccl-tests report it
+(algorithm bandwidth: bytes a rank sent and received over the time; bus bandwidth: that times
+(world - 1) / world).
 
 On a GPU machine, from the repository root:
     torchrun --nproc_per_node=8 bench/experiments/sharded_tables.py [KEYS_PER_RANK] [OUT.json]
 or from Python under torchrun: ``run(keys_per_rank=..., out=...)``. Rank 0 prints and writes
 the JSON (device, world size, date, commit, figures); default OUT:
-bench/results/sharded_tables_<device>_x<world>.json. Not run yet: no figure cites it.
+bench/results/sharded_tables_<device>_x<world>.json (docs/measurements.md, "Sharded tables",
+cites the runs).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 import gpuhash as gh
+from gpuhash.distributed import base as _base
 from gpuhash.distributed import exchange as _exchange
 
 GIB = 1 << 30
@@ -43,30 +48,32 @@ def _commit() -> str:
         return "unknown"
 
 
-class _ExchangeTimer:
-    """CUDA events around every row all-to-all of the sharded calls (on the current stream,
-    which waits for NCCL's), summed per call."""
+class _StepTimer:
+    """CUDA events around every call of ``owner.name`` inside the sharded calls (on the
+    current stream, which waits for NCCL's), summed per call: the row all-to-alls
+    (Exchange._all_to_all), the routing (base.route)."""
 
-    def __init__(self):
+    def __init__(self, owner, name: str):
         self.pairs: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
-        self._original = _exchange.Exchange._all_to_all
+        self._owner, self._name = owner, name
+        self._original = getattr(owner, name)
 
     def __enter__(self):
         timer, original = self, self._original
 
-        def timed(exchange, rows, out_splits, in_splits):
+        def timed(*args, **kwargs):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
                 enable_timing=True)
             start.record()
-            out = original(exchange, rows, out_splits, in_splits)
+            out = original(*args, **kwargs)
             end.record()
             timer.pairs.append((start, end))
             return out
-        _exchange.Exchange._all_to_all = timed
+        setattr(self._owner, self._name, timed)
         return self
 
     def __exit__(self, *exc):
-        _exchange.Exchange._all_to_all = self._original
+        setattr(self._owner, self._name, self._original)
 
     def take_ms(self) -> float:
         torch.cuda.synchronize()
@@ -108,14 +115,17 @@ def run(*, keys_per_rank: int = 64 << 20, repeats: int = 3, out: str | None = No
     table = gh.distributed.ShardedHashMap(key_dtype=torch.int64, value_dtype=torch.int64,
                                           capacity=keys_per_rank + keys_per_rank // 8)
     figures: dict = {"insert": [], "find": []}
-    with _ExchangeTimer() as timer:
+    with _StepTimer(_exchange.Exchange, "_all_to_all") as timer, \
+            _StepTimer(_base, "route") as routing:
         for _ in range(repeats):
             table.local.clear()  # every rank clears its shard: the same inserts again
             ms, _ = _timed(lambda: table.insert(keys, values))
-            figures["insert"].append({"ms": ms, "exchange_ms": timer.take_ms()})
+            figures["insert"].append({"ms": ms, "exchange_ms": timer.take_ms(),
+                                      "route_ms": routing.take_ms()})
         for _ in range(repeats):
             ms, (found_values, found) = _timed(lambda: table.find(keys))
-            figures["find"].append({"ms": ms, "exchange_ms": timer.take_ms()})
+            figures["find"].append({"ms": ms, "exchange_ms": timer.take_ms(),
+                                    "route_ms": routing.take_ms()})
     assert bool(found.all()) and torch.equal(found_values, values), "find lost keys"
     if world > 1:
         figures["nccl_all_to_all"] = nccl_all_to_all()
@@ -147,7 +157,8 @@ def run(*, keys_per_rank: int = 64 << 20, repeats: int = 3, out: str | None = No
         "commit": _commit(), "torch": torch.__version__,
         "nccl": ".".join(map(str, torch.cuda.nccl.version())),
         "method": "wall ms from a barrier to every rank's end, best of repeats; exchange_ms: "
-                  "CUDA events around the row all-to-alls inside the call",
+                  "CUDA events around the row all-to-alls inside the call; route_ms: around "
+                  "the routing (owners, stable sort by owner)",
         "rank0": figures, "per_rank_best": gathered,
     }
     if rank == 0:
@@ -155,7 +166,8 @@ def run(*, keys_per_rank: int = 64 << 20, repeats: int = 3, out: str | None = No
         for name in ("insert", "find"):
             best = figures[name + "_best"]
             print(f"{name}: {best['ms']:.1f} ms, {best['G_keys_per_s_per_rank']:.2f} G keys/s a "
-                  f"rank, exchanges {100 * best['exchange_share']:.0f}%")
+                  f"rank, exchanges {100 * best['exchange_share']:.0f}%, routing "
+                  f"{best['route_ms']:.2f} ms")
         if world > 1:
             bw = figures["nccl_all_to_all"]
             print(f"NCCL all_to_all_single 1 GiB a rank: {bw['ms']:.1f} ms, algbw "

@@ -7,6 +7,7 @@ argument and the offending value so the user can fix the call.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -168,7 +169,9 @@ def cached_default_row(cache: dict, default: Any, spec: TableSpec, device: torch
     if not cacheable:
         return default_row(default, spec, device, name=name)
     stream = torch._C._cuda_getCurrentRawStream(device_index) if device.type == "cuda" else 0
-    key = (type(default), default, stream)
+    # -0.0 == 0.0 (and hashes alike), but their rows differ: the sign is part of the key
+    sign = math.copysign(1.0, default) if isinstance(default, float) else 0.0
+    key = (type(default), default, sign, stream)
     row = cache.get(key)
     if row is None:
         row = default_row(default, spec, device, name=name)

@@ -81,6 +81,7 @@ def kernel_header() -> str:
     """The C++ text of ``gh_constants.cuh``: every number above the kernels use."""
     u64 = {"GH_MIX_SHIFT": MIX_SHIFT, "GH_MIX_1": MIX_1, "GH_MIX_2": MIX_2,
            "GH_GOLDEN": GOLDEN, "GH_RANDOM_STEPS": RANDOM_STEPS,
+           "GH_SHARD_SALT": SHARD_SALT, "GH_SHARD_BITS": SHARD_BITS,
            "GH_CACHE_LOCKED": CACHE_LOCKED_KEY, "GH_INDEX_SLOT_BITS": INDEX_SLOT_BITS,
            "GH_RANK_CHUNK": RANK_CHUNK_WORDS, "GH_RADIX_PROBE_CHUNK": RADIX_PROBE_CHUNK,
            **{f"GH_JOIN_{flag.upper()}": bit for flag, bit in JOIN_FLAGS.items()},

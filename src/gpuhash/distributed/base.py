@@ -1,6 +1,12 @@
 """What every sharded table shares: its process group and device, the check that every rank
 made the same table, and the one shape of a collective call (check, route, exchange, apply at
-the owner, answer back in the caller's row order).
+the owner, answer back in the caller's row order). On a group of one rank a call is the check
+and the rank's own table: every row is its own, so nothing is routed or exchanged.
+
+The passes over a call's rows besides the owners' table operation: one to find each row's
+owner and count each rank's rows (routing.owners), a stable sort of the one-byte owners, one
+gather a column into the buffer its all-to-all sends, and one scatter an answer column back to
+the caller's row order. The received columns go to the table as they arrive.
 
 Order of a key's rows. The owner applies the rows it receives as one batch: the rows from
 rank 0 first, then rank 1's, and so on, each rank's rows in its batch order. A call therefore
@@ -14,6 +20,7 @@ thread (a second thread's call would pair with another call on the other ranks).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from gpuhash._common import arrays as _arrays
-from gpuhash.distributed.exchange import Exchange, PeerError, Plan, pack, unpack
+from gpuhash.distributed.exchange import Exchange, PeerError, Plan
 from gpuhash.distributed.routing import route
 
 # what a call's check step gives: the keys (raw bits), the kind of array they came as, the
@@ -105,7 +112,7 @@ class ShardedBase:
 
     def _keys(self, keys: Any) -> tuple[torch.Tensor, str]:
         local = self._local
-        return _arrays.check_keys(keys, local.spec, local.device, _device_index(local.device))
+        return _arrays.check_keys(keys, local.spec, local.device, device_index(local.device))
 
     def _call(self, what: str, check: Callable[[], Checked],
               apply: Callable[[torch.Tensor, list[torch.Tensor], Plan], list[torch.Tensor]],
@@ -115,6 +122,9 @@ class ShardedBase:
         answers. Returns the kind of the caller's keys and the answers for its rows, in its
         row order."""
         exchange, error = self._exchange, None
+        key_dtype = self._local.spec.key_dtype
+        if exchange.world == 1:
+            return self._call_alone(check, apply, key_dtype)
         try:
             bits, kind, columns, extra = check()
             order, counts = route(bits, exchange.world)
@@ -122,11 +132,10 @@ class ShardedBase:
             error, counts, extra = caught, None, None
         plan = exchange.open(counts, error, options=options, extra=extra, what=what)
         rows = bits.shape[0]
-        sent = [bits, *columns]
-        if exchange.world > 1:
-            sent = [t.index_select(0, order) for t in sent]
-        got = unpack(exchange.forward(plan, pack(sent, rows)), sent)
-        got[0] = got[0].view(self._local.spec.key_dtype)  # travelled as signed bits
+        # each column gathered by owner straight into the buffer its all-to-all sends
+        got = exchange.send(plan, [_signed(t).index_select(0, order) for t in [bits, *columns]])
+        got = [t.view(c.dtype) for t, c in zip(got, [bits, *columns])]
+        got[0] = got[0].view(key_dtype)  # travelled as signed bits
         error, answers = None, []
         try:
             answers = apply(got[0], got[1:], plan)
@@ -134,8 +143,9 @@ class ShardedBase:
             error = caught
         exchange.agree(error, what + " (applying the rows at their owners; shards that did "
                        "not fail keep their part)")
-        back = unpack(exchange.backward(plan, pack(answers, got[0].shape[0])), answers)
-        if exchange.world == 1 or rows < 2:
+        del got  # the received rows: free before the answers come back
+        back = exchange.answer(plan, answers)
+        if rows < 2:  # one row or none: in its order already
             return kind, back
         out = []
         for answer in back:  # answers come grouped by owner: back to the caller's rows
@@ -144,8 +154,32 @@ class ShardedBase:
             out.append(placed)
         return kind, out
 
+    def _call_alone(self, check: Callable[[], Checked], apply: Callable, key_dtype: torch.dtype
+                    ) -> tuple[str, list[torch.Tensor]]:
+        """A call on a group of one rank: its rows are all its own, so nothing is routed or
+        exchanged, and an error raises here as the agreement of one rank would raise it."""
+        bits, kind, columns, extra = check()
+        rows = bits.shape[0]
+        extras = (torch.zeros((1, 0), dtype=torch.uint8, device=self.device) if extra is None
+                  else extra.reshape(1, -1))
+        return kind, apply(bits.view(key_dtype), columns, Plan([rows], [rows], extras, rows))
 
-def _device_index(device: torch.device) -> int:
+
+def _signed(column: torch.Tensor) -> torch.Tensor:
+    """An unsigned column as the signed view of its bits (gathered as such everywhere)."""
+    return column.view(_arrays.SIGNED_VIEW.get(column.dtype, column.dtype))
+
+
+def fills_zero(default: Any) -> bool:
+    """Whether a find's ``default`` is zero bits in every value dtype, as the owners' finds
+    (default 0) leave missing rows: then the caller has nothing to put in. -0.0 is not."""
+    if type(default) in (int, bool):
+        return default == 0
+    return type(default) is float and default == 0.0 and math.copysign(1.0, default) > 0
+
+
+def device_index(device: torch.device) -> int:
+    """A device as Tensor.get_device() gives it: -1 for the CPU."""
     return -1 if device.type == "cpu" else device.index
 
 
@@ -155,5 +189,7 @@ def repeat_extras(plan: Plan, like: torch.Tensor) -> torch.Tensor:
     width = like.element_size() * like.numel()
     rows = plan.extras[:, :width].contiguous().reshape(-1).view(like.dtype)
     rows = rows.reshape(-1, *like.shape)
-    counts = torch.tensor(plan.receive, device=rows.device)
-    return rows.repeat_interleave(counts, dim=0)
+    # counts and the output's size from the host, copied without waiting for the device
+    # (a blocking copy, or repeat_interleave left to size its output, would synchronise)
+    counts = torch.tensor(plan.receive).to(rows.device, non_blocking=True)
+    return rows.repeat_interleave(counts, dim=0, output_size=sum(plan.receive))

@@ -19,7 +19,14 @@ from gpuhash._common import arrays as _arrays
 from gpuhash.cache.api import CacheMap
 from gpuhash.cache.format import DEFAULT_BUCKET_SLOTS
 from gpuhash.distributed import io as _io
-from gpuhash.distributed.base import Checked, ShardedBase, default_device, repeat_extras
+from gpuhash.distributed.base import (
+    Checked,
+    ShardedBase,
+    default_device,
+    device_index,
+    fills_zero,
+    repeat_extras,
+)
 from gpuhash.distributed.routing import owner_of
 
 Policy = Literal["lru", "lfu", "epoch_lru", "epoch_lfu", "custom"]
@@ -205,12 +212,16 @@ class ShardedCacheMap(ShardedBase):
                 bits, kind, columns, _ = self._rows(keys, per_row, scores, name="init")
                 return bits, kind, columns, None
             bits, kind, columns, _ = self._rows(keys, None, scores, optional_values=True)
-            row = _arrays.default_row(init, spec, local.device, name="init")
+            row = _arrays.cached_default_row(local._defaults, init, spec, local.device,
+                                             device_index(local.device), name="init")
             return bits, kind, columns, row.reshape(-1).view(torch.uint8)
 
         def apply(bits, columns, plan) -> list[torch.Tensor]:
             if per_row_given:
                 rows, score = self._split(columns)
+            elif self.world_size == 1:  # the caller's own rows: its one init row
+                rows = plan.extras.reshape(-1).view(spec.value_dtype).reshape(spec.value_shape)
+                score = self._split(columns, False)[1]
             else:
                 template = torch.empty(spec.value_shape, dtype=spec.value_dtype)
                 rows, score = repeat_extras(plan, template), self._split(columns, False)[1]
@@ -225,20 +236,24 @@ class ShardedCacheMap(ShardedBase):
         """Each key's value (``default`` where absent) and a found mask; ``update_scores``
         touches found keys' scores (every rank must pass the same, checked). Collective."""
         local, spec = self._local, self._local.spec
+        alone = self.world_size == 1
         row = None
 
         def check() -> Checked:
             nonlocal row
             bits, kind = self._keys(keys)
-            row = _arrays.default_row(default, spec, local.device)
+            row = local._default(default)  # the single cache's check (and its row, kept)
             return bits, kind, [], None
 
         def apply(bits, _, plan) -> list[torch.Tensor]:
-            return list(local.find(bits, update_scores=update_scores))
+            # alone, the rows are the caller's own: its default goes in as they are found
+            return list(local.find(bits, default=row if alone else 0,
+                                   update_scores=update_scores))
         kind, (values, found) = self._call("find", check, apply,
                                            options=int(bool(update_scores)) + 1)
-        shape = (-1,) + (1,) * len(spec.value_shape)
-        values = torch.where(found.view(shape), values, row)
+        if not alone and not fills_zero(default):  # the owners left missing rows zero
+            shape = (-1,) + (1,) * len(spec.value_shape)
+            values = torch.where(found.view(shape), values, row)
         return _arrays.to_kind(values, kind), _arrays.to_kind(found, kind)
 
     def contains(self, keys: Any) -> Any:

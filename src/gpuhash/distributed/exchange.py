@@ -7,8 +7,17 @@ how many rows it sends, whether its own batch passed the checks, a code of the o
 must be the same everywhere (``op=``, ``update_scores=``), and a few bytes every owner needs
 from every caller (a scalar ``init`` row). Only then do the rows travel, so a bad batch on one
 rank makes every rank raise before any table is touched, and no rank waits on a collective
-another rank left. Rows of several columns (keys, values, scores) travel as one byte matrix
-(one all-to-all a direction, any dtype, unsigned ones included, which gloo refuses).
+another rank left. The header's counts are the one host synchronisation of a call's routing
+(the row all-to-alls take their sizes from the host); the agreement after the owners applied
+the rows reads one flag a rank.
+
+Each column (keys, values, scores, answers) travels by its own all-to-all as a byte matrix (a
+view: any dtype, unsigned ones included, which gloo refuses), so the owner receives each column
+contiguous, ready for its table, with no copy into or out of a matrix of every column; a
+column costs one collective, and its bytes cross the link once. A small call (under
+``PACK_ROWS`` rows over every rank, which the header tells every rank) sends its columns
+packed side by side in one matrix instead (:func:`pack`, :func:`unpack`): one collective, and
+copies of few rows.
 
 Example:
     >>> import torch
@@ -27,7 +36,11 @@ from typing import Any, NamedTuple
 import torch
 import torch.distributed as dist
 
-_HEADER_WORDS = 3  # rows sent, this rank's batch failed its checks, the options' code
+# rows sent, this rank's batch failed its checks, the options' code, this rank's batch rows
+_HEADER_WORDS = 4
+# Below this many rows in a call over every rank, its columns travel packed in one matrix:
+# then a collective's latency costs more than copying the rows in and out of the matrix
+PACK_ROWS = 1 << 16
 
 
 class PeerError(RuntimeError):
@@ -59,13 +72,26 @@ def unpack(matrix: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]
     return out
 
 
+def as_bytes(column: torch.Tensor) -> torch.Tensor:
+    """A contiguous column as a ``(rows, bytes)`` uint8 matrix: a view, no copy."""
+    return column.contiguous().view(torch.uint8).reshape(column.shape[0], _row_bytes(column))
+
+
+def from_bytes(matrix: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A fresh ``(rows, bytes)`` matrix as a column of ``like``'s dtype and row shape: a view
+    (its own allocation is aligned for any dtype)."""
+    return matrix.view(like.dtype).reshape(matrix.shape[0], *like.shape[1:])
+
+
 class Plan(NamedTuple):
-    """A call's row counts: ``send[r]`` rows go to rank r, ``receive[r]`` come from it, and
-    ``extras[r]`` (uint8) are the bytes rank r put in its header for this rank."""
+    """A call's row counts: ``send[r]`` rows go to rank r, ``receive[r]`` come from it,
+    ``extras[r]`` (uint8) are the bytes rank r put in its header for this rank, and ``rows``
+    the rows of the call over every rank (every rank's plan says the same)."""
 
     send: list[int]
     receive: list[int]
     extras: torch.Tensor
+    rows: int = 0
 
 
 class Exchange:
@@ -86,10 +112,13 @@ class Exchange:
         unlike the others'. Synchronises with the device (the all-to-all of the rows takes its
         sizes from the host)."""
         extra_words = 0 if extra is None else -(-extra.numel() // 8)
-        header = torch.zeros(self.world, _HEADER_WORDS + extra_words, dtype=torch.int64,
-                             device=self.device)
+        # what this rank sends and what it receives, side by side: read back with one sync
+        both = torch.zeros(2, self.world, _HEADER_WORDS + extra_words, dtype=torch.int64,
+                           device=self.device)
+        header, received = both[0], both[1]
         if error is None:
             header[:, 0] = counts
+            header[:, 3] = counts.sum()
             if extra is not None:
                 padded = torch.zeros(extra_words * 8, dtype=torch.uint8, device=self.device)
                 padded[:extra.numel()] = extra.reshape(-1)
@@ -97,9 +126,8 @@ class Exchange:
         else:
             header[:, 1] = 1
         header[:, 2] = options
-        received = torch.empty_like(header)
         dist.all_to_all_single(received, header, group=self.group)
-        mine, theirs = header[:, :_HEADER_WORDS].tolist(), received[:, :_HEADER_WORDS].tolist()
+        mine, theirs = both[:, :, :_HEADER_WORDS].tolist()
         failed = [rank for rank, row in enumerate(theirs) if row[1]]
         if failed:
             self._fail(error, failed, what)
@@ -108,7 +136,8 @@ class Exchange:
             raise ValueError(f"the ranks passed different options to {what} (codes {codes}): "
                              f"every rank must pass the same ones")
         extras = received[:, _HEADER_WORDS:].contiguous().view(torch.uint8)
-        return Plan([row[0] for row in mine], [row[0] for row in theirs], extras)
+        return Plan([row[0] for row in mine], [row[0] for row in theirs], extras,
+                    sum(row[3] for row in theirs))
 
     def agree(self, error: BaseException | None, what: str) -> None:
         """Raise on every rank if ``error`` is set on any (an all-reduce of a flag)."""
@@ -116,7 +145,7 @@ class Exchange:
         if error is not None:
             flags[self.rank] = 1
         dist.all_reduce(flags, group=self.group)
-        failed = flags.nonzero().flatten().tolist()
+        failed = [rank for rank, flag in enumerate(flags.tolist()) if flag]  # one sync
         if failed:
             self._fail(error, failed, what)
 
@@ -139,6 +168,28 @@ class Exchange:
         """The owners' answers, in the order :meth:`forward` delivered the rows, back to the
         ranks that sent them; returns them in the order this rank sent its rows."""
         return self._all_to_all(rows, plan.send, plan.receive)
+
+    def send(self, plan: Plan, columns: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Columns of rows grouped by owner (``plan.send`` rows for each rank, in rank order)
+        to their owners; returns, for each column, the rows this rank owns grouped by the rank
+        that sent them (fresh, contiguous tensors)."""
+        return self._columns(plan, columns, plan.receive, plan.send)
+
+    def answer(self, plan: Plan, columns: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The owners' answer columns, in the order :meth:`send` delivered the rows, back to
+        the ranks that sent them; returns them in the order this rank sent its rows."""
+        return self._columns(plan, columns, plan.send, plan.receive)
+
+    def _columns(self, plan: Plan, columns: list[torch.Tensor], out_splits: list[int],
+                 in_splits: list[int]) -> list[torch.Tensor]:
+        if self.world == 1:  # nothing travels
+            return columns
+        # plan.rows is every rank's: every rank takes the same branch, the same collectives
+        if len(columns) > 1 and plan.rows < PACK_ROWS:
+            got = self._all_to_all(pack(columns, columns[0].shape[0]), out_splits, in_splits)
+            return unpack(got, columns)
+        return [from_bytes(self._all_to_all(as_bytes(column), out_splits, in_splits), column)
+                for column in columns]
 
     def _all_to_all(self, rows: torch.Tensor, out_splits: list[int],
                     in_splits: list[int]) -> torch.Tensor:

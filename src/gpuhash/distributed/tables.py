@@ -18,7 +18,7 @@ import torch
 
 from gpuhash._common import arrays as _arrays
 from gpuhash.distributed import io as _io
-from gpuhash.distributed.base import Checked, ShardedBase, default_device
+from gpuhash.distributed.base import Checked, ShardedBase, default_device, fills_zero
 from gpuhash.distributed.routing import owner_of
 from gpuhash.table.hash_map import APPLY_DTYPES, APPLY_OPS, HashMap, HashSet
 
@@ -215,20 +215,24 @@ class ShardedHashMap(_ShardedTable):
             [[1, 2], [-1, -1]]
         """
         local = self._local
+        alone = self.world_size == 1
         row = None
 
         def check() -> Checked:
             nonlocal row
             bits, kind = self._keys(keys)
-            row = _arrays.default_row(default, local.spec, local.device)
+            row = local._default(default)  # the single map's check (and its row, kept)
             return bits, kind, [], None
 
         def apply(bits, _, plan) -> list[torch.Tensor]:
-            return list(local.find(bits))
+            # alone, the rows are the caller's own: its default goes in as they are found
+            return list(local.find(bits, default=row if alone else 0))
         kind, (found_values, found) = self._call("find", check, apply)
-        # the default is the caller's, put in here: it never travels
-        shape = (-1,) + (1,) * len(local.spec.value_shape)
-        found_values = torch.where(found.view(shape), found_values, row)
+        if not alone and not fills_zero(default):
+            # the default is the caller's, put in here: it never travels (the owners left
+            # missing rows zero)
+            shape = (-1,) + (1,) * len(local.spec.value_shape)
+            found_values = torch.where(found.view(shape), found_values, row)
         return _arrays.to_kind(found_values, kind), _arrays.to_kind(found, kind)
 
     def insert_or_apply(self, keys: Any, values: Any, *, op: ApplyOp = "add") -> Any:

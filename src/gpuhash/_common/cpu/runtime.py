@@ -115,7 +115,7 @@ def _twin(module, name: str):
     key = module.__name__
     if key not in _TWINS:
         # before any cache-dir swap
-        loops(), claim_loops(), cache_loops(), merge_loops(), group_loops()
+        loops(), claim_loops(), cache_loops(), merge_loops(), group_loops(), shard_loops()
         with _TWINS_LOCK:
             if key not in _TWINS:
                 _TWINS[key] = _serial_twins(module)
@@ -190,15 +190,24 @@ def group_loops():
     return _group_loops
 
 
+def shard_loops():
+    """The compiled routing loops of the sharded tables."""
+    loops()
+    from gpuhash.distributed.cpu import loops as _shard_loops
+
+    return _shard_loops
+
+
 _CLAIMS = ("claim", "write_rows")
 
 
 def run(name: str, *args):
     """Call the compiled loop ``name`` (CacheMap's: named cache_*; merges': merge_*;
-    group-bys': group_*; the claims: _CLAIMS)."""
+    group-bys': group_*; the sharded tables' routing: shard_*; the claims: _CLAIMS)."""
     module = (cache_loops() if name.startswith("cache_") else
               merge_loops() if name.startswith("merge_") else
               group_loops() if name.startswith("group_") else
+              shard_loops() if name.startswith("shard_") else
               claim_loops() if name in _CLAIMS else loops())
     function = _twin(module, name) if _FORKED else getattr(module, name)
     if _serialise():

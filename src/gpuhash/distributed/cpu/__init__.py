@@ -1,0 +1,1 @@
+"""The sharded tables' CPU engine: numba loops over the same keys as the CUDA engine."""
