@@ -352,6 +352,49 @@ def cache_operations(rank: int, world: int, folder: str) -> None:
 
 
 # --- the tests --------------------------------------------------------------------------------
+def cache_contracts(rank: int, world: int, folder: str) -> None:
+    """find_or_insert refused on one rank, or with rows of init on one rank and a scalar on
+    another, raises on every rank (one header size whatever a rank's input); insert_and_evict
+    leaves every key given in some shard or in some rank's output, each refused row in its
+    caller's."""
+    from gpuhash.distributed import PeerError, ShardedCacheMap
+
+    lru = ShardedCacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64)
+    keys = torch.arange(10) + 100 * rank
+    try:
+        lru.find_or_insert(keys.float() if rank == 1 else keys, init=1.0)
+        raise AssertionError("the call did not raise")
+    except (TypeError, PeerError):
+        pass
+    try:
+        init = torch.ones(10) if rank == 0 else 1.0
+        lru.find_or_insert(keys, init=init)
+        raise AssertionError("the call did not raise")
+    except ValueError as caught:
+        assert "options" in str(caught)
+    assert len(lru) == 0
+    assert lru.find_or_insert(keys, init=2.0)[0].tolist() == [2.0] * 10  # still in step
+    cache = ShardedCacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
+                            bucket_slots=16, policy="custom")
+    given: dict[int, int] = {}
+    out: dict[int, int] = {}
+    for step in range(4):
+        generator = torch.Generator().manual_seed(10 * step + rank)
+        new = torch.randperm(5000, generator=generator)[:40] + 10_000 * (step * world + rank)
+        scores = torch.randint(0, 100, (40,), generator=generator)
+        status, (gone, _, gone_scores) = cache.insert_and_evict(new, torch.zeros(40),
+                                                                scores=scores)
+        mine_refused = set(new[status == gh.REFUSED].tolist())
+        assert mine_refused <= set(gone.tolist())  # a caller's refused rows come back to it
+        given.update(zip(new.tolist(), scores.tolist()))
+        out.update(zip(gone.tolist(), gone_scores.view(torch.int64).tolist()))
+    everything_given = {k: v for part in gathered(given) for k, v in part.items()}
+    everything_out = {k: v for part in gathered(out) for k, v in part.items()}
+    kept = {k for part in gathered(cache.local.export()[0].tolist()) for k in part}
+    assert kept | set(everything_out) == set(everything_given)
+    assert all(everything_given[k] == s for k, s in everything_out.items())
+
+
 @pytest.mark.parametrize("world", [2, 4])
 def test_a_sharded_map_answers_as_one_map_fed_every_batch_in_rank_order(world, tmp_path):
     run_world("map_operations", world, tmp_path)
@@ -369,6 +412,10 @@ def test_a_bad_batch_on_one_rank_raises_on_every_rank(world, tmp_path):
 @pytest.mark.parametrize("world", [2, 4])
 def test_a_sharded_cache_answers_as_one_cache(world, tmp_path):
     run_world("cache_operations", world, tmp_path)
+
+
+def test_a_sharded_cache_keeps_the_single_caches_contracts(tmp_path):
+    run_world("cache_contracts", 2, tmp_path)
 
 
 def test_saved_on_two_ranks_loads_on_four_one_and_two(tmp_path):

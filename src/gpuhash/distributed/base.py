@@ -116,11 +116,12 @@ class ShardedBase:
 
     def _call(self, what: str, check: Callable[[], Checked],
               apply: Callable[[torch.Tensor, list[torch.Tensor], Plan], list[torch.Tensor]],
-              *, options: int = 0) -> tuple[str, list[torch.Tensor]]:
+              *, options: int = 0, extra_bytes: int = 0) -> tuple[str, list[torch.Tensor]]:
         """One collective operation. ``check()`` validates this rank's input; ``apply(keys,
         columns, plan)`` runs the operation on the rows this rank owns and returns per-row
-        answers. Returns the kind of the caller's keys and the answers for its rows, in its
-        row order."""
+        answers. ``extra_bytes``: the header bytes the call may carry (the same on every
+        rank: fixed by the call, not by a rank's input). Returns the kind of the caller's keys
+        and the answers for its rows, in its row order."""
         exchange, error = self._exchange, None
         key_dtype = self._local.spec.key_dtype
         if exchange.world == 1:
@@ -130,7 +131,8 @@ class ShardedBase:
             order, counts = route(bits, exchange.world)
         except Exception as caught:  # any rank's failure is every rank's, before rows travel
             error, counts, extra = caught, None, None
-        plan = exchange.open(counts, error, options=options, extra=extra, what=what)
+        plan = exchange.open(counts, error, options=options, extra=extra,
+                             extra_bytes=extra_bytes, what=what)
         rows = bits.shape[0]
         # each column gathered by owner straight into the buffer its all-to-all sends
         got = exchange.send(plan, [_signed(t).index_select(0, order) for t in [bits, *columns]])

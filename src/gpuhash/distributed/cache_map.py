@@ -16,7 +16,7 @@ from typing import Any, Literal
 import torch
 
 from gpuhash._common import arrays as _arrays
-from gpuhash.cache.api import CacheMap
+from gpuhash.cache.api import REFUSED, CacheMap
 from gpuhash.cache.format import DEFAULT_BUCKET_SLOTS
 from gpuhash.distributed import io as _io
 from gpuhash.distributed.base import (
@@ -132,19 +132,42 @@ class ShardedCacheMap(ShardedBase):
 
     def insert_and_evict(self, keys: Any, values: Any, *,
                          scores: Any = None) -> tuple[Any, tuple[Any, Any, Any]]:
-        """As :meth:`insert_or_assign`; also returns the entries this rank's shard evicted
-        in the call (keys, values, scores), whoever's rows evicted them. Collective."""
+        """As :meth:`insert_or_assign`; also returns what the call left out of the cache, as
+        :meth:`CacheMap.insert_and_evict` does: the entries this rank's shard evicted
+        (whoever's rows evicted them), then this rank's own refused rows (their key, value and
+        the score they brought). Every key given is in the cache or in some rank's output.
+        Collective."""
         evicted: list[Any] = []
+        checked: list[Any] = []
+
+        def check() -> Checked:
+            out = self._rows(keys, values, scores)
+            checked.append(out)
+            return out
 
         def apply(bits, columns, plan) -> list[torch.Tensor]:
             given, score = self._split(columns)
-            status, out = self._local.insert_and_evict(bits, given, scores=score)
-            evicted.append(out)
+            status, (out_keys, out_values, out_scores) = self._local.insert_and_evict(
+                bits, given, scores=score)
+            # the shard's own evictions stay here; the refused rows go back with their status
+            kept = out_keys.shape[0] - int((status == REFUSED).sum())
+            evicted.append((out_keys[:kept], out_values[:kept], out_scores[:kept]))
             return [status]
-        kind, (status,) = self._call("insert_and_evict",
-                                     lambda: self._rows(keys, values, scores), apply,
+        kind, (status,) = self._call("insert_and_evict", check, apply,
                                      options=self._scored(1, scores))
-        return _arrays.to_kind(status, kind), evicted[0]
+        bits, _, columns, _ = checked[0]
+        local = self._local
+        refused = (status == REFUSED).nonzero().flatten()
+        brought = local._brought_scores(bits.shape[0], scores).index_select(0, refused)
+        out_keys, out_values, out_scores = evicted[0]
+        dtype = out_values.dtype  # unsigned rows move as the signed ints of their width
+        signed = _arrays.SIGNED_VIEW.get(dtype, dtype)
+        rows = columns[0].view(signed).index_select(0, refused)
+        out = (local._out_keys(torch.cat([out_keys.view(torch.int64),
+                                          bits.view(torch.int64).index_select(0, refused)])),
+               torch.cat([out_values.view(signed), rows]).view(dtype),
+               torch.cat([out_scores.view(torch.int64), brought]).view(torch.uint64))
+        return _arrays.to_kind(status, kind), tuple(_arrays.to_kind(t, kind) for t in out)
 
     def assign(self, keys: Any, values: Any = None, *, scores: Any = None) -> Any:
         """Assign values (and scores, if given) of present keys only; found per row (True on
@@ -226,8 +249,11 @@ class ShardedCacheMap(ShardedBase):
                 template = torch.empty(spec.value_shape, dtype=spec.value_dtype)
                 rows, score = repeat_extras(plan, template), self._split(columns, False)[1]
             return list(local.find_or_insert(bits, init=rows, scores=score))
+        # the header carries a scalar init row, sized by the spec on every rank (a rank with
+        # rows of init, or a refused batch, sends zeros there): one header size for all
         kind, (values, found) = self._call("find_or_insert", check, apply,
-                                           options=self._scored(int(per_row_given) + 1, scores))
+                                           options=self._scored(int(per_row_given) + 1, scores),
+                                           extra_bytes=spec.value_bytes)
         return _arrays.to_kind(values, kind), _arrays.to_kind(found, kind)
 
     # --- reads and removal -------------------------------------------------------------------

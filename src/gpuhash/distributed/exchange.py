@@ -104,14 +104,18 @@ class Exchange:
         self.device = device
 
     def open(self, counts: torch.Tensor | None, error: BaseException | None, *,
-             options: int = 0, extra: torch.Tensor | None = None,
+             options: int = 0, extra: torch.Tensor | None = None, extra_bytes: int = 0,
              what: str = "the call") -> Plan:
         """The header exchange: each rank's row counts (``counts``, one per rank; None with an
         ``error``), its failure flag and ``options`` code, and ``extra`` (uint8, the same for
-        every rank it goes to). Raises on every rank if any rank brought an error or options
-        unlike the others'. Synchronises with the device (the all-to-all of the rows takes its
-        sizes from the host)."""
-        extra_words = 0 if extra is None else -(-extra.numel() // 8)
+        every rank it goes to, at most ``extra_bytes``). ``extra_bytes`` is the call's, the
+        same on every rank whatever its input (a rank that failed, or sends no extra, sends
+        zeros there), so every rank's header has one size. Raises on every rank if any rank
+        brought an error or options unlike the others'. Synchronises with the device (the
+        all-to-all of the rows takes its sizes from the host)."""
+        extra_words = -(-extra_bytes // 8)
+        if extra is not None and extra.numel() > extra_bytes:
+            raise ValueError(f"extra of {extra.numel()} bytes past extra_bytes={extra_bytes}")
         # what this rank sends and what it receives, side by side: read back with one sync
         both = torch.zeros(2, self.world, _HEADER_WORDS + extra_words, dtype=torch.int64,
                            device=self.device)
@@ -119,7 +123,7 @@ class Exchange:
         if error is None:
             header[:, 0] = counts
             header[:, 3] = counts.sum()
-            if extra is not None:
+            if extra is not None and extra.numel():
                 padded = torch.zeros(extra_words * 8, dtype=torch.uint8, device=self.device)
                 padded[:extra.numel()] = extra.reshape(-1)
                 header[:, _HEADER_WORDS:] = padded.view(torch.int64)
