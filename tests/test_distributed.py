@@ -388,6 +388,19 @@ def cache_contracts(rank: int, world: int, folder: str) -> None:
         assert mine_refused <= set(gone.tolist())  # a caller's refused rows come back to it
         given.update(zip(new.tolist(), scores.tolist()))
         out.update(zip(gone.tolist(), gone_scores.view(torch.int64).tolist()))
+    # filters over every shard: a bad one on one rank raises on all before any shard changes
+    before = cache.size_if()
+    assert before == len(cache)
+    try:
+        cache.erase_if(max_score=-1 if rank == 1 else 10)
+        raise AssertionError("the call did not raise")
+    except (ValueError, PeerError):
+        pass
+    assert cache.size_if() == before
+    low = cache.size_if(max_score=10)
+    assert cache.erase_if(max_score=10) == low and cache.size_if(max_score=10) == 0
+    out = {k: s for k, s in out.items() if s > 10}  # the rest of the check: what stayed
+    given = {k: s for k, s in given.items() if s > 10}
     everything_given = {k: v for part in gathered(given) for k, v in part.items()}
     everything_out = {k: v for part in gathered(out) for k, v in part.items()}
     kept = {k for part in gathered(cache.local.export()[0].tolist()) for k in part}

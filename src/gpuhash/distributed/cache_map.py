@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+import torch.distributed as dist
 
 from gpuhash._common import arrays as _arrays
 from gpuhash.cache.api import REFUSED, CacheMap
@@ -293,6 +294,58 @@ class ShardedCacheMap(ShardedBase):
         kind, (erased,) = self._call("erase", lambda: (*self._keys(keys), [], None),
                                      lambda bits, _, plan: [self._local.erase(bits)])
         return _arrays.to_kind(erased, kind)
+
+    def size_if(self, *, key_mask: int | None = None, key_pattern: int = 0,
+                min_score: int | None = None, max_score: int | None = None) -> int:
+        """Entries over every shard that pass :meth:`CacheMap.size_if`'s filters (key bits
+        under a mask, a score range; every entry with none). Collective: every rank passes
+        the same filters; a bad one on any rank raises on all."""
+        filters = (key_mask, key_pattern, min_score, max_score)
+        return self._over_shards("size_if", filters, lambda: self._local.size_if(
+            key_mask=key_mask, key_pattern=key_pattern, min_score=min_score,
+            max_score=max_score))
+
+    def erase_if(self, *, key_mask: int | None = None, key_pattern: int = 0,
+                 min_score: int | None = None, max_score: int | None = None) -> int:
+        """Remove the entries of every shard that pass :meth:`CacheMap.erase_if`'s filters (at
+        least one); how many over every shard. Collective, checked on every rank before any
+        shard changes.
+
+        Example:
+            >>> import torch
+            >>> import gpuhash as gh
+            >>> with gh.distributed.single_process_group():
+            ...     c = gh.distributed.ShardedCacheMap(key_dtype=torch.int64,
+            ...         value_dtype=torch.float32, capacity=256, policy="custom")
+            ...     _ = c.insert_or_assign(torch.tensor([1, 2]), torch.zeros(2),
+            ...                            scores=torch.tensor([10, 20]))
+            ...     print(c.erase_if(max_score=15), c.size_if())
+            1 1
+        """
+        filters = (key_mask, key_pattern, min_score, max_score)
+        if key_mask is None and min_score is None and max_score is None:
+            error: BaseException | None = ValueError(
+                "erase_if needs a filter (key_mask, min_score or max_score); clear() on every "
+                "rank removes every entry")
+        else:
+            error = None
+        return self._over_shards("erase_if", filters, lambda: self._local.erase_if(
+            key_mask=key_mask, key_pattern=key_pattern, min_score=min_score,
+            max_score=max_score), error=error)
+
+    def _over_shards(self, what: str, filters: tuple, run, *,
+                     error: BaseException | None = None) -> int:
+        """``run()`` on every shard once every rank's filters passed their check, and the sum
+        of its counts (one all-reduce)."""
+        if error is None:
+            try:
+                self._local._filters(*filters)
+            except Exception as caught:  # told to every rank before any shard changes
+                error = caught
+        self._exchange.agree(error, what)
+        total = torch.tensor([run()], dtype=torch.int64, device=self.device)
+        dist.all_reduce(total, group=self._group)
+        return int(total.item())
 
     # --- this rank's shard -------------------------------------------------------------------
     def export(self, **options: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
