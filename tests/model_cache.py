@@ -355,6 +355,51 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
                 self.model.slots[i] = None
             assert self.cache.erase_if(max_score=limit) == len(doomed)
 
+        @rule(keys=batch, draw=st.lists(st.integers(0, 8), min_size=1, max_size=4))
+        def insert_unique(self, keys, draw):
+            """A write whose caller vouches its keys are distinct (unique=True): the same as
+            the checked write of those keys."""
+            keys = list(dict.fromkeys(keys))
+            rows = self._rows(len(keys))
+            given, scores = self._scores(draw, len(keys))
+            values = torch.tensor(rows, dtype=torch.int64).reshape(len(keys), dim).to(device)
+            status, *_ = self.model.write("upsert", keys, rows, given)
+            got = self.cache.insert_or_assign(_to_u64(keys).to(device), values, scores=scores,
+                                              unique=True)
+            self._check_rows(got, status, "status")
+
+        @rule(mask=st.sampled_from([None, 0x3, 0x30, 2**64 - 1]), pattern=st.integers(0, 63),
+              low=st.none() | st.integers(0, 12), high=st.none() | st.integers(0, 12))
+        def count_filtered(self, mask, pattern, low, high):
+            """size_if and export with key and score filters, against the model's entries."""
+            def chosen(key, score):
+                return ((mask is None or key & mask == pattern & mask)
+                        and (low is None or score >= low) and (high is None or score <= high))
+            pattern = pattern if mask is not None else 0
+            want = sorted(k for k, (score, _) in self.model.as_dict().items() if chosen(k, score))
+            filters = {"key_mask": mask, "key_pattern": pattern, "min_score": low,
+                       "max_score": high}
+            assert self.cache.size_if(**filters) == len(want)
+            keys, _, _ = self.cache.export(**filters)
+            assert sorted(keys.view(torch.uint64).cpu().tolist()) == want
+
+        @rule(keys=st.lists(st.integers(0, 60), min_size=0, max_size=20, unique=True),
+              scores=st.lists(st.integers(0, 12), min_size=20, max_size=20))
+        def merge_entries(self, keys, scores):
+            """merge_from of entries with their own scores: written as under custom, whatever
+            the cache's policy (no step taken)."""
+            rows = self._rows(len(keys))
+            given = scores[:len(keys)]
+            policy, self.model.policy = self.model.policy, "custom"
+            try:
+                self.model.write("upsert", keys, rows, given, tick=False)
+            finally:
+                self.model.policy = policy
+            self.cache.merge_from((_to_u64(keys).to(device),
+                                   torch.tensor(rows, dtype=torch.int64).reshape(
+                                       len(keys), dim).to(device),
+                                   _to_u64(given).to(device)))
+
         @rule(offset=st.integers(0, 40), count=st.none() | st.integers(0, 40),
               filtered=st.booleans(), data=st.data())
         def export_part(self, offset, count, filtered, data):
