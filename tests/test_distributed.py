@@ -407,6 +407,20 @@ def cache_contracts(rank: int, world: int, folder: str) -> None:
     assert kept | set(everything_out) == set(everything_given)
     assert all(everything_given[k] == s for k, s in everything_out.items())
 
+    # a checkpoint of another layout restored: each rank's part of it goes to the owners,
+    # entries keep their values and scores whatever the policy
+    part = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(2,),
+                       capacity=256, policy="custom")
+    ids = torch.arange(30) * world + rank
+    part.insert_or_assign(ids, torch.stack([ids.float(), -ids.float()], 1), scores=ids * 7)
+    restored = ShardedCacheMap(key_dtype=torch.int64, value_dtype=torch.float32,
+                               value_shape=(2,), capacity=1024, policy="lru")
+    restored.merge_from(part)
+    assert len(restored) == 30 * world
+    got = {k: (s, v) for keys_, values_, scores_ in gathered(
+        [t.tolist() for t in restored.export()]) for k, v, s in zip(keys_, values_, scores_)}
+    assert got == {k: (7 * k, [float(k), -float(k)]) for k in range(30 * world)}
+
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_a_sharded_map_answers_as_one_map_fed_every_batch_in_rank_order(world, tmp_path):

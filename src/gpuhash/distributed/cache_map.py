@@ -295,6 +295,40 @@ class ShardedCacheMap(ShardedBase):
                                      lambda bits, _, plan: [self._local.erase(bits)])
         return _arrays.to_kind(erased, kind)
 
+    def merge_from(self, source: Any) -> None:
+        """Every entry of this rank's ``source`` (a CacheMap, the path of a saved one, or a
+        tuple ``(keys, values, scores)``) into its owner's shard with its own value and score,
+        as :meth:`CacheMap.merge_from` does: a checkpoint of any layout (one cache, or shards
+        of another number of ranks, each rank passing its part) restored into this one.
+        Collective: every rank passes a source (an empty one too).
+
+        Example:
+            >>> import torch
+            >>> import gpuhash as gh
+            >>> with gh.distributed.single_process_group():
+            ...     c = gh.distributed.ShardedCacheMap(key_dtype=torch.int64,
+            ...         value_dtype=torch.float32, capacity=256)
+            ...     c.merge_from((torch.tensor([5, 6]), torch.ones(2), torch.tensor([9, 3])))
+            ...     print(sorted(zip(*[t.tolist() for t in c.export()[::2]])))
+            [(5, 9), (6, 3)]
+        """
+        if isinstance(source, (str, Path)):
+            source = CacheMap.load(source, device="cpu")
+        if isinstance(source, CacheMap):
+            source = source.export()
+        if not (isinstance(source, tuple) and len(source) == 3 and source[2] is not None):
+            raise TypeError(f"source must be a CacheMap, the path of a saved one or a tuple "
+                            f"(keys, values, scores), got {type(source).__name__}")
+        keys, values, scores = (t.to(self.device) if isinstance(t, torch.Tensor) else t
+                                for t in source)
+
+        def apply(bits, columns, plan) -> list[torch.Tensor]:
+            given, score = self._split(columns)
+            self._local.merge_from((bits, given, score))
+            return [torch.zeros(bits.shape[0], dtype=torch.int8, device=bits.device)]
+        self._call("merge_from", lambda: self._rows(keys, values, scores), apply,
+                   options=self._scored(1, scores))
+
     def size_if(self, *, key_mask: int | None = None, key_pattern: int = 0,
                 min_score: int | None = None, max_score: int | None = None) -> int:
         """Entries over every shard that pass :meth:`CacheMap.size_if`'s filters (key bits
