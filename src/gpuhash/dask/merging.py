@@ -26,12 +26,12 @@ import pandas as pd
 
 from gpuhash.dask.frames import (
     check_columns,
-    column_names,
     conform,
     dask_frame,
     threads_by_host,
     with_task_cores,
 )
+from gpuhash.join.key_names import resolve_keys
 
 How = Literal["inner", "left", "right", "outer", "semi", "anti"]
 HOWS = ("inner", "left", "right", "outer", "semi", "anti")
@@ -115,25 +115,8 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
 
 
 def _key_names(left, right, on, left_on, right_on) -> tuple[list[str], list[str]]:
-    if on is not None:
-        if left_on is not None or right_on is not None:
-            raise ValueError("give either on or left_on/right_on, not both")
-        left_keys = right_keys = column_names(on, "on")
-    elif left_on is not None or right_on is not None:
-        if left_on is None or right_on is None:
-            raise ValueError(f"left_on and right_on go together; got left_on={left_on!r}, "
-                             f"right_on={right_on!r}")
-        left_keys = column_names(left_on, "left_on")
-        right_keys = column_names(right_on, "right_on")
-        if len(left_keys) != len(right_keys):
-            raise ValueError(f"left_on names {len(left_keys)} columns but right_on names "
-                             f"{len(right_keys)}; pair each left key with a right one")
-    else:
-        shared = set(right.columns)
-        left_keys = right_keys = [c for c in left.columns if c in shared]
-        if not left_keys:
-            raise ValueError("no on, left_on or right_on, and the sides share no column name; "
-                             "name the key columns with on=...")
+    left_keys, right_keys = resolve_keys(list(left.columns), list(right.columns), on, left_on,
+                                         right_on)
     check_columns(left_keys, left, "on" if on is not None else "left_on", "left")
     check_columns(right_keys, right, "on" if on is not None else "right_on", "right")
     return left_keys, right_keys

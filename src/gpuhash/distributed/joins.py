@@ -92,7 +92,7 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
         >>> part.sort_values("qty")["name"].fillna("-").tolist()
         ['ada', '-', 'cy', 'ada']
     """
-    from gpuhash.join.merge import _key_names
+    from gpuhash.join.key_names import key_names as _key_names
 
     require_group()
     what = "gh.distributed.merge"

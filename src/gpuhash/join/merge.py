@@ -46,6 +46,7 @@ from gpuhash.join.frames import (
     restore_frame,
     to_arrow,
 )
+from gpuhash.join.key_names import key_names as _key_names
 from gpuhash.join.keys import BITS
 from gpuhash.join.merge_options import (
     ANTI_HOWS,
@@ -74,43 +75,6 @@ from gpuhash.join.table_merge import try_lookup_merge
 VALIDATE = (None, "1:1", "1:m", "m:1", "m:m")
 VALIDATE_NAMES = {"one_to_one": "1:1", "one_to_many": "1:m", "many_to_one": "m:1",
                   "many_to_many": "m:m"}  # pandas' long names
-
-
-def _names(value: Any, argument: str) -> list[str]:
-    names = [value] if isinstance(value, str) else list(value)
-    if not names or not all(isinstance(n, str) for n in names):
-        raise ValueError(f"{argument} must be a column name or a list of them, got {value!r}")
-    return names
-
-
-def _key_names(left_cols, right_cols, on, left_on, right_on, how):
-    if how == "cross":
-        if on is not None or left_on is not None or right_on is not None:
-            raise ValueError("how='cross' takes no on, left_on or right_on")
-        return [], []
-    if on is not None:
-        if left_on is not None or right_on is not None:
-            raise ValueError("give either on or left_on/right_on, not both")
-        left_keys = right_keys = _names(on, "on")
-    elif left_on is not None or right_on is not None:
-        if left_on is None or right_on is None:
-            raise ValueError(f"left_on and right_on go together; got left_on={left_on!r}, "
-                             f"right_on={right_on!r}")
-        left_keys, right_keys = _names(left_on, "left_on"), _names(right_on, "right_on")
-        if len(left_keys) != len(right_keys):
-            raise ValueError(f"left_on names {len(left_keys)} columns but right_on names "
-                             f"{len(right_keys)}")
-    else:
-        left_keys = right_keys = [c for c in left_cols if c in set(right_cols)]
-        if not left_keys:
-            raise ValueError("no on, left_on or right_on, and the sides share no column name")
-    for names, columns, side in ((left_keys, left_cols, "left"),
-                                 (right_keys, right_cols, "right")):
-        for name in names:
-            if name not in columns:
-                raise KeyError(f"key column {name!r} is not in the {side} table (columns: "
-                               f"{list(columns)})")
-    return left_keys, right_keys
 
 
 def _key_layout(left_keys, right_keys, kind, how, coalesce=None):
