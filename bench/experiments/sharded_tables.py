@@ -26,7 +26,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -34,18 +33,11 @@ import torch
 import torch.distributed as dist
 
 import gpuhash as gh
+from gpuhash.bench.provenance import source_commit
 from gpuhash.distributed import base as _base
 from gpuhash.distributed import exchange as _exchange
 
 GIB = 1 << 30
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 class _StepTimer:
@@ -154,7 +146,7 @@ def run(*, keys_per_rank: int = 64 << 20, repeats: int = 3, out: str | None = No
         "experiment": "sharded_tables", "device": torch.cuda.get_device_name(),
         "world_size": world, "keys_per_rank": keys_per_rank,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit": _commit(), "torch": torch.__version__,
+        "commit": source_commit(), "torch": torch.__version__,
         "nccl": ".".join(map(str, torch.cuda.nccl.version())),
         "method": "wall ms from a barrier to every rank's end, best of repeats; exchange_ms: "
                   "CUDA events around the row all-to-alls inside the call; route_ms: around "
