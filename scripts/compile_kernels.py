@@ -59,6 +59,7 @@ def instances() -> dict[str, list[str]]:
             found["join/kernels/join.cu"] += join_cuda.kernel_names(spec).values()
     found["join/kernels/radix_join.cu"] = list(radix_cuda.kernel_names().values())
     found["groupby/kernels/groupby.cu"] = list(groupby_cuda.kernel_names().values())
+    found["groupby/kernels/strings.cu"] = list(groupby_cuda.STRING_KERNELS.values())
     found["distributed/kernels/shard.cu"] = list(shard_cuda.kernel_names().values())
     return found
 

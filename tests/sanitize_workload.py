@@ -210,5 +210,18 @@ for groups in (1, 300, 9000, 40_000):
     means = torch.randn(groups).double().cuda()
     group_cuda.group_comoments(codes, groups, torch.randn(20_000).cuda(),
                                torch.randn(20_000).cuda(), valid, means, means)
+# string keys: hashes of strings of 0-20 bytes (the last word partial), the collision check
+import pyarrow as _pa  # noqa: E402
+
+from gpuhash.groupby import string_keys  # noqa: E402
+
+words = [None if i % 97 == 0 else "w" * (i % 21) + str(i % 300) for i in range(20_000)]
+strings = _pa.chunked_array([_pa.array(words[:7000]), _pa.array(words[7000:])])
+coded = string_keys.string_codes(strings, torch.device("cuda"), ordered=True)
+assert coded is not None
+offsets, data = string_keys.upload_strings(strings, torch.device("cuda"))
+hashes = group_cuda.string_hashes(offsets, data)
+codes, _, first = group_cuda.group_compact(hashes)
+assert group_cuda.string_mismatches(offsets, data, codes, first.roll(1)) > 0
 torch.cuda.synchronize()
 print("sanitize workload done")

@@ -2,7 +2,8 @@
 
 A column becomes a tensor of numbers plus a validity mask, and remembers how to turn numbers
 of its own kind back into an Arrow array of its type (``Column.to_arrow``). Strings (and
-binary and dictionary columns) become dictionary codes, encoded by pieces on every core; where
+binary and dictionary columns) become dictionary codes: on a GPU by their hashes
+(string_keys.py), else by Arrow's encoding of pieces on every core; where
 order matters (min, max, the top k, sorted groups) the dictionary is sorted first, so codes
 compare as the strings do; a result's codes take their strings from the dictionary. Dates,
 times, timestamps and durations become their integer storage. Numbers and bools are viewed
@@ -21,13 +22,15 @@ Example:
 from __future__ import annotations
 
 import os
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+
+from gpuhash._common.uploads import to_device
+from gpuhash.groupby.string_keys import string_codes
 
 
 @dataclass
@@ -168,6 +171,10 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
     if kind == "category":  # categories: their codes as they are, in the categories' order
         codes, dictionary = _dictionary_codes(chunked, ordered=False)
         valid, numbers = _codes_and_validity(codes)
+    elif kind == "string" and device.type == "cuda" and (
+            coded := string_codes(chunked, device, ordered=ordered)) is not None:
+        values, mask, dictionary = coded  # hashed and checked on the GPU (string_keys.py)
+        return Column(name, values, mask, type_, dictionary)
     elif kind == "string":
         codes, dictionary = _dictionary_codes(chunked, ordered=ordered)
         valid, numbers = _codes_and_validity(codes)
@@ -186,10 +193,8 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
         if array.null_count:
             array = pc.fill_null(array, False if pa.types.is_boolean(array.type) else 0)
         numbers = array.to_numpy(zero_copy_only=False)
-    with warnings.catch_warnings():  # Arrow's buffers are read-only; nothing writes to them
-        warnings.simplefilter("ignore", UserWarning)
-        values = torch.from_numpy(np.ascontiguousarray(numbers)).to(device)
-    mask = None if valid is None else torch.from_numpy(valid).to(device)
+    values = to_device(numbers, device)  # pinned pieces to a GPU (uploads.py)
+    mask = None if valid is None else to_device(valid, device)
     return Column(name, values, mask, type_, dictionary)
 
 

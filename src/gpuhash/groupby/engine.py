@@ -14,7 +14,10 @@ Both engines (groupby/cpu/engine.py: numba loops; groupby/cuda/engine.py: kernel
   quantiles; the CUDA engine selects the ranks instead of sorting);
 * ``group_comoments(codes, groups, a, b, use, mean_a, mean_b)``: per group the sums of
   squared distances of a and b from their means and of their products (variance and
-  correlation's second pass).
+  correlation's second pass);
+* ``string_hashes(offsets, data)`` and ``string_mismatches(offsets, data, codes, first)``:
+  a 64-bit hash of each string's bytes, and how many rows' strings differ from their code's
+  first row's (string keys coded by their hashes, checked for collisions).
 
 Everything else of a group-by is torch on the data's device, the same code for both.
 """

@@ -1,5 +1,5 @@
-"""The group-by's CPU engine: ``group_reduce``, the twin of groupby/cuda/engine.py over the
-same codes and values (see there for the operation), in numba loops on every core."""
+"""The group-by's CPU engine, the twin of groupby/cuda/engine.py over the same codes, values
+and strings (see there for each operation), in numba loops on every core."""
 
 from __future__ import annotations
 
@@ -124,6 +124,24 @@ def group_comoments(codes: torch.Tensor, groups: int, first: torch.Tensor,
                 use is not None, mean_first.numpy(), mean_second.numpy(), out.numpy())
     total = out.sum(0)
     return total[0], total[1], total[2]
+
+
+def string_hashes(offsets: torch.Tensor, data: torch.Tensor) -> torch.Tensor:
+    """The 64-bit hash of each string (int64 bits): see groupby/cuda/engine.py."""
+    out = torch.empty(offsets.shape[0] - 1, dtype=torch.int64)
+    if out.shape[0]:
+        runtime.run("group_string_hashes", offsets.numpy(), data.numpy(),
+                    out.numpy().view("uint64"))
+    return out
+
+
+def string_mismatches(offsets: torch.Tensor, data: torch.Tensor, codes: torch.Tensor,
+                      first: torch.Tensor) -> int:
+    """Rows whose string differs from their code's first row's: see groupby/cuda/engine.py."""
+    if not codes.shape[0]:
+        return 0
+    return int(runtime.run("group_string_mismatches", offsets.numpy(), data.numpy(),
+                           codes.numpy(), first.numpy()))
 
 
 def _plain(values: torch.Tensor):

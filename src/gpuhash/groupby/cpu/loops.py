@@ -1,4 +1,5 @@
-"""The group-by's loops, compiled by numba: grouped sums, minima and maxima with counts.
+"""The group-by's loops, compiled by numba: grouped sums, minima and maxima with counts, and
+the hashes and equality check of string keys.
 
 Rows are split into a fixed number of chunks (not one a thread), each accumulating into its
 own row of the outputs, which the engine then combines: results, float sums included, are
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+
+from gpuhash._common.constants import GOLDEN, MIX_1, MIX_2, MIX_SHIFT
 
 _JIT = {"cache": True, "nogil": True}
 SUM, MIN, MAX = 0, 1, 2
@@ -199,3 +202,62 @@ def group_comoments(codes, first, second, use, has_use, mean_first, mean_second,
             aa[g] += da * da
             bb[g] += db * db
             ab[g] += da * db
+
+
+_GOLDEN = np.uint64(GOLDEN)  # gh_string_hash's seed and size factor
+_MIX_1 = np.uint64(MIX_1)
+_MIX_2 = np.uint64(MIX_2)
+_SHIFT = np.uint64(MIX_SHIFT)
+
+
+@numba.njit(inline="always", **_JIT)
+def _mix64(x):
+    x ^= x >> _SHIFT
+    x *= _MIX_1
+    x ^= x >> _SHIFT
+    x *= _MIX_2
+    return x ^ (x >> _SHIFT)
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_string_hashes(offsets, data, out):
+    """out[i] = the 64-bit hash of string ``i``'s bytes (groupby/kernels/strings.cu:
+    gh_string_hash, the same bits)."""
+    n = out.shape[0]
+    for block in numba.prange((n + BLOCK - 1) // BLOCK):
+        for i in range(block * BLOCK, min(n, (block + 1) * BLOCK)):
+            begin = offsets[i]
+            size = offsets[i + 1] - begin
+            h = np.uint64(size) * _GOLDEN + _GOLDEN
+            for k in range(0, size, 8):
+                word = np.uint64(0)
+                for j in range(min(8, size - k)):
+                    word |= np.uint64(data[begin + k + j]) << np.uint64(8 * j)
+                h = _mix64(h ^ word)
+            out[i] = h
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_string_mismatches(offsets, data, codes, first):
+    """Rows whose string differs from their code's first row's (codes below zero skipped):
+    gh_string_mismatches."""
+    n = codes.shape[0]
+    blocks = (n + BLOCK - 1) // BLOCK
+    found = np.zeros(blocks, dtype=np.int64)
+    for block in numba.prange(blocks):
+        for i in range(block * BLOCK, min(n, (block + 1) * BLOCK)):
+            code = codes[i]
+            if code < 0 or first[code] == i:
+                continue
+            row = first[code]
+            begin = offsets[i]
+            size = offsets[i + 1] - begin
+            other = offsets[row]
+            if offsets[row + 1] - other != size:
+                found[block] += 1
+                continue
+            for k in range(size):
+                if data[begin + k] != data[other + k]:
+                    found[block] += 1
+                    break
+    return found.sum()

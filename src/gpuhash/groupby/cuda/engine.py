@@ -1,5 +1,5 @@
-"""The group-by's CUDA engine (groupby/kernels/groupby.cu and group_select.cuh), the twin of
-groupby/cpu/engine.py.
+"""The group-by's CUDA engine (groupby/kernels/groupby.cu and group_select.cuh; the string
+keys' hashes and check in strings.cu), the twin of groupby/cpu/engine.py.
 
 ``group_reduce(codes, low, groups, values, valid, op, *, rows)``: for each row, group
 ``code - low`` (outside ``[0, groups)``: the row is dropped); returns per group the
@@ -64,6 +64,16 @@ def kernel_names() -> dict:
                 names[(code, value, op)] = (f"gh_group_reduce<{code_type}, {value_type}, "
                                             f"{acc}, {number}>")
     return names
+
+
+STRING_KERNELS = {"hashes": "gh_string_hashes", "mismatches": "gh_string_mismatches"}
+
+
+@functools.cache
+def _string_kernels(device_index: int, arch: str | None) -> dict:
+    module = load_module("groupby/kernels/strings.cu", tuple(STRING_KERNELS.values()),
+                         device_index, arch)
+    return {key: module.get_kernel(name) for key, name in STRING_KERNELS.items()}
 
 
 @functools.cache
@@ -293,3 +303,33 @@ def group_comoments(codes: torch.Tensor, groups: int, first: torch.Tensor,
                     groups, window, means[0].data_ptr(), means[1].data_ptr(), out.data_ptr(),
                     device=index)
     return out[0], out[1], out[2]
+
+
+def string_hashes(offsets: torch.Tensor, data: torch.Tensor) -> torch.Tensor:
+    """The 64-bit hash of each string ``data[offsets[i]:offsets[i + 1]]`` (int64 offsets,
+    uint8 bytes), as int64 bits (groupby/kernels/strings.cu). No host synchronisation."""
+    index = _device_index(offsets.device)
+    n = offsets.shape[0] - 1
+    out = torch.empty(n, dtype=torch.int64, device=offsets.device)
+    kernel = _string_kernels(index, os.environ.get(ARCH_ENV))["hashes"]
+    blocks = min(-(-n // THREADS), BLOCKS_PER_SM * _multiprocessors(index))
+    if n:
+        launch_grid(kernel, (blocks, 1), 0, offsets.data_ptr(), data.data_ptr(), n,
+                    out.data_ptr(), device=index)
+    return out
+
+
+def string_mismatches(offsets: torch.Tensor, data: torch.Tensor, codes: torch.Tensor,
+                      first: torch.Tensor) -> int:
+    """How many rows' strings differ from the string of their code's first row ``first[code]``
+    (int64 codes; below zero: skipped). Synchronises (returns the count)."""
+    index = _device_index(offsets.device)
+    n = codes.shape[0]
+    if not n:
+        return 0
+    found = torch.zeros(1, dtype=torch.int64, device=offsets.device)
+    kernel = _string_kernels(index, os.environ.get(ARCH_ENV))["mismatches"]
+    blocks = min(-(-n // THREADS), BLOCKS_PER_SM * _multiprocessors(index))
+    launch_grid(kernel, (blocks, 1), 0, offsets.data_ptr(), data.data_ptr(),
+                codes.data_ptr(), first.data_ptr(), n, found.data_ptr(), device=index)
+    return int(found)
