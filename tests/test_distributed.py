@@ -374,6 +374,20 @@ def cache_contracts(rank: int, world: int, folder: str) -> None:
         assert "options" in str(caught)
     assert len(lru) == 0
     assert lru.find_or_insert(keys, init=2.0)[0].tolist() == [2.0] * 10  # still in step
+    # unique=True on one rank only: a ValueError everywhere, nothing written
+    try:
+        lru.insert_or_assign(keys, torch.ones(10), unique=rank == 0)
+        raise AssertionError("the call did not raise")
+    except ValueError as caught:
+        assert "options" in str(caught)
+    assert lru.find(keys)[0].tolist() == [2.0] * 10
+    # keys unique over every rank's batch, declared so: the same answers as without
+    ids = torch.arange(20) * world + rank
+    statuses = lru.insert_or_assign(ids, ids.float(), unique=True)
+    assert bool((statuses != gh.REFUSED).all())
+    assert lru.assign(ids, ids.float() + 1, unique=True).all()
+    got, found = lru.find_or_insert(ids, init=0.0, unique=True)
+    assert bool(found.all()) and got.tolist() == (ids.float() + 1).tolist()
     cache = ShardedCacheMap(key_dtype=torch.int64, value_dtype=torch.float32, capacity=64,
                             bucket_slots=16, policy="custom")
     given: dict[int, int] = {}

@@ -103,15 +103,19 @@ class ShardedCacheMap(ShardedBase):
         return values, scores
 
     @staticmethod
-    def _scored(code: int, scores: Any) -> int:
-        """An options' code that also says whether this rank gave scores, so ranks that
-        differ raise rather than send columns the owners would misread."""
-        return 2 * code + int(scores is not None)
+    def _scored(code: int, scores: Any, unique: bool = False) -> int:
+        """An options' code that also says whether this rank gave scores and declared its
+        keys unique, so ranks that differ raise rather than send columns the owners would
+        misread (or skip a duplicate check another rank's rows need)."""
+        return 4 * code + 2 * int(bool(unique)) + int(scores is not None)
 
     # --- writes ------------------------------------------------------------------------------
-    def insert_or_assign(self, keys: Any, values: Any, *, scores: Any = None) -> Any:
+    def insert_or_assign(self, keys: Any, values: Any, *, scores: Any = None,
+                         unique: bool = False) -> Any:
         """Insert or assign each row (:meth:`CacheMap.insert_or_assign`); each row's status.
-        Collective.
+        Collective. ``unique=True``, on every rank alike, promises that no key appears twice
+        in the whole call (every rank's batch together: an owner receives them all), and the
+        owners skip the duplicate check; a key given twice anyway gets an unspecified row.
 
         Example:
             >>> import torch
@@ -125,19 +129,19 @@ class ShardedCacheMap(ShardedBase):
         """
         def apply(bits, columns, plan) -> list[torch.Tensor]:
             given, score = self._split(columns)
-            return [self._local.insert_or_assign(bits, given, scores=score)]
+            return [self._local.insert_or_assign(bits, given, scores=score, unique=unique)]
         kind, (status,) = self._call("insert_or_assign",
                                      lambda: self._rows(keys, values, scores), apply,
-                                     options=self._scored(1, scores))
+                                     options=self._scored(1, scores, unique))
         return _arrays.to_kind(status, kind)
 
-    def insert_and_evict(self, keys: Any, values: Any, *,
-                         scores: Any = None) -> tuple[Any, tuple[Any, Any, Any]]:
+    def insert_and_evict(self, keys: Any, values: Any, *, scores: Any = None,
+                         unique: bool = False) -> tuple[Any, tuple[Any, Any, Any]]:
         """As :meth:`insert_or_assign`; also returns what the call left out of the cache, as
         :meth:`CacheMap.insert_and_evict` does: the entries this rank's shard evicted
         (whoever's rows evicted them), then this rank's own refused rows (their key, value and
         the score they brought). Every key given is in the cache or in some rank's output.
-        Collective."""
+        ``unique`` as in :meth:`insert_or_assign`. Collective."""
         evicted: list[Any] = []
         checked: list[Any] = []
 
@@ -149,13 +153,13 @@ class ShardedCacheMap(ShardedBase):
         def apply(bits, columns, plan) -> list[torch.Tensor]:
             given, score = self._split(columns)
             status, (out_keys, out_values, out_scores) = self._local.insert_and_evict(
-                bits, given, scores=score)
+                bits, given, scores=score, unique=unique)
             # the shard's own evictions stay here; the refused rows go back with their status
             kept = out_keys.shape[0] - int((status == REFUSED).sum())
             evicted.append((out_keys[:kept], out_values[:kept], out_scores[:kept]))
             return [status]
         kind, (status,) = self._call("insert_and_evict", check, apply,
-                                     options=self._scored(1, scores))
+                                     options=self._scored(1, scores, unique))
         bits, _, columns, _ = checked[0]
         local = self._local
         refused = (status == REFUSED).nonzero().flatten()
@@ -170,24 +174,26 @@ class ShardedCacheMap(ShardedBase):
                torch.cat([out_scores.view(torch.int64), brought]).view(torch.uint64))
         return _arrays.to_kind(status, kind), tuple(_arrays.to_kind(t, kind) for t in out)
 
-    def assign(self, keys: Any, values: Any = None, *, scores: Any = None) -> Any:
+    def assign(self, keys: Any, values: Any = None, *, scores: Any = None,
+               unique: bool = False) -> Any:
         """Assign values (and scores, if given) of present keys only; found per row (True on
-        the row applied). Collective."""
+        the row applied). ``unique`` as in :meth:`insert_or_assign`. Collective."""
         with_values = values is not None
 
         def apply(bits, columns, plan) -> list[torch.Tensor]:
             given, score = self._split(columns, with_values)
-            return [self._local.assign(bits, given, scores=score)]
+            return [self._local.assign(bits, given, scores=score, unique=unique)]
         kind, (found,) = self._call(
             "assign", lambda: self._rows(keys, values, scores, optional_values=True), apply,
             # every rank with values, or every rank without; and the same for scores
-            options=self._scored(int(with_values) + 1, scores))
+            options=self._scored(int(with_values) + 1, scores, unique))
         return _arrays.to_kind(found, kind)
 
     def accum_or_assign(self, keys: Any, values: Any, accumulate: Any, *,
-                        scores: Any = None) -> Any:
+                        scores: Any = None, unique: bool = False) -> Any:
         """Rows with ``accumulate`` set add to a present key's value, the others insert an
-        absent key (:meth:`CacheMap.accum_or_assign`); each row's status. Collective."""
+        absent key (:meth:`CacheMap.accum_or_assign`); each row's status. ``unique`` as in
+        :meth:`insert_or_assign`. Collective."""
         local = self._local
 
         def check() -> Checked:
@@ -203,15 +209,18 @@ class ShardedCacheMap(ShardedBase):
 
         def apply(bits, columns, plan) -> list[torch.Tensor]:
             given, score = self._split(columns[:-1])
-            return [local.accum_or_assign(bits, given, columns[-1], scores=score)]
+            return [local.accum_or_assign(bits, given, columns[-1], scores=score,
+                                          unique=unique)]
         kind, (status,) = self._call("accum_or_assign", check, apply,
-                                     options=self._scored(1, scores))
+                                     options=self._scored(1, scores, unique))
         return _arrays.to_kind(status, kind)
 
-    def find_or_insert(self, keys: Any, *, init: Any = 0, scores: Any = None) -> tuple[Any, Any]:
+    def find_or_insert(self, keys: Any, *, init: Any = 0, scores: Any = None,
+                       unique: bool = False) -> tuple[Any, Any]:
         """Each key's value, inserting absent keys with ``init`` (a scalar, one row, or a row
         per key) first (:meth:`CacheMap.find_or_insert`); (values, found). A key's first row
-        over every rank in rank order acts. Collective.
+        over every rank in rank order acts. ``unique`` as in :meth:`insert_or_assign`.
+        Collective.
 
         Example:
             >>> import torch
@@ -249,11 +258,12 @@ class ShardedCacheMap(ShardedBase):
             else:
                 template = torch.empty(spec.value_shape, dtype=spec.value_dtype)
                 rows, score = repeat_extras(plan, template), self._split(columns, False)[1]
-            return list(local.find_or_insert(bits, init=rows, scores=score))
+            return list(local.find_or_insert(bits, init=rows, scores=score, unique=unique))
         # the header carries a scalar init row, sized by the spec on every rank (a rank with
         # rows of init, or a refused batch, sends zeros there): one header size for all
         kind, (values, found) = self._call("find_or_insert", check, apply,
-                                           options=self._scored(int(per_row_given) + 1, scores),
+                                           options=self._scored(int(per_row_given) + 1, scores,
+                                                                unique),
                                            extra_bytes=spec.value_bytes)
         return _arrays.to_kind(values, kind), _arrays.to_kind(found, kind)
 
