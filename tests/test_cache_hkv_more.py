@@ -243,8 +243,12 @@ def test_the_keys_a_find_misses(device, load):
         assert missed.numel() == cap
     elif load < 1:
         assert torch.equal(missed.cpu(), torch.arange(written, cap))  # below capacity: exact
-    else:
-        assert 0 < missed.numel() < cap
+    else:  # at capacity the cache holds what it placed; the CPU evicts past
+        # relocation_limit (counting before each row), while a GPU write reads the count once
+        # a warp and may fill every slot by moves (cache/format.py): no miss is allowed there
+        assert missed.numel() == cap - len(cache) < cap
+        if device == "cpu":
+            assert missed.numel() > 0
     assert not cache.contains(keys[missed]).cpu().any()
     assert torch.equal(got[found], _rows(keys[found]))
 

@@ -122,7 +122,13 @@ def big_calls(rank: int, world: int, folder: str) -> None:
             assert torch.equal(found_values.view(torch.int32), want_values[here].view(torch.int32))
         applied = table.insert_or_apply(parts[rank].view(torch.uint64), values[here], op="max")
         assert torch.equal(applied, model.insert_or_apply(keys, values, op="max")[here])
-        assert torch.equal(table.erase(shifted[here]), model.erase(shifted)[here])
+        # which row of a repeated key says True is unspecified (HashMap.erase; on a GPU the
+        # rows race): the keys erased, on one row each over all ranks, are the model's
+        erased = table.erase(shifted[here])
+        every = torch.cat([part.to(device) for part in gathered(erased.cpu())])
+        signed = shifted.view(torch.int64)
+        want = model.erase(shifted)
+        assert torch.equal(signed[every].sort().values, signed[want].sort().values)
     assert sum(gathered(len(table.local))) == len(model) == len(table)
 
     cache = ShardedCacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=(2,),
