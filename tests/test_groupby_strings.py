@@ -1,5 +1,5 @@
 """String keys coded by their hashes (groupby/string_keys.py) and host arrays moved through the
-pinned ring (_common/uploads.py): codes and dictionaries that decode to the column itself on
+pinned ring (_common/transfers.py): codes and dictionaries that decode to the column itself on
 every layout Arrow gives (chunks, slices, nulls, large and binary strings, empty strings and
 zero bytes), a forced hash collision that falls back rather than merges two strings, and on a
 GPU the kernels against their CPU twins bit for bit and group-bys against the CPU engine's."""
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import gpuhash as gh
-from gpuhash._common import uploads
+from gpuhash._common import transfers as uploads
 from gpuhash.groupby import string_keys
 from gpuhash.groupby.cpu import engine as cpu_engine
 
@@ -105,6 +105,8 @@ def test_uploads_arrive_whole(device):
             got = uploads.to_device(array[::1], torch.device(device))
             assert got.device.type == device
             assert np.array_equal(got.cpu().numpy(), array)
+            back = uploads.to_host(got)
+            assert back.dtype == array.dtype and np.array_equal(back, array)
 
 
 @gpu
@@ -114,7 +116,8 @@ def test_uploads_from_several_threads_each_arrive_whole():
 
     def move(i: int) -> None:
         out = uploads.to_device(arrays[i], torch.device("cuda"))
-        results[i] = bool((out == i).all())
+        back = uploads.to_host(out + 1)
+        results[i] = bool((out == i).all()) and bool((back == i + 1).all())
 
     threads = [threading.Thread(target=move, args=(i,)) for i in range(len(arrays))]
     for t in threads:

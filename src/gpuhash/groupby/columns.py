@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuhash._common.uploads import to_device
+from gpuhash._common.transfers import to_device, to_host
 from gpuhash.groupby.string_keys import string_codes
 
 
@@ -54,8 +54,8 @@ class Column:
         dates and times), or plain numbers when ``as_numbers`` (counts, means)."""
         import pyarrow as pa
 
-        data = values.cpu().numpy()
-        mask = None if valid is None else ~valid.cpu().numpy()
+        data = to_host(values)  # through pinned pieces into reused host memory
+        mask = None if valid is None else ~to_host(valid)
         if as_numbers or self.arrow_type is None:
             return pa.array(data, mask=mask)
         if pa.types.is_null(self.arrow_type):
@@ -193,7 +193,7 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
         if array.null_count:
             array = pc.fill_null(array, False if pa.types.is_boolean(array.type) else 0)
         numbers = array.to_numpy(zero_copy_only=False)
-    values = to_device(numbers, device)  # pinned pieces to a GPU (uploads.py)
+    values = to_device(numbers, device)  # pinned pieces to a GPU (transfers.py)
     mask = None if valid is None else to_device(valid, device)
     return Column(name, values, mask, type_, dictionary)
 

@@ -2,7 +2,7 @@
 
 Arrow's dictionary encoding runs on one thread a call, and the unification of pieces encoded
 in threads runs on one thread too: on a 16-core host it took most of a group-by by a string
-key. Here the column's offsets and bytes travel to the GPU (_common/uploads.py), each string
+key. Here the column's offsets and bytes travel to the GPU (_common/transfers.py), each string
 is hashed to 64 bits there, the core's table numbers the distinct hashes (the engine's
 ``group_compact``: codes by first appearance, with each code's first row), and every row's
 string is compared with its code's first row's. Two different strings with one hash would
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuhash._common.uploads import to_device, upload_into
+from gpuhash._common.transfers import to_device, upload_into
 from gpuhash.groupby.engine import engine_for
 
 
@@ -98,6 +98,32 @@ def _first_rows(codes: torch.Tensor, count: int) -> torch.Tensor:
     return first.scatter_reduce_(0, codes, rows, reduce="amin")
 
 
+def _rows_of(chunked, rows: np.ndarray):
+    """The strings of ``rows`` (distinct) as one Arrow array, taken chunk by chunk: a take
+    from the whole column would first combine its chunks, a copy of every byte."""
+    import pyarrow as pa
+
+    from gpuhash.join.arrow_gather import take_column
+
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
+    ends = np.cumsum([len(c) for c in chunked.chunks])
+    cuts = np.searchsorted(ordered, ends)
+    parts, start, base = [], 0, 0
+    for chunk, stop, end in zip(chunked.chunks, cuts, ends):
+        if stop > start:
+            part = take_column(chunk, ordered[start:stop] - base, may_miss=False,
+                               ascending=True)
+            parts.extend(part.chunks if isinstance(part, pa.ChunkedArray) else [part])
+        start, base = stop, end
+    taken = pa.concat_arrays(parts) if parts else pa.array([], type=chunked.type)
+    if not np.array_equal(order, np.arange(rows.shape[0])):  # back to the rows' order
+        back = np.empty_like(order)
+        back[order] = np.arange(order.shape[0])
+        taken = taken.take(pa.array(back))
+    return taken
+
+
 def string_codes(chunked, device: torch.device, *, ordered: bool
                  ) -> tuple[torch.Tensor, torch.Tensor | None, Any] | None:
     """(int32 codes on ``device``, 0 at nulls; validity or None; the dictionary, an Arrow
@@ -106,8 +132,6 @@ def string_codes(chunked, device: torch.device, *, ordered: bool
     order."""
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from gpuhash.join.arrow_gather import take_column
 
     if not len(chunked):
         return (torch.zeros(0, dtype=torch.int32, device=device), None,
@@ -131,9 +155,7 @@ def string_codes(chunked, device: torch.device, *, ordered: bool
                  kept[_first_rows(kept_codes, count)])
     if engine.string_mismatches(offsets, data, codes, first):
         return None
-    dictionary = take_column(chunked, first.cpu().numpy(), may_miss=False)
-    if isinstance(dictionary, pa.ChunkedArray):  # long strings come back in pieces
-        dictionary = dictionary.combine_chunks()
+    dictionary = _rows_of(chunked, first.cpu().numpy())
     if ordered and count:
         order = np.asarray(pc.array_sort_indices(dictionary))
         rank = np.empty(count, dtype=np.int64)
