@@ -45,6 +45,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from gpuhash._common.transfers import to_device, to_host
 from gpuhash.distributed.base import default_device
 from gpuhash.distributed.exchange import Exchange, PeerError
 from gpuhash.join.frames import ARROW, PANDAS, POLARS, frame_kind, to_arrow
@@ -161,10 +162,11 @@ def open_exchange(group: Any) -> Exchange:
 
 
 def owners_of(hashes: torch.Tensor, world: int) -> np.ndarray:
-    """Each row's owner rank, as a NumPy int64 array (the rows are taken on the host)."""
-    from gpuhash.distributed.routing import owner_of
+    """Each row's owner rank, as a NumPy array of the narrowest integer type (one byte up to
+    256 ranks: the rows are ordered by a radix sort of it on the host)."""
+    from gpuhash.distributed.routing import owners
 
-    return owner_of(hashes, world).cpu().numpy()
+    return to_host(owners(hashes, world)[0])  # one pass (a kernel, or its numba twin)
 
 
 def _ipc_bytes(table) -> np.ndarray:
@@ -191,9 +193,24 @@ def _slices(table, target, rank: int, world: int) -> list:
         return [table] * world
     counts = np.bincount(target, minlength=world)
     if world > 1:
-        table = table.take(np.argsort(target, kind="stable"))
+        table = _by_owner(table, target)
     starts = np.concatenate([[0], np.cumsum(counts)])
     return [table.slice(int(starts[r]), int(counts[r])) for r in range(world)]
+
+
+def _by_owner(table, target: np.ndarray):
+    """``table``'s rows ordered by owner, each owner's in row order: a stable sort of the
+    owners (NumPy's radix sort for one-byte ones), then every column gathered on every core
+    by the merges' gathers (Arrow's ``take`` runs on one thread)."""
+    import pyarrow as pa
+
+    from gpuhash.join.arrow_gather import take_column
+
+    narrow = target.astype(np.uint8, copy=False) if target.max(initial=0) < 256 else target
+    order = np.argsort(narrow, kind="stable").astype(np.int64, copy=False)
+    columns = [take_column(column, order, may_miss=False) for column in table.columns]
+    return pa.table([c if isinstance(c, pa.ChunkedArray) else pa.chunked_array([c], c.type)
+                     for c in columns], schema=table.schema)
 
 
 def exchange_tables(exchange: Exchange, tables: list, targets: list, *, what: str,
@@ -220,9 +237,10 @@ def exchange_tables(exchange: Exchange, tables: list, targets: list, *, what: st
     sizes = None if error is not None else torch.tensor(
         [b.shape[0] for b in blobs], dtype=torch.int64, device=exchange.device)
     plan = exchange.open(sizes, error, what=what)
-    payload = torch.from_numpy(np.concatenate(blobs) if blobs else np.zeros(0, np.uint8))
-    got = exchange.forward(plan, payload.to(exchange.device).reshape(-1, 1))
-    return Arrived(got.reshape(-1).cpu().numpy(), plan.receive, kept, rank)
+    payload = to_device(np.concatenate(blobs) if blobs else np.zeros(0, np.uint8),
+                        exchange.device)  # through pinned pieces to the group's GPU
+    got = exchange.forward(plan, payload.reshape(-1, 1))
+    return Arrived(to_host(got.reshape(-1)), plan.receive, kept, rank)
 
 
 class Arrived:

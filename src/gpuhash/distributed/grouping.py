@@ -156,11 +156,12 @@ def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool
 
 def _routed(sent, keys: list[str], dropna: bool, exchange):
     """The rows to send (null keys dropped with ``dropna``) and their owners."""
-    import numpy as np
     import pyarrow as pa
 
     from gpuhash.distributed.key_hash import key_types, row_hashes
 
+    if exchange.world == 1 and not dropna:  # every row is this rank's own: kept here
+        return sent, None
     types = key_types([sent.schema.field(k).type for k in keys])
     hashes, nulls = row_hashes(sent, keys, types, device=exchange.device)
     if dropna and sent.num_rows:
@@ -168,7 +169,7 @@ def _routed(sent, keys: list[str], dropna: bool, exchange):
         if not bool(kept.all()):
             sent = sent.filter(pa.array(kept.cpu().numpy()))
             hashes = hashes[kept]
-    return sent, owners_of(hashes, exchange.world).astype(np.int64, copy=False)
+    return sent, owners_of(hashes, exchange.world)
 
 
 def _merged(partials, keys, specs, plan, kind, like, *, sort, dropna, device):

@@ -154,10 +154,11 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
 def _targets(tables, keys, broadcast, nulls_equal, exchange) -> list:
     """Where each side's rows go: owner ranks by key hash, or every rank / none for a
     broadcast."""
-    import numpy as np
 
     from gpuhash.distributed.key_hash import key_types, row_hashes
 
+    if exchange.world == 1:  # every row is this rank's own: nothing to hash or send
+        return [None, None]
     if broadcast == "right":
         return [None, EVERY_RANK]
     if broadcast == "left":
@@ -170,5 +171,5 @@ def _targets(tables, keys, broadcast, nulls_equal, exchange) -> list:
         owners = owners_of(hashes, exchange.world)
         if not nulls_equal:  # a null key matches nothing: its row stays where it is
             owners[nulls.cpu().numpy()] = exchange.rank
-        targets.append(owners.astype(np.int64, copy=False))
+        targets.append(owners)
     return targets

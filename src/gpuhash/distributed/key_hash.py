@@ -8,11 +8,12 @@ range as its bits: it equals no signed value), any other pair as ``gh.merge`` co
 (join/frames.py: numbers with a float among them as float64, -0.0 as 0.0, text as
 large_string, timestamps at the finer unit, ...). Then:
 
-* integers and other fixed-width values: their bytes, read as 64-bit words;
-* strings and binaries: a sum over their bytes, each byte weighted by a hash of its place in
-  the value, taken as a difference of one running sum over the data buffer (Arrow's offsets
-  say where each value starts and ends), then mixed with the length: vectorised torch work,
-  on the CPU or the group's GPU, no Python object a row;
+* integers: their values moved as they are stored (a narrow column stays narrow on the way)
+  and widened to int64 on the device; other fixed-width values: their bytes, read as 64-bit
+  words;
+* strings and binaries: the group-by's hash of each value's bytes (the engine's
+  ``string_hashes``: a kernel on the GPU, its numba twin on the CPU, the same bits), over
+  Arrow's offsets and data moved as they are;
 * nulls: one fixed word, so every null of a column meets at one owner (a group-by's null
   group, a join with ``nulls_equal=True``); the null mask comes back too.
 
@@ -41,11 +42,10 @@ import torch
 
 from gpuhash._common.constants import as_int64
 from gpuhash._common.hashing import GOLDEN_INT64, mix64
+from gpuhash._common.transfers import to_device
 
 INTEGER = "int64 value"  # a key_types entry: integers hashed by value as int64
 _NULL_WORD = as_int64(0x9E6C63D0676A9A99)  # a null key's word (any fixed value does)
-_BYTE_SALT = as_int64(0xD6E8FEB86659FD93)
-_BLOCK_BYTES = 1 << 24  # string bytes hashed at a time: bounds the temporaries
 
 
 def _plain_type(kind):
@@ -106,10 +106,8 @@ def _plain_values(column, target):
         column = column.dictionary_decode()
     if pt.is_null(column.type):
         return None
-    if target is INTEGER:
-        if pt.is_uint64(column.type):
-            return column.view(pa.int64())  # its bits: past int64's range it equals no int
-        return column.cast(pa.int64())
+    if target is INTEGER:  # widened on the device (_integer_words)
+        return column.cast(pa.int8()) if pt.is_boolean(column.type) else column
     values = comparable(column, target)
     if pt.is_floating(values.type):  # every NaN one word (they meet as a null does)
         values = pc.if_else(pc.is_nan(values), pa.scalar(float("nan"), values.type), values)
@@ -137,40 +135,29 @@ def _fixed_words(values) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(data).view(np.int64))
 
 
-def _bytes_hashes(values, device: torch.device) -> torch.Tensor:
-    """A hash of each string's (or binary's) bytes, block by block of the data buffer."""
-    import pyarrow as pa
+def _integer_words(values, device: torch.device) -> torch.Tensor:
+    """An integer column's values as int64 on ``device`` (a uint64 as its bits: past int64's
+    range it equals no signed value), moved at their own width."""
     import pyarrow.types as pt
 
-    large = pt.is_large_string(values.type) or pt.is_large_binary(values.type)
-    if not large:
-        values = values.cast(pa.large_binary() if pt.is_binary(values.type) else
-                             pa.large_string())
-    buffers = values.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=np.int64)[values.offset:values.offset +
-                                                        len(values) + 1]
-    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else (
-        np.zeros(0, np.uint8))
-    out = torch.empty(len(values), dtype=torch.int64, device=device)
-    row = 0
-    while row < len(values):
-        # as many rows as fit one block of bytes (at least one)
-        limit = int(np.searchsorted(offsets, offsets[row] + _BLOCK_BYTES, side="right")) - 1
-        end = min(len(values), max(limit, row + 1))
-        starts = torch.from_numpy(offsets[row:end + 1].copy()).to(device)
-        chunk = torch.from_numpy(data[int(offsets[row]):int(offsets[end])].copy()).to(device)
-        starts = starts - starts[0]
-        lengths = starts[1:] - starts[:-1]
-        places = torch.arange(chunk.shape[0], device=device) - torch.repeat_interleave(
-            starts[:-1], lengths)
-        # a byte's weight hangs on its place, so "ab" and "ba" differ
-        weighted = (chunk.to(torch.int64) + 1) * (mix64(places + _BYTE_SALT) | 1)
-        running = torch.zeros(chunk.shape[0] + 1, dtype=torch.int64, device=device)
-        torch.cumsum(weighted, 0, out=running[1:])
-        sums = running[starts[1:]] - running[starts[:-1]]
-        out[row:end] = mix64(sums ^ (lengths * GOLDEN_INT64))
-        row = end
-    return out
+    width = values.type.bit_width // 8
+    kind = "u" if pt.is_unsigned_integer(values.type) else "i"
+    stored = np.frombuffer(values.buffers()[1], dtype=f"<{kind}{width}")
+    moved = to_device(stored[values.offset:values.offset + len(values)], device)
+    if moved.dtype == torch.uint64:
+        return moved.view(torch.int64)
+    return moved.to(torch.int64)
+
+
+def _bytes_hashes(values, device: torch.device) -> torch.Tensor:
+    """A 64-bit hash of each string's (or binary's) bytes (groupby/kernels/strings.cu)."""
+    import pyarrow as pa
+
+    from gpuhash.groupby.engine import engine_for
+    from gpuhash.groupby.string_keys import upload_strings
+
+    offsets, data = upload_strings(pa.chunked_array([values]), device)
+    return engine_for(device).string_hashes(offsets, data)
 
 
 def _column_words(column, target, device: torch.device):
@@ -183,17 +170,19 @@ def _column_words(column, target, device: torch.device):
         return (torch.full((rows,), _NULL_WORD, dtype=torch.int64, device=device),
                 torch.ones(rows, dtype=torch.bool, device=device))
     kind = values.type
-    if pt.is_string(kind) or pt.is_large_string(kind) or pt.is_binary(kind) or (
+    if target is INTEGER:
+        words = _integer_words(values, device)
+    elif pt.is_string(kind) or pt.is_large_string(kind) or pt.is_binary(kind) or (
             pt.is_large_binary(kind)):
         words = _bytes_hashes(values, device)
     else:
-        fixed = _fixed_words(values).to(device)
+        fixed = to_device(_fixed_words(values).numpy(), device)
         words = fixed[:, 0]
         for j in range(1, fixed.shape[1]):  # a decimal's second word
             words = mix64(words + GOLDEN_INT64) ^ fixed[:, j]
     if not values.null_count:
         return words, None
-    nulls = torch.from_numpy(np.asarray(values.is_null())).to(device)
+    nulls = to_device(np.asarray(values.is_null()), device)
     return torch.where(nulls, _NULL_WORD, words), nulls
 
 
