@@ -26,9 +26,10 @@ On a GPU machine, from the repository root:
 On CPUs (gloo), small N, to check it runs:
     torchrun --nproc_per_node=2 bench/experiments/distributed_frames.py --rows 1e5 \\
         --backend gloo --out /tmp/distributed_frames.json
-Rank 0 prints and writes the JSON (device, world size, date, commit, figures); default OUT:
-bench/results/distributed_frames_<device>_x<world>.json. Not run on GPUs yet: no figure cites
-it.
+Rank 0 prints and writes the JSON (device, world size, date, commit, figures) after every
+question; ``--budget-s`` starts no question past that many seconds (listed under
+``not_run``). Default OUT: bench/results/distributed_frames_<device>_x<world>.json. The tables
+of 1e8 rows a rank take minutes to make: keep a device call to a few questions.
 """
 
 from __future__ import annotations
@@ -121,42 +122,23 @@ def _single(rank: int, call, repeats: int, cuda: bool) -> float | None:
     return min(times) if times else None
 
 
+def _go_on(started: float, budget_s: float | None) -> bool:
+    """Whether to start another question: rank 0 decides for every rank (a rank that
+    stopped alone would leave the others waiting in the next question's collectives)."""
+    flag = [budget_s is None or time.perf_counter() - started < budget_s]
+    dist.broadcast_object_list(flag, src=0)
+    return bool(flag[0])
+
+
 def run(*, rows: int, join_rows: int, repeats: int, device: str | None, out: str | None,
-        questions: list[str]) -> dict:
+        questions: list[str], budget_s: float | None = None) -> dict:
+    """Every question asked, in order, the JSON rewritten after each (a run cut short keeps
+    what it measured); none started once ``budget_s`` seconds have passed (those are listed
+    under ``not_run``)."""
+    started = time.perf_counter()
     rank, world = dist.get_rank(), dist.get_world_size()
     cuda = dist.get_backend() == "nccl"
     figures: dict = {}
-    if any(q in JOINS for q in questions):
-        tables = join_tables(join_rows, rank)
-        for name, (right, keys, how) in JOINS.items():
-            if name not in questions:
-                continue
-            x, y = tables["x"], tables[right]
-
-            def call(x=x, y=y, keys=keys, how=how):
-                return gh.distributed.merge(x, y, on=keys, how=how, device=device)
-
-            ms, part = _best(call, repeats, cuda)
-            single = _single(rank, lambda x=x, y=y, keys=keys, how=how: gh.merge(
-                x, y, on=keys, how=how, device=device), repeats, cuda)
-            figures[name] = {"ms": ms, "rows_out": _rows(part), "single_ms": single}
-    if any(q in GROUPBYS for q in questions):
-        table = make_table(rows, seed=108 + rank)
-        for name in GROUPBYS:
-            if name not in questions:
-                continue
-            keys, aggs = GROUPBY_QUESTIONS[name][:2]
-
-            def call(keys=keys, aggs=aggs):
-                return gh.distributed.groupby(table, keys, aggs, device=device)
-
-            ms, part = _best(call, repeats, cuda)
-            single = _single(rank, lambda keys=keys, aggs=aggs: gh.groupby(
-                table, keys, aggs, device=device), repeats, cuda)
-            figures[name] = {"ms": ms, "groups_out": _rows(part), "single_ms": single}
-    for row in figures.values():
-        if row["single_ms"] is not None:
-            row["efficiency"] = row["single_ms"] / row["ms"]
     result = {
         "experiment": "distributed_frames",
         "device": torch.cuda.get_device_name() if cuda else "cpu",
@@ -166,15 +148,49 @@ def run(*, rows: int, join_rows: int, repeats: int, device: str | None, out: str
         "commit": source_commit(), "torch": torch.__version__,
         "method": "wall ms from a barrier to every rank's end, best of repeats; single_ms: "
                   "rank 0's gh.merge / gh.groupby of its own part alone",
-        "figures": figures,
+        "figures": figures, "not_run": [],
     }
-    if rank == 0:
-        for name, row in figures.items():
-            print(f"{name}: {row['ms']:.1f} ms over {world} ranks, one rank alone "
-                  f"{row['single_ms']:.1f} ms, efficiency {row.get('efficiency', 0):.2f}")
-        name = result["device"].split()[-1].lower()
-        path = out or os.path.join("bench", "results",
-                                   f"distributed_frames_{name}_x{world}.json")
+    name = result["device"].split()[-1].lower()
+    path = out or os.path.join("bench", "results", f"distributed_frames_{name}_x{world}.json")
+    tables, table = None, None
+    for question in questions:
+        if not _go_on(started, budget_s):
+            result["not_run"].append(question)
+            continue
+        if question in JOINS:
+            tables = tables or join_tables(join_rows, rank)
+            right, keys, how = JOINS[question]
+            x, y = tables["x"], tables[right]
+
+            def call(x=x, y=y, keys=keys, how=how):
+                return gh.distributed.merge(x, y, on=keys, how=how, device=device)
+
+            ms, part = _best(call, repeats, cuda)
+            single = _single(rank, lambda x=x, y=y, keys=keys, how=how: gh.merge(
+                x, y, on=keys, how=how, device=device), repeats, cuda)
+            row = {"ms": ms, "rows_out": _rows(part), "single_ms": single}
+        else:
+            table = table if table is not None else make_table(rows, seed=108 + rank)
+            keys, aggs = GROUPBY_QUESTIONS[question][:2]
+
+            def call(table=table, keys=keys, aggs=aggs):
+                return gh.distributed.groupby(table, keys, aggs, device=device)
+
+            ms, part = _best(call, repeats, cuda)
+            single = _single(rank, lambda table=table, keys=keys, aggs=aggs: gh.groupby(
+                table, keys, aggs, device=device), repeats, cuda)
+            row = {"ms": ms, "groups_out": _rows(part), "single_ms": single}
+        if row["single_ms"] is not None:
+            row["efficiency"] = row["single_ms"] / row["ms"]
+        figures[question] = row
+        if rank == 0:
+            print(f"{question}: {row['ms']:.1f} ms over {world} ranks, one rank alone "
+                  f"{row['single_ms']:.1f} ms, efficiency {row.get('efficiency', 0):.2f} "
+                  f"({time.perf_counter() - started:.0f} s in)", flush=True)
+            with open(path, "w") as file:
+                json.dump(result, file, indent=1)
+    if rank == 0 and result["not_run"]:
+        print("not run (past the budget):", ",".join(result["not_run"]), flush=True)
         with open(path, "w") as file:
             json.dump(result, file, indent=1)
     return result
@@ -190,6 +206,9 @@ def main() -> None:
                         help="default: nccl where CUDA is, else gloo")
     parser.add_argument("--questions", default=",".join([*JOINS, *GROUPBYS]))
     parser.add_argument("--out", default=None)
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="start no question after this many seconds (a device call's "
+                             "time limit: what was measured is written already)")
     args = parser.parse_args()
     backend = args.backend or ("nccl" if torch.cuda.is_available() else "gloo")
     options = {}
@@ -202,7 +221,7 @@ def main() -> None:
         rows = int(args.rows)
         run(rows=rows, join_rows=int(args.join_rows or rows), repeats=args.repeats,
             device=None if backend == "nccl" else "cpu", out=args.out,
-            questions=args.questions.split(","))
+            questions=args.questions.split(","), budget_s=args.budget_s)
     finally:
         dist.destroy_process_group()
 
