@@ -38,7 +38,7 @@ _JIT = {"cache": True, "nogil": True}
 
 
 @numba.njit(inline="always", **_JIT)
-def _mix64(x):
+def mix64(x):
     x ^= x >> _SHIFT
     x *= _MIX1
     x ^= x >> _SHIFT
@@ -57,7 +57,7 @@ def home(key, key_bytes, seed, num_buckets):
     bits = np.uint64(np.int64(key))
     if key_bytes == 4:
         bits &= _M32
-    h = _mix64(bits ^ seed)
+    h = mix64(bits ^ seed)
     b1 = _range(h, num_buckets)
     b2 = _range(h >> np.uint64(32), num_buckets)
     low = np.int64(h & np.uint64(7))
@@ -71,7 +71,7 @@ def next_bucket(h, b2, step, bucket, num_buckets):
     if following == 1:
         return b2
     if following < 2 + RANDOM_STEPS:
-        return _range(_mix64(h + np.uint64(following)), num_buckets)
+        return _range(mix64(h + np.uint64(following)), num_buckets)
     return 0 if bucket + 1 == num_buckets else bucket + 1
 
 
@@ -82,7 +82,7 @@ def bucket_at(h, b1, b2, step, num_buckets):
         return b1
     if step == 1:
         return b2
-    return _range(_mix64(h + np.uint64(step)), num_buckets)
+    return _range(mix64(h + np.uint64(step)), num_buckets)
 
 
 @numba.njit(inline="always", **_JIT)

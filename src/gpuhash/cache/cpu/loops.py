@@ -18,7 +18,7 @@ import numba
 import numpy as np
 
 from gpuhash._common.constants import CACHE_STATUSES, POLICY_CODES, WRITE_MODES
-from gpuhash._common.cpu.probe import _mix64, _range
+from gpuhash._common.cpu.probe import _range, mix64
 
 # score policies, write modes and row statuses: the kernels' codes (constants.py)
 LRU, LFU, EPOCH_LRU, EPOCH_LFU, CUSTOM = (POLICY_CODES[name] for name in POLICY_CODES)
@@ -36,8 +36,8 @@ _JIT = {"cache": True, "nogil": True}
 def cache_home(key, seed, num_buckets):
     """(b1, b2, digest) of a key: the core's two buckets, and 8 bits of a second mix of its
     hash (bits no bucket choice uses), never 0 (the digest of a free slot)."""
-    h = _mix64(key ^ seed)
-    digest = np.uint8(_mix64(h) >> np.uint64(56))
+    h = mix64(key ^ seed)
+    digest = np.uint8(mix64(h) >> np.uint64(56))
     if digest == 0:
         digest = np.uint8(1)
     return _range(h, num_buckets), _range(h >> np.uint64(32), num_buckets), digest

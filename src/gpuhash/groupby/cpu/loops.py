@@ -12,7 +12,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from gpuhash._common.constants import GOLDEN, MIX_1, MIX_2, MIX_SHIFT
+from gpuhash._common.constants import GOLDEN
+from gpuhash._common.cpu.probe import mix64
 
 _JIT = {"cache": True, "nogil": True}
 SUM, MIN, MAX = 0, 1, 2
@@ -205,18 +206,6 @@ def group_comoments(codes, first, second, use, has_use, mean_first, mean_second,
 
 
 _GOLDEN = np.uint64(GOLDEN)  # gh_string_hash's seed and size factor
-_MIX_1 = np.uint64(MIX_1)
-_MIX_2 = np.uint64(MIX_2)
-_SHIFT = np.uint64(MIX_SHIFT)
-
-
-@numba.njit(inline="always", **_JIT)
-def _mix64(x):
-    x ^= x >> _SHIFT
-    x *= _MIX_1
-    x ^= x >> _SHIFT
-    x *= _MIX_2
-    return x ^ (x >> _SHIFT)
 
 
 @numba.njit(parallel=True, **_JIT)
@@ -233,7 +222,7 @@ def group_string_hashes(offsets, data, out):
                 word = np.uint64(0)
                 for j in range(min(8, size - k)):
                     word |= np.uint64(data[begin + k + j]) << np.uint64(8 * j)
-                h = _mix64(h ^ word)
+                h = mix64(h ^ word)
             out[i] = h
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from gpuhash._common.hashing import GOLDEN_INT64 as _SALT
-from gpuhash._common.hashing import mix64 as _mix64
+from gpuhash._common.hashing import mix64 as mix64
 from gpuhash._common.hashing import shift_right as _shift_right
 from gpuhash.join import radix_format as fmt
 from gpuhash.join.cpu.engine import join_codes
@@ -30,7 +30,7 @@ def partition_of(codes: torch.Tensor, bits: int) -> torch.Tensor:
     words = codes.to(torch.int64)
     if codes.dtype == torch.int32:
         words &= 0xFFFFFFFF  # the code's 32 bits, zero-extended as the kernels read them
-    return _shift_right(_mix64(words ^ _SALT), 64 - bits)
+    return _shift_right(mix64(words ^ _SALT), 64 - bits)
 
 
 def partition(keys: torch.Tensor, valid: torch.Tensor | None, shape: int, low: int, high: int,

@@ -23,7 +23,7 @@ import torch
 from gpuhash._common.batch import first_occurrence, last_occurrence
 from gpuhash._common.constants import RANDOM_STEPS
 from gpuhash._common.cpu.runtime import run
-from gpuhash._common.hashing import mix64 as _mix64
+from gpuhash._common.hashing import mix64 as mix64
 from gpuhash._common.hashing import shift_right as _shift_right
 from gpuhash.table.format import (
     PACKED,
@@ -54,7 +54,7 @@ def _hash(state: TableState, keys: torch.Tensor) -> torch.Tensor:
     bits = keys.to(torch.int64)
     if state.spec.key_bytes == 4:
         bits = bits & _M32
-    return _mix64(bits ^ state.spec.seed)
+    return mix64(bits ^ state.spec.seed)
 
 
 def bucket_choices(state: TableState, keys: torch.Tensor, *, hashes: torch.Tensor | None = None
@@ -78,7 +78,7 @@ def bucket_reads(state: TableState, keys: torch.Tensor, buckets: torch.Tensor) -
     for step in range(2, 2 + RANDOM_STEPS):
         if not bool((reads == 0).any()):
             return reads
-        drawn = ((_mix64(hashes + step) & _M32) * state.spec.num_buckets) >> 32
+        drawn = ((mix64(hashes + step) & _M32) * state.spec.num_buckets) >> 32
         reads = torch.where((reads == 0) & (buckets == drawn), step + 1, reads)
     linear = 2 + RANDOM_STEPS + torch.remainder(buckets - drawn, state.spec.num_buckets)
     return torch.where(reads == 0, linear, reads)
