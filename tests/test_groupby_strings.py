@@ -77,6 +77,19 @@ def test_codes_decode_to_the_column(device, large, binary, ordered):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_large_columns_code_and_move_on_every_device(device):
+    """Past the transfers' smallest piece (a CPU target copies straight, a GPU one through
+    the pinned ring)."""
+    rows = 300_000
+    words = [f"key{i % 5000:07d}" for i in range(rows)]  # 3 MB of bytes, 1.2 MB of offsets
+    column = pa.chunked_array([words[:100_000], words[100_000:]])
+    codes, valid, dictionary = string_keys.string_codes(column, torch.device(device),
+                                                        ordered=False)
+    assert valid is None and len(dictionary) == 5000
+    assert dictionary.take(pa.array(codes.cpu().numpy())).to_pylist() == words
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_a_hash_collision_falls_back_instead_of_merging(device, monkeypatch):
     engine = cpu_engine if device == "cpu" else pytest.importorskip(
         "gpuhash.groupby.cuda.engine")

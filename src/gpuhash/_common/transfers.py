@@ -92,7 +92,7 @@ def upload_into(target: torch.Tensor, array: np.ndarray) -> None:
     if out.shape[0] != source.shape[0]:
         raise ValueError(f"upload of {source.shape[0]} bytes into a tensor of "
                          f"{out.shape[0]}: the sizes must agree")
-    if source.shape[0] < SMALLEST:
+    if source.shape[0] < SMALLEST or target.device.type != "cuda":
         out.copy_(source)
         return
     ring = _ring(target.device)

@@ -3,6 +3,8 @@ and strings (see there for each operation), in numba loops on every core."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from gpuhash._common.cpu import runtime
@@ -90,14 +92,78 @@ def group_quantile(slot: torch.Tensor, groups: int, values: torch.Tensor, q: flo
     return out, count[:groups]
 
 
+COMPACT_CHUNKS = 16  # fixed, so the codes do not depend on the thread count
+SAMPLE_ROWS = 1 << 16  # rows sampled to choose between numbering and sorting
+
+
+REPEATS = 4  # numbered by tables where a value repeats this often on average ...
+TABLE_VALUES = 1 << 17  # ... and the tables stay this small (in the caches), else sorted
+
+
+def _distinct_estimate(seen: int, sampled: int) -> int:
+    """The distinct values of a column whose uniform sample of ``sampled`` rows held ``seen``:
+    the ``d`` with ``d * (1 - exp(-sampled / d)) == seen``, by bisection."""
+    if seen >= sampled:
+        return 1 << 62  # every sampled value distinct: no bound
+    low, high = float(seen), float(seen)
+    while high * -math.expm1(-sampled / high) < seen:
+        high *= 2
+    for _ in range(60):
+        middle = (low + high) / 2
+        if middle * -math.expm1(-sampled / middle) < seen:
+            low = middle
+        else:
+            high = middle
+    return int(high)
+
+
+def _power_of_two(at_least: int) -> int:
+    return 1 << max(6, (at_least - 1).bit_length())
+
+
 def group_compact(values: torch.Tensor
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(a code a row, the distinct int64 values by code, None), numbered in value order by a
-    sort, which on the CPU outruns the CPU engine's hash table. The codes differ from the
-    CUDA engine's (first appearance, whose first rows it returns where this returns None);
-    each caller orders them as it needs."""
-    uniques, codes = torch.unique(values, sorted=True, return_inverse=True)
-    return codes, uniques, None
+    """(a code a row, the distinct int64 values by code, each code's first row or None).
+
+    Values that repeat (REPEATS times on average, at most TABLE_VALUES distinct, estimated
+    from a sample of the rows) are numbered by first appearance, the CUDA engine's codes,
+    through hash tables in numba: each of
+    COMPACT_CHUNKS chunks of rows numbered alone on every core, the chunks' numberings merged
+    in chunk order on one, then each row's code looked up. Other values are numbered by a
+    sort instead (``torch.unique``: in value order, first rows None), which on
+    the CPU outruns tables that no longer fit the caches; each caller orders the codes as it
+    needs."""
+    rows = values.shape[0]
+    step = max(1, rows // SAMPLE_ROWS)
+    sample = values[::step]
+    seen = int(torch.unique(sample).shape[0]) if rows else 0
+    distinct = _distinct_estimate(seen, sample.shape[0]) if step > 1 else seen
+    if REPEATS * distinct > rows or distinct > TABLE_VALUES:  # a sort does better
+        uniques, codes = torch.unique(values, sorted=True, return_inverse=True)
+        return codes, uniques, None
+    data = values.contiguous().numpy()
+    chunks = max(1, min(COMPACT_CHUNKS, rows // 4096))
+    per = -(-rows // chunks) if rows else 0
+    size = _power_of_two(2 * min(max(per, 1), 2 * max(distinct, 1)))
+    local = torch.empty(rows, dtype=torch.int64)
+    while True:  # a chunk whose table passed half full: again with larger tables
+        keys = torch.empty((chunks, size // 2), dtype=torch.int64)
+        first = torch.empty((chunks, size // 2), dtype=torch.int64)
+        counts = torch.zeros(chunks, dtype=torch.int64)
+        runtime.run("group_number_chunks", data, chunks, keys.numpy(), first.numpy(),
+                    local.numpy(), counts.numpy())
+        if bool((counts >= 0).all()):
+            break
+        size *= 4
+    total = int(counts.sum())
+    mapping = torch.empty((chunks, max(1, int(counts.max()))), dtype=torch.int64)
+    out_first = torch.empty(total, dtype=torch.int64)
+    count = runtime.run("group_number_merge", keys.numpy(), first.numpy(), counts.numpy(),
+                        _power_of_two(2 * total + 1), mapping.numpy(), out_first.numpy())
+    codes = torch.empty(rows, dtype=torch.int64)
+    runtime.run("group_number_rows", local.numpy(), chunks, mapping.numpy(), codes.numpy())
+    out_first = out_first[:count]
+    return codes, values[out_first], out_first
 
 
 def group_codes(columns: list[torch.Tensor], lows: list[int], spans: list[int],

@@ -250,3 +250,76 @@ def group_string_mismatches(offsets, data, codes, first):
                     found[block] += 1
                     break
     return found.sum()
+
+
+@numba.njit(inline="always", **_JIT)
+def _slot_of(table_keys, table_codes, mask, key):
+    """The slot of ``key`` in an open-addressing table (linear probing from its hash), or of
+    the empty slot where it would go (code -1)."""
+    slot = np.int64(mix64(np.uint64(key)) & mask)
+    while table_codes[slot] >= 0 and table_keys[slot] != key:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_number_chunks(values, chunks, keys, first, local, counts):
+    """Each chunk of ``values`` numbered alone, by first appearance: ``local[i]`` the row's
+    code in its chunk, ``keys[c, j]`` / ``first[c, j]`` chunk c's code j's value and first
+    row, ``counts[c]`` its codes, or -1 where its table (twice ``keys.shape[1]`` slots, a
+    power of two) would pass half full (the caller retries with larger ones)."""
+    n = values.shape[0]
+    per = (n + chunks - 1) // chunks
+    size = 2 * keys.shape[1]
+    mask = np.int64(size - 1)
+    for c in numba.prange(chunks):
+        table_keys = np.empty(size, dtype=np.int64)
+        table_codes = np.full(size, -1, dtype=np.int64)
+        count = 0
+        for i in range(c * per, min(n, (c + 1) * per)):
+            key = values[i]
+            slot = _slot_of(table_keys, table_codes, mask, key)
+            if table_codes[slot] < 0:
+                if 2 * (count + 1) > size:
+                    count = -1
+                    break
+                table_keys[slot] = key
+                table_codes[slot] = count
+                keys[c, count] = key
+                first[c, count] = i
+                count += 1
+            local[i] = table_codes[slot]
+        counts[c] = count
+
+
+@numba.njit(**_JIT)
+def group_number_merge(keys, first, counts, size, mapping, out_first):
+    """The chunks' codes made one numbering by first appearance (chunk order, then each
+    chunk's own): ``mapping[c, j]`` the code of chunk c's code j, ``out_first`` each code's
+    first row. Returns the codes' count. ``size``: slots of the table, a power of two more
+    than twice the codes."""
+    table_keys = np.empty(size, dtype=np.int64)
+    table_codes = np.full(size, -1, dtype=np.int64)
+    mask = np.int64(size - 1)
+    total = 0
+    for c in range(counts.shape[0]):
+        for j in range(counts[c]):
+            key = keys[c, j]
+            slot = _slot_of(table_keys, table_codes, mask, key)
+            if table_codes[slot] < 0:
+                table_keys[slot] = key
+                table_codes[slot] = total
+                out_first[total] = first[c, j]
+                total += 1
+            mapping[c, j] = table_codes[slot]
+    return total
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_number_rows(local, chunks, mapping, out):
+    """out[i] = the code of row i: its chunk's mapping of its code in the chunk."""
+    n = local.shape[0]
+    per = (n + chunks - 1) // chunks
+    for c in numba.prange(chunks):
+        for i in range(c * per, min(n, (c + 1) * per)):
+            out[i] = mapping[c, local[i]]
