@@ -170,3 +170,33 @@ def test_chunked_pandas_answer_keeps_nullable_dtypes():
     assert chunked.dtypes.tolist() == whole.dtypes.tolist()
     pd.testing.assert_frame_equal(chunked.sort_values("k", ignore_index=True),
                                   whole.sort_values("k", ignore_index=True))
+
+
+@pytest.mark.parametrize("case", ["repeating", "distinct", "sample_misleads", "empty"])
+def test_cpu_compaction_numbers_every_value_once(case):
+    """The CPU engine's group_compact: repeating values numbered by first appearance with
+    each code's first row (the CUDA engine's codes), mostly distinct ones by a sort; a sample
+    that promised few values (every sampled row alike) still numbers every value, its tables
+    grown as they fill."""
+    from gpuhash.groupby.cpu import engine
+
+    generator = torch.Generator().manual_seed(3)
+    rows = 200_000
+    if case == "repeating":
+        values = torch.randint(0, 5000, (rows,), generator=generator) * 1_000_003 - 7
+    elif case == "distinct":
+        values = torch.randperm(rows, generator=generator) * 31
+    elif case == "sample_misleads":
+        values = torch.arange(rows) * 17
+        values[:: max(1, rows // engine.SAMPLE_ROWS)] = 5
+    else:
+        values = torch.zeros(0, dtype=torch.int64)
+    codes, uniques, first = engine.group_compact(values)
+    assert torch.equal(uniques[codes], values)
+    assert uniques.unique().shape == uniques.shape == values.unique().shape
+    if case in ("repeating", "sample_misleads"):
+        assert first is not None
+        want = torch.full((uniques.shape[0],), rows, dtype=torch.int64)
+        want.scatter_reduce_(0, codes, torch.arange(rows), "amin")
+        assert torch.equal(first, want)  # each code's least row ...
+        assert bool((first[1:] > first[:-1]).all())  # ... numbered in that order
