@@ -465,6 +465,48 @@ def test_saved_on_two_ranks_loads_on_four_one_and_two(tmp_path):
         run_world("load_map", world, tmp_path / f"loading{world}")  # reads tmp_path/saving
 
 
+def out_of_memory(rank: int, world: int, folder: str) -> None:
+    """A rank that cannot make room for a big call's rows (a table's insert, a group-by's
+    exchange) raises, and so does every other rank: none is left waiting in the all-to-all.
+    The table is unchanged, and the next calls work."""
+    import pyarrow as pa
+
+    from gpuhash.distributed import PeerError, ShardedHashMap
+    from gpuhash.distributed import frames as _frames
+
+    table = ShardedHashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=1 << 18)
+    keys = torch.arange(40_000) * world + rank  # 40,000 rows a rank: past AGREED_ROWS
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("out of memory (simulated)")
+
+    for target, name in ((torch.Tensor, "new_empty"), (_frames, "to_device")):
+        real = getattr(target, name)
+        if rank == 1:
+            setattr(target, name, refuse)
+        try:
+            if name == "new_empty":
+                table.insert(keys, keys)
+            else:
+                gh.distributed.groupby(pa.table({"k": keys.numpy() % 5000,
+                                                 "v": keys.numpy()}), "k", {"v": "sum"},
+                                       device="cpu")
+            raise AssertionError("the call did not raise")
+        except (RuntimeError, PeerError) as caught:
+            assert "out of memory (simulated)" in str(caught), caught
+        finally:
+            setattr(target, name, real)
+    assert len(table) == 0
+    assert bool(table.insert(keys, keys).all()) and len(table) == 40_000 * world
+    part = gh.distributed.groupby(pa.table({"k": keys.numpy() % 5000, "v": keys.numpy()}),
+                                  "k", {"v": "sum"}, device="cpu")
+    assert sum(gathered(part.num_rows)) == 5000
+
+
+def test_a_rank_out_of_memory_raises_on_every_rank(tmp_path):
+    run_world("out_of_memory", 2, tmp_path)
+
+
 def test_a_rank_that_raises_outside_the_tables_is_reported(tmp_path):
     with pytest.raises(AssertionError, match="no_such_scenario"):
         run_world("no_such_scenario", 2, tmp_path)

@@ -135,7 +135,13 @@ class ShardedBase:
                              extra_bytes=extra_bytes, what=what)
         rows = bits.shape[0]
         # each column gathered by owner straight into the buffer its all-to-all sends
-        got = exchange.send(plan, [_signed(t).index_select(0, order) for t in [bits, *columns]])
+        outgoing: list[torch.Tensor] = []
+        error = None
+        try:
+            outgoing = [_signed(t).index_select(0, order) for t in [bits, *columns]]
+        except Exception as caught:  # out of memory: raised on every rank by the send
+            error = caught
+        got = exchange.send(plan, outgoing, error=error, what=what)
         got = [t.view(c.dtype) for t, c in zip(got, [bits, *columns])]
         got[0] = got[0].view(key_dtype)  # travelled as signed bits
         error, answers = None, []
@@ -146,7 +152,7 @@ class ShardedBase:
         exchange.agree(error, what + " (applying the rows at their owners; shards that did "
                        "not fail keep their part)")
         del got  # the received rows: free before the answers come back
-        back = exchange.answer(plan, answers)
+        back = exchange.answer(plan, answers, what=what)
         if rows < 2:  # one row or none: in its order already
             return kind, back
         out = []

@@ -9,7 +9,9 @@ from every caller (a scalar ``init`` row). Only then do the rows travel, so a ba
 rank makes every rank raise before any table is touched, and no rank waits on a collective
 another rank left. The header's counts are the one host synchronisation of a call's routing
 (the row all-to-alls take their sizes from the host); the agreement after the owners applied
-the rows reads one flag a rank.
+the rows reads one flag a rank. A large call also agrees, before its rows travel, that every
+rank made room for them, so a rank out of memory raises everywhere instead of leaving the
+others in the all-to-all (``AGREED_ROWS``).
 
 Each column (keys, values, scores, answers) travels by its own all-to-all as a byte matrix (a
 view: any dtype, unsigned ones included, which gloo refuses), so the owner receives each column
@@ -41,6 +43,11 @@ _HEADER_WORDS = 4
 # Below this many rows in a call over every rank, its columns travel packed in one matrix:
 # then a collective's latency costs more than copying the rows in and out of the matrix
 PACK_ROWS = 1 << 16
+# From this many rows in a call over every rank, the ranks agree (an all-reduce of a flag)
+# that each made room for the rows before any travel: a rank out of memory then raises on
+# every rank, where it would leave the others waiting in the all-to-all. A smaller call's
+# buffers are small beside the tables'; it skips that collective's latency.
+AGREED_ROWS = PACK_ROWS
 
 
 class PeerError(RuntimeError):
@@ -163,42 +170,55 @@ class Exchange:
         told = "; ".join(f"rank {rank}: {messages[rank]}" for rank in failed)
         raise PeerError(f"{what} failed on another rank, so it raises here too ({told})")
 
-    def forward(self, plan: Plan, rows: torch.Tensor) -> torch.Tensor:
+    def forward(self, plan: Plan, rows: torch.Tensor, *, error: BaseException | None = None,
+                what: str = "the call") -> torch.Tensor:
         """Rows grouped by owner (``plan.send`` of them for each rank, in rank order) to their
-        owners; returns the rows this rank owns, grouped by the rank that sent them."""
-        return self._all_to_all(rows, plan.receive, plan.send)
+        owners; returns the rows this rank owns, grouped by the rank that sent them.
+        ``error``: this rank's failure to make its rows, raised on every rank before any row
+        travels (always agreed: the tables' exchanges this serves are few and large)."""
+        return self._columns(plan, [rows], plan.receive, plan.send, error, what, True)[0]
 
-    def backward(self, plan: Plan, rows: torch.Tensor) -> torch.Tensor:
-        """The owners' answers, in the order :meth:`forward` delivered the rows, back to the
-        ranks that sent them; returns them in the order this rank sent its rows."""
-        return self._all_to_all(rows, plan.send, plan.receive)
-
-    def send(self, plan: Plan, columns: list[torch.Tensor]) -> list[torch.Tensor]:
+    def send(self, plan: Plan, columns: list[torch.Tensor], *,
+             error: BaseException | None = None, what: str = "the call") -> list[torch.Tensor]:
         """Columns of rows grouped by owner (``plan.send`` rows for each rank, in rank order)
         to their owners; returns, for each column, the rows this rank owns grouped by the rank
-        that sent them (fresh, contiguous tensors)."""
-        return self._columns(plan, columns, plan.receive, plan.send)
+        that sent them (fresh, contiguous tensors). ``error``: this rank failed to make the
+        columns (out of memory): raised on every rank before any row travels, in a call of
+        ``AGREED_ROWS`` rows or more."""
+        return self._columns(plan, columns, plan.receive, plan.send, error, what,
+                             plan.rows >= AGREED_ROWS)
 
-    def answer(self, plan: Plan, columns: list[torch.Tensor]) -> list[torch.Tensor]:
+    def answer(self, plan: Plan, columns: list[torch.Tensor], *,
+               what: str = "the call") -> list[torch.Tensor]:
         """The owners' answer columns, in the order :meth:`send` delivered the rows, back to
         the ranks that sent them; returns them in the order this rank sent its rows."""
-        return self._columns(plan, columns, plan.send, plan.receive)
+        return self._columns(plan, columns, plan.send, plan.receive, None, what,
+                             plan.rows >= AGREED_ROWS)
 
     def _columns(self, plan: Plan, columns: list[torch.Tensor], out_splits: list[int],
-                 in_splits: list[int]) -> list[torch.Tensor]:
+                 in_splits: list[int], error: BaseException | None, what: str,
+                 agreed: bool) -> list[torch.Tensor]:
         if self.world == 1:  # nothing travels
+            if error is not None:
+                raise error
             return columns
         # plan.rows is every rank's: every rank takes the same branch, the same collectives
-        if len(columns) > 1 and plan.rows < PACK_ROWS:
-            got = self._all_to_all(pack(columns, columns[0].shape[0]), out_splits, in_splits)
-            return unpack(got, columns)
-        return [from_bytes(self._all_to_all(as_bytes(column), out_splits, in_splits), column)
-                for column in columns]
-
-    def _all_to_all(self, rows: torch.Tensor, out_splits: list[int],
-                    in_splits: list[int]) -> torch.Tensor:
-        if self.world == 1:  # nothing travels
-            return rows
-        out = rows.new_empty((sum(out_splits), rows.shape[1]))
-        dist.all_to_all_single(out, rows, out_splits, in_splits, group=self.group)
-        return out
+        packed = len(columns) > 1 and plan.rows < PACK_ROWS
+        sources: list[torch.Tensor] = []
+        targets: list[torch.Tensor] = []
+        if error is None:
+            try:  # every buffer the collectives fill, before any of them starts
+                sources = ([pack(columns, columns[0].shape[0])] if packed else
+                           [as_bytes(column) for column in columns])
+                targets = [s.new_empty((sum(out_splits), s.shape[1])) for s in sources]
+            except Exception as caught:  # out of memory, most likely
+                error = caught
+        if agreed:  # every rank decides alike (from the plan every rank holds)
+            self.agree(error, f"{what} (making room for the rows on their way)")
+        elif error is not None:
+            raise error
+        for source, target in zip(sources, targets):
+            dist.all_to_all_single(target, source, out_splits, in_splits, group=self.group)
+        if packed:
+            return unpack(targets[0], columns)
+        return [from_bytes(target, column) for target, column in zip(targets, columns)]

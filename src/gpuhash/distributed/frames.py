@@ -237,10 +237,14 @@ def exchange_tables(exchange: Exchange, tables: list, targets: list, *, what: st
     sizes = None if error is not None else torch.tensor(
         [b.shape[0] for b in blobs], dtype=torch.int64, device=exchange.device)
     plan = exchange.open(sizes, error, what=what)
-    payload = to_device(np.concatenate(blobs) if blobs else np.zeros(0, np.uint8),
-                        exchange.device)  # through pinned pieces to the group's GPU
-    got = exchange.forward(plan, payload.reshape(-1, 1))
-    return Arrived(to_host(got.reshape(-1)), plan.receive, kept, rank)
+    payload = torch.zeros(0, dtype=torch.uint8, device=exchange.device)
+    try:  # through pinned pieces to the group's GPU
+        payload = to_device(np.concatenate(blobs) if blobs else np.zeros(0, np.uint8),
+                            exchange.device)
+    except Exception as caught:  # out of memory: raised on every rank by the forward
+        error = caught
+    got = exchange.forward(plan, payload.reshape(-1, 1), error=error, what=what)
+    return Arrived(got.reshape(-1), plan.receive, kept, rank)
 
 
 class Arrived:
@@ -248,7 +252,7 @@ class Arrived:
     them, inside the caller's agreed step (a failure there must not leave the other ranks
     waiting)."""
 
-    def __init__(self, data: np.ndarray, sizes: list[int], kept: list, rank: int):
+    def __init__(self, data: torch.Tensor, sizes: list[int], kept: list, rank: int):
         self._data, self._sizes, self._kept, self._rank = data, sizes, kept, rank
 
     def tables(self) -> list:
@@ -257,13 +261,14 @@ class Arrived:
         import pyarrow as pa
 
         received: list[list] = [[] for _ in self._kept]
+        data = to_host(self._data)  # here, where a failure is agreed by the caller
         start = 0
         for sender, size in enumerate(self._sizes):
             if sender == self._rank:
                 for i, table in enumerate(self._kept):
                     received[i].append(table)
             elif size:
-                for i, part in enumerate(_unframed(self._data[start:start + size],
+                for i, part in enumerate(_unframed(data[start:start + size],
                                                    len(self._kept))):
                     if part is not None:
                         received[i].append(part)
