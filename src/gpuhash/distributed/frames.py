@@ -37,14 +37,17 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import os
 import struct
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from gpuhash._common import host_buffers
 from gpuhash._common.transfers import to_device, to_host
 from gpuhash.distributed.base import default_device
 from gpuhash.distributed.exchange import Exchange, PeerError
@@ -169,13 +172,52 @@ def owners_of(hashes: torch.Tensor, world: int) -> np.ndarray:
     return to_host(owners(hashes, world)[0])  # one pass (a kernel, or its numba twin)
 
 
-def _ipc_bytes(table) -> np.ndarray:
+def _stream_size(table) -> int:
+    """The bytes of ``table`` as an Arrow IPC stream, counted without writing them."""
     import pyarrow as pa
 
-    sink = pa.BufferOutputStream()
+    sink = pa.MockOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return np.frombuffer(sink.getvalue(), dtype=np.uint8)
+    return sink.size()
+
+
+def _write_stream(table, out: np.ndarray) -> None:
+    """``table`` as an Arrow IPC stream, written straight into ``out`` (its exact size)."""
+    import pyarrow as pa
+
+    sink = pa.FixedSizeBufferWriter(pa.py_buffer(out))
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def _serialised(parts: list[list], count: int) -> tuple[np.ndarray, list[int]]:
+    """Every destination's bytes end to end in one host array, and each destination's byte
+    count. A destination's bytes: its ``count`` tables' stream sizes (0: no rows), then the
+    streams; nothing where it gets no rows. The streams are sized first, then written in
+    threads (Arrow's writer releases the GIL) straight into their places: one copy of the
+    rows, not one into each stream and another into the whole."""
+    sizes = [[0 if table is None else _stream_size(table) for table in tables]
+             for tables in parts]
+    blobs = [8 * count + sum(s) if any(s) else 0 for s in sizes]
+    out = host_buffers.take(sum(blobs), np.uint8)
+    jobs, start = [], 0
+    for tables, stream_sizes, blob in zip(parts, sizes, blobs):
+        if blob:
+            head = struct.pack(f"<{count}q", *stream_sizes)
+            out[start:start + 8 * count] = np.frombuffer(head, dtype=np.uint8)
+            at = start + 8 * count
+            for table, size in zip(tables, stream_sizes):
+                if size:
+                    jobs.append((table, out[at:at + size]))
+                    at += size
+        start += blob
+    if len(jobs) > 1:
+        with ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool:
+            list(pool.map(lambda job: _write_stream(*job), jobs))
+    elif jobs:
+        _write_stream(*jobs[0])
+    return out, blobs
 
 
 def _read_ipc(data: np.ndarray):
@@ -221,8 +263,9 @@ def exchange_tables(exchange: Exchange, tables: list, targets: list, *, what: st
     rank's failure so far, raised on every rank at the header exchange (``tables`` unused
     then). A failure while slicing and serialising is raised so too. Collective."""
     rank, world = exchange.rank, exchange.world
-    frames: list[list[np.ndarray]] = [[] for _ in range(world)]
+    parts: list[list] = [[] for _ in range(world)]  # per destination, each table's rows
     kept: list = []
+    host, blobs = np.zeros(0, np.uint8), []
     if error is None:
         try:
             for table, target in zip(tables, targets):
@@ -230,17 +273,16 @@ def exchange_tables(exchange: Exchange, tables: list, targets: list, *, what: st
                 kept.append(pieces[rank])
                 for r in range(world):
                     if r != rank:
-                        frames[r].append(_ipc_bytes(pieces[r]) if pieces[r].num_rows else None)
+                        parts[r].append(pieces[r] if pieces[r].num_rows else None)
+            host, blobs = _serialised(parts, len(tables))
         except Exception as caught:  # raised on every rank by the header exchange
             error = caught
-    blobs = [] if error is not None else [_framed(parts) for parts in frames]
-    sizes = None if error is not None else torch.tensor(
-        [b.shape[0] for b in blobs], dtype=torch.int64, device=exchange.device)
+    sizes = None if error is not None else torch.tensor(blobs, dtype=torch.int64,
+                                                        device=exchange.device)
     plan = exchange.open(sizes, error, what=what)
     payload = torch.zeros(0, dtype=torch.uint8, device=exchange.device)
-    try:  # through pinned pieces to the group's GPU
-        payload = to_device(np.concatenate(blobs) if blobs else np.zeros(0, np.uint8),
-                            exchange.device)
+    try:  # through pinned pieces to the group's GPU (on the CPU: the array itself)
+        payload = to_device(host, exchange.device)
     except Exception as caught:  # out of memory: raised on every rank by the forward
         error = caught
     got = exchange.forward(plan, payload.reshape(-1, 1), error=error, what=what)
@@ -274,16 +316,6 @@ class Arrived:
                         received[i].append(part)
             start += size
         return [pa.concat_tables(parts) for parts in received]
-
-
-def _framed(parts: list) -> np.ndarray:
-    """One destination's bytes: each table's byte count (0: no rows), then the tables'
-    streams."""
-    if all(p is None for p in parts):
-        return np.zeros(0, np.uint8)
-    sizes = [0 if p is None else p.shape[0] for p in parts]
-    head = np.frombuffer(struct.pack(f"<{len(parts)}q", *sizes), dtype=np.uint8)
-    return np.concatenate([head, *[p for p in parts if p is not None]])
 
 
 def _unframed(data: np.ndarray, count: int) -> list:
