@@ -235,24 +235,32 @@ def _slices(table, target, rank: int, world: int) -> list:
         return [table] * world
     counts = np.bincount(target, minlength=world)
     if world > 1:
-        table = _by_owner(table, target)
+        table = _by_owner(table, target, counts)
     starts = np.concatenate([[0], np.cumsum(counts)])
     return [table.slice(int(starts[r]), int(counts[r])) for r in range(world)]
 
 
-def _by_owner(table, target: np.ndarray):
+def _by_owner(table, target: np.ndarray, counts: np.ndarray):
     """``table``'s rows ordered by owner, each owner's in row order: a stable sort of the
     owners (NumPy's radix sort for one-byte ones), then every column gathered on every core
-    by the merges' gathers (Arrow's ``take`` runs on one thread)."""
+    by the merges' gathers, an owner's rows at a time (they ascend: strings are copied in one
+    pass), each owner's rows a chunk of their own. (Arrow's ``take`` runs on one thread.)"""
     import pyarrow as pa
 
     from gpuhash.join.arrow_gather import take_column
 
     narrow = target.astype(np.uint8, copy=False) if target.max(initial=0) < 256 else target
     order = np.argsort(narrow, kind="stable").astype(np.int64, copy=False)
-    columns = [take_column(column, order, may_miss=False) for column in table.columns]
-    return pa.table([c if isinstance(c, pa.ChunkedArray) else pa.chunked_array([c], c.type)
-                     for c in columns], schema=table.schema)
+    edges = np.concatenate([[0], np.cumsum(counts)])
+    columns = []
+    for column in table.columns:
+        chunks = []
+        for start, stop in zip(edges[:-1], edges[1:]):
+            if stop > start:
+                part = take_column(column, order[start:stop], may_miss=False, ascending=True)
+                chunks.extend(part.chunks if isinstance(part, pa.ChunkedArray) else [part])
+        columns.append(pa.chunked_array(chunks, column.type))
+    return pa.table(columns, schema=table.schema)
 
 
 def exchange_tables(exchange: Exchange, tables: list, targets: list, *, what: str,
