@@ -177,3 +177,12 @@ def test_host_tables_with_string_keys_group_as_on_the_cpu(nulls):
                 assert np.allclose(np.array(a, dtype=float), np.array(b, dtype=float))
             else:
                 assert a == b, name
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_explain_says_how_the_string_keys_became_codes(device, capsys):
+    table = pa.table({"k": ["b", "a", "b", None], "v": [1, 2, 3, 4]})
+    gh.groupby(table, by="k", aggs={"v": "sum"}, device=device, explain=True)
+    printed = capsys.readouterr().out
+    how = "strings hashed on the GPU" if device == "cuda" else "strings encoded by Arrow"
+    assert "columns" in printed and f"k: {how}" in printed, printed

@@ -210,9 +210,12 @@ def _array_groupby(keys, values, aggs, *, sort, dropna, explain):
 
 
 def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec], *, sort,
-         dropna, explain):
-    """Group ids, then every aggregation: ((groups, [(values, valid)]), top-k rows or None)."""
+         dropna, explain, prelude: tuple[str, float, str] | None = None):
+    """Group ids, then every aggregation: ((groups, [(values, valid)]), top-k rows or None).
+    ``prelude``: a phase before this one (a host table's columns made tensors), for explain."""
     phases = Phases()
+    if prelude is not None:
+        phases.rows.append(prelude)
     _check_columns(table, specs)
     device = key_columns[0].device
     timed = explain and device.type == "cuda"  # phases timed to the GPU's finish: explain only

@@ -43,6 +43,7 @@ class Column:
     valid: torch.Tensor | None
     arrow_type: Any = None
     dictionary: Any = None  # the sorted strings a code indexes
+    how: str = ""  # how its strings became codes (for explain)
 
     @property
     def is_string(self) -> bool:
@@ -174,7 +175,7 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
     elif kind == "string" and device.type == "cuda" and (
             coded := string_codes(chunked, device, ordered=ordered)) is not None:
         values, mask, dictionary = coded  # hashed and checked on the GPU (string_keys.py)
-        return Column(name, values, mask, type_, dictionary)
+        return Column(name, values, mask, type_, dictionary, "strings hashed on the GPU")
     elif kind == "string":
         codes, dictionary = _dictionary_codes(chunked, ordered=ordered)
         valid, numbers = _codes_and_validity(codes)
@@ -195,7 +196,8 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
         numbers = array.to_numpy(zero_copy_only=False)
     values = to_device(numbers, device)  # pinned pieces to a GPU (transfers.py)
     mask = None if valid is None else to_device(valid, device)
-    return Column(name, values, mask, type_, dictionary)
+    how = {"category": "categories' codes", "string": "strings encoded by Arrow"}.get(kind, "")
+    return Column(name, values, mask, type_, dictionary, how)
 
 
 def tensor_column(array: Any, name: str, device: torch.device | None) -> Column:

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -46,6 +47,7 @@ def group_table(data, by, aggs, *, sort, dropna, device, explain, run, default_d
     specs = parse_aggs(aggs, tuple(keys))
     wanted = list(dict.fromkeys(keys + [s.column for s in specs] + [
         s.parameter for s in specs if s.name == "corr"]))
+    prelude = None  # the host columns' conversion, for explain
     if kind == TENSORS:
         present = list(data)
         take = None
@@ -67,8 +69,14 @@ def group_table(data, by, aggs, *, sort, dropna, device, explain, run, default_d
         target = default_device(device)
         # string codes need the strings' order only for these (a sort of the dictionary)
         ordered = {s.column for s in specs if s.name in ORDERED} | (set(keys) if sort else set())
+        started = time.perf_counter()
         columns = {n: arrow_column(take.column(n), n, target, ordered=n in ordered)
                    for n in wanted}
+        if explain and target.type == "cuda":
+            torch.cuda.synchronize(target)
+        coded = [f"{n}: {c.how}" for n, c in columns.items() if c.how]
+        prelude = ("columns", (time.perf_counter() - started) * 1e3,
+                   f"{len(columns)} to {target}" + (f" ({'; '.join(coded)})" if coded else ""))
     lengths = {n: c.values.shape[0] for n, c in columns.items()}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"columns differ in length: {lengths}; every column needs one value "
@@ -76,7 +84,7 @@ def group_table(data, by, aggs, *, sort, dropna, device, explain, run, default_d
     key_columns = [columns[n] for n in keys]
     (groups, outputs), rows = run([c.values for c in key_columns],
                                   [c.valid for c in key_columns], columns, specs, sort=sort,
-                                  dropna=dropna, explain=explain)
+                                  dropna=dropna, explain=explain, prelude=prelude)
     if kind == TENSORS:
         return _tensor_answer(data, keys, key_columns, groups, specs, outputs, rows)
     answer = _arrow_answer(keys, key_columns, groups, specs, outputs, rows, columns)
