@@ -186,9 +186,10 @@ def test_cpu_compaction_numbers_every_value_once(case):
         values = torch.randint(0, 5000, (rows,), generator=generator) * 1_000_003 - 7
     elif case == "distinct":
         values = torch.randperm(rows, generator=generator) * 31
-    elif case == "sample_misleads":
-        values = torch.arange(rows) * 17
-        values[:: max(1, rows // engine.SAMPLE_ROWS)] = 5
+    elif case == "sample_misleads":  # one chunk of distinct values, the rest one value
+        rows = 1 << 20
+        values = torch.zeros(rows, dtype=torch.int64)
+        values[: rows // engine.COMPACT_CHUNKS] = torch.arange(rows // engine.COMPACT_CHUNKS) * 17
     else:
         values = torch.zeros(0, dtype=torch.int64)
     codes, uniques, first = engine.group_compact(values)

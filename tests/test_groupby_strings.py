@@ -186,3 +186,19 @@ def test_explain_says_how_the_string_keys_became_codes(device, capsys):
     printed = capsys.readouterr().out
     how = "strings hashed on the GPU" if device == "cuda" else "strings encoded by Arrow"
     assert "columns" in printed and f"k: {how}" in printed, printed
+
+
+@gpu
+def test_a_child_forked_after_transfers_lives():
+    """The at-fork handler leaves the parent's pinned buffers alone in the child (freeing one
+    that a copy used would record CUDA events there)."""
+    import os
+
+    moved = uploads.to_device(np.ones(uploads.STAGE_BYTES * 2, dtype=np.uint8),
+                              torch.device("cuda"))
+    assert int(uploads.to_host(moved)[-1]) == 1
+    child = os.fork()
+    if child == 0:  # the child: nothing CUDA, only the handler ran
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -55,12 +55,15 @@ class _Ring:
 
 _rings: dict[int, _Ring] = {}
 _rings_lock = threading.Lock()
+_parents: list[dict[int, _Ring]] = []  # a forked child's inherited rings, never freed there
 
 
 def _in_forked_child() -> None:
-    global _rings_lock
-    _rings.clear()
-    _rings_lock = threading.Lock()
+    """The child starts without rings. The parent's stay referenced, never freed: freeing a
+    pinned buffer that a copy used records CUDA events, which a forked child cannot."""
+    global _rings, _rings_lock
+    _parents.append(_rings)
+    _rings, _rings_lock = {}, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_in_forked_child)

@@ -250,7 +250,7 @@ def _by_owner(table, target: np.ndarray, counts: np.ndarray):
     pass), each owner's rows a chunk of their own. (Arrow's ``take`` runs on one thread.)"""
     import pyarrow as pa
 
-    from gpuhash.join.arrow_gather import take_column
+    from gpuhash.join.arrow_gather import single, take_column
 
     narrow = target.astype(np.uint8, copy=False) if target.max(initial=0) < 256 else target
     order = np.argsort(narrow, kind="stable").astype(np.int64, copy=False)
@@ -259,6 +259,7 @@ def _by_owner(table, target: np.ndarray, counts: np.ndarray):
     edges = np.concatenate([[0], np.cumsum(counts)])
     columns = []
     for column in table.columns:
+        column = single(column)  # chunks combined once, not once an owner
         chunks = []
         for start, stop in zip(edges[:-1], edges[1:]):
             if stop > start:

@@ -28,8 +28,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuhash._common.transfers import to_device, upload_into
+from gpuhash._common.transfers import SMALLEST, to_device, upload_into
 from gpuhash.groupby.engine import engine_for
+
+MERGED_BYTES = SMALLEST  # chunks smaller than this on average are combined before they travel
 
 
 def _plain_strings(chunked):
@@ -67,7 +69,13 @@ def _pieces(chunked) -> list[tuple[np.ndarray, np.ndarray]]:
 def upload_strings(chunked, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(int64 offsets of every row, rows + 1; the bytes, uint8) of a string column on
     ``device``, its chunks laid end to end."""
-    pieces = _pieces(_plain_strings(chunked))
+    chunked = _plain_strings(chunked)
+    if chunked.num_chunks > 1 and chunked.nbytes < MERGED_BYTES * chunked.num_chunks and (
+            chunked.nbytes < 1 << 30):  # many small chunks: one copy here, not a trip each
+        import pyarrow as pa
+
+        chunked = pa.chunked_array([chunked.combine_chunks()], chunked.type)
+    pieces = _pieces(chunked)
     rows = sum(p[0].shape[0] - 1 for p in pieces)
     total = sum(p[1].shape[0] for p in pieces)
     offsets = torch.zeros(rows + 1, dtype=torch.int64, device=device)

@@ -117,6 +117,11 @@ def _distinct_estimate(seen: int, sampled: int) -> int:
     return int(high)
 
 
+def _sorted_compact(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+    uniques, codes = torch.unique(values, sorted=True, return_inverse=True)
+    return codes, uniques, None
+
+
 def _power_of_two(at_least: int) -> int:
     return 1 << max(6, (at_least - 1).bit_length())
 
@@ -134,17 +139,20 @@ def group_compact(values: torch.Tensor
     the CPU outruns tables that no longer fit the caches; each caller orders the codes as it
     needs."""
     rows = values.shape[0]
-    step = max(1, rows // SAMPLE_ROWS)
-    sample = values[::step]
-    seen = int(torch.unique(sample).shape[0]) if rows else 0
-    distinct = _distinct_estimate(seen, sample.shape[0]) if step > 1 else seen
+    if rows > SAMPLE_ROWS:  # rows at random (a fixed seed: the same choice every call)
+        places = torch.randint(0, rows, (SAMPLE_ROWS,),
+                               generator=torch.Generator().manual_seed(rows))
+        seen = int(torch.unique(values[places]).shape[0])
+        distinct = _distinct_estimate(seen, SAMPLE_ROWS)
+    else:
+        distinct = int(torch.unique(values).shape[0]) if rows else 0
     if REPEATS * distinct > rows or distinct > TABLE_VALUES:  # a sort does better
-        uniques, codes = torch.unique(values, sorted=True, return_inverse=True)
-        return codes, uniques, None
+        return _sorted_compact(values)
     data = values.contiguous().numpy()
     chunks = max(1, min(COMPACT_CHUNKS, rows // 4096))
     per = -(-rows // chunks) if rows else 0
     size = _power_of_two(2 * min(max(per, 1), 2 * max(distinct, 1)))
+    size = min(size, 4 * TABLE_VALUES)
     local = torch.empty(rows, dtype=torch.int64)
     while True:  # a chunk whose table passed half full: again with larger tables
         keys = torch.empty((chunks, size // 2), dtype=torch.int64)
@@ -155,6 +163,8 @@ def group_compact(values: torch.Tensor
         if bool((counts >= 0).all()):
             break
         size *= 4
+        if size > 4 * TABLE_VALUES:  # the sample misled: more values than tables should hold
+            return _sorted_compact(values)
     total = int(counts.sum())
     mapping = torch.empty((chunks, max(1, int(counts.max()))), dtype=torch.int64)
     out_first = torch.empty(total, dtype=torch.int64)
