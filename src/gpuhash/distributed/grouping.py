@@ -160,8 +160,8 @@ def _routed(sent, keys: list[str], dropna: bool, exchange):
 
     from gpuhash.distributed.key_hash import key_types, row_hashes
 
-    if exchange.world == 1 and not dropna:  # every row is this rank's own: kept here
-        return sent, None
+    if exchange.world == 1:  # every row is this rank's own: kept here (the local group-by
+        return sent, None  # drops null keys itself with dropna)
     types = key_types([sent.schema.field(k).type for k in keys])
     hashes, nulls = row_hashes(sent, keys, types, device=exchange.device)
     if dropna and sent.num_rows:
