@@ -202,3 +202,15 @@ def test_a_child_forked_after_transfers_lives():
         os._exit(0)
     _, status = os.waitpid(child, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_string_view_keys_sort_and_keep_their_type(device):
+    """Arrow neither sorts nor takes views: they are grouped as the plain strings they hold,
+    and come back as views."""
+    table = pa.table({"k": pa.array(["b", "a", "b", None], pa.string_view()),
+                      "v": [1, 2, 3, 4]})
+    got = gh.groupby(table, by="k", aggs={"k": "min", "v": "max"}, sort=True, device=device)
+    assert got.to_pydict() == {"k": ["a", "b", None], "k_min": ["a", "b", None],
+                               "v": [2, 3, 4]}
+    assert got.schema.field("k").type == pa.string_view()

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from gpuhash._common.transfers import to_device, to_host
-from gpuhash.groupby.string_keys import string_codes
+from gpuhash.groupby.string_keys import plain_strings, sort_order, string_codes
 
 
 @dataclass
@@ -69,7 +69,8 @@ class Column:
             from gpuhash.join.arrow_gather import take_column
 
             rows = data if mask is None else np.where(mask, -1, data)
-            return take_column(self.dictionary, rows, may_miss=mask is not None)
+            out = take_column(self.dictionary, rows, may_miss=mask is not None)
+            return out if out.type == self.arrow_type else out.cast(self.arrow_type)
         return pa.array(data, mask=mask).cast(self.arrow_type)
 
 
@@ -169,6 +170,8 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
                         f"numbers, bools, strings, dates and times are grouped and aggregated "
                         f"(cast it first, e.g. decimals to float64)")
     dictionary = None
+    if kind == "string":  # views as plain strings: Arrow sorts and takes no views
+        chunked = plain_strings(chunked)
     if kind == "category":  # categories: their codes as they are, in the categories' order
         codes, dictionary = _dictionary_codes(chunked, ordered=False)
         valid, numbers = _codes_and_validity(codes)
@@ -180,7 +183,7 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
         codes, dictionary = _dictionary_codes(chunked, ordered=ordered)
         valid, numbers = _codes_and_validity(codes)
         if ordered and len(dictionary):
-            order = np.asarray(pc.array_sort_indices(dictionary))
+            order = sort_order(dictionary)
             rank = np.empty(len(dictionary), dtype=np.int32)
             rank[order] = np.arange(len(dictionary), dtype=np.int32)
             numbers = rank[numbers]

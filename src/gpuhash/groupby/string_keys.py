@@ -34,17 +34,32 @@ from gpuhash.groupby.engine import engine_for
 MERGED_BYTES = SMALLEST  # chunks smaller than this on average are combined before they travel
 
 
-def _plain_strings(chunked):
-    """The column with string or binary chunks of 32- or 64-bit offsets (views cast)."""
+def _plain_type(kind):
+    """A string or binary view type as the plain type of its values (64-bit offsets)."""
     import pyarrow as pa
     import pyarrow.types as pt
 
-    kind = chunked.type
     if getattr(pt, "is_string_view", lambda t: False)(kind):
-        return chunked.cast(pa.large_string())
+        return pa.large_string()
     if getattr(pt, "is_binary_view", lambda t: False)(kind):
-        return chunked.cast(pa.large_binary())
-    return chunked
+        return pa.large_binary()
+    return kind
+
+
+def plain_strings(chunked):
+    """The column with string or binary chunks of 32- or 64-bit offsets (views cast)."""
+    plain = _plain_type(chunked.type)
+    return chunked if plain == chunked.type else chunked.cast(plain)
+
+
+def sort_order(dictionary) -> np.ndarray:
+    """The positions of ``dictionary``'s strings in sorted order (views sorted as the plain
+    strings they hold: Arrow sorts no views)."""
+    import pyarrow.compute as pc
+
+    plain = _plain_type(dictionary.type)
+    return np.asarray(pc.array_sort_indices(
+        dictionary if plain == dictionary.type else dictionary.cast(plain)))
 
 
 def _pieces(chunked) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -69,7 +84,7 @@ def _pieces(chunked) -> list[tuple[np.ndarray, np.ndarray]]:
 def upload_strings(chunked, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(int64 offsets of every row, rows + 1; the bytes, uint8) of a string column on
     ``device``, its chunks laid end to end."""
-    chunked = _plain_strings(chunked)
+    chunked = plain_strings(chunked)
     if chunked.num_chunks > 1 and chunked.nbytes < MERGED_BYTES * chunked.num_chunks and (
             chunked.nbytes < 1 << 30):  # many small chunks: one copy here, not a trip each
         import pyarrow as pa
@@ -139,11 +154,10 @@ def string_codes(chunked, device: torch.device, *, ordered: bool
     share a hash (the caller encodes it another way). ``ordered``: codes follow the strings'
     order."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if not len(chunked):
         return (torch.zeros(0, dtype=torch.int32, device=device), None,
-                pa.array([], type=_plain_strings(chunked).type))
+                pa.array([], type=plain_strings(chunked).type))
     engine = engine_for(device)
     offsets, data = upload_strings(chunked, device)
     valid = _validity(chunked, device)
@@ -165,7 +179,7 @@ def string_codes(chunked, device: torch.device, *, ordered: bool
         return None
     dictionary = _rows_of(chunked, first.cpu().numpy())
     if ordered and count:
-        order = np.asarray(pc.array_sort_indices(dictionary))
+        order = sort_order(dictionary)
         rank = np.empty(count, dtype=np.int64)
         rank[order] = np.arange(count, dtype=np.int64)
         dictionary = dictionary.take(order)
