@@ -48,7 +48,7 @@ import torch.distributed as dist
 import gpuhash as gh
 from gpuhash.bench.groupby_suite import QUESTIONS as GROUPBY_QUESTIONS
 from gpuhash.bench.groupby_suite import make_table
-from gpuhash.bench.merge_suite import make_tables
+from gpuhash.bench.merge_suite import id_strings, make_tables
 from gpuhash.bench.provenance import source_commit
 
 JOINS = {"j1": ("small", ["id1"], "inner"), "j2": ("medium", ["id2"], "inner"),
@@ -71,7 +71,7 @@ def join_tables(n: int, rank: int) -> dict:
             shifted = pc.add(table.column(key).cast(pa.int64()), rank * span)
             table = table.set_column(table.schema.get_field_index(key), key, shifted)
             text = f"id{i + 4}"
-            strings = pc.binary_join_element_wise("id", pc.cast(shifted, pa.string()), "")
+            strings = id_strings(shifted.to_numpy())
             table = table.set_column(table.schema.get_field_index(text), text, strings)
         out[name] = table
     return out
