@@ -53,10 +53,11 @@ def frame_kind(frame: Any, name: str) -> str:
                     f"of tensors, not {type(frame).__name__}")
 
 
-def to_arrow(frame: Any, kind: str, side: str = "left"):
+def to_arrow(frame: Any, kind: str, side: str = "left", *, views: bool = False):
     """The frame as a pyarrow Table (pandas: its index dropped, as merge does; polars: its
     128-bit integer columns as decimal128(38, 0), which Arrow holds, cast back by
-    restore_frame)."""
+    restore_frame). ``views``: polars' strings come as Arrow string views, its own layout,
+    without a copy (else as large_string, each string's bytes copied)."""
     import pyarrow as pa
 
     if kind == PANDAS:
@@ -73,8 +74,36 @@ def to_arrow(frame: Any, kind: str, side: str = "left"):
                                 f"{frame.schema[name]} and holds values of 39 digits, past "
                                 f"the decimal128(38, 0) that gh.merge carries such columns "
                                 f"in; cast it to another type first") from None
-        return frame.to_arrow()
+        return frame.to_arrow(compat_level=polars.CompatLevel.newest() if views else None)
     return frame
+
+
+def _plain_type(kind):
+    """The plain type of a string or binary view type (a dictionary's values too), or None."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if pt.is_dictionary(kind) and _plain_type(kind.value_type) is not None:
+        return pa.dictionary(kind.index_type, _plain_type(kind.value_type), kind.ordered)
+    if pt.is_string_view(kind) or pt.is_binary_view(kind):
+        return pa.large_string() if pt.is_string_view(kind) else pa.large_binary()
+    return None
+
+
+def plain_text(column: Any) -> Any:
+    """A string or binary view column (or a dictionary of them) cast to large_string /
+    large_binary, the types the key paths compare; any other column as it is."""
+    kind = _plain_type(column.type)
+    return column if kind is None else column.cast(kind)
+
+
+def plain_strings(table: Any, names: list[str]) -> Any:
+    """``table`` with its columns among ``names`` made plain_text."""
+    for name in names:
+        if _plain_type(table.schema.field(name).type) is not None:
+            table = table.set_column(table.schema.get_field_index(name), name,
+                                     plain_text(table.column(name)))
+    return table
 
 
 def restore_frame(table: Any, kind: str, left: Any, right: Any, left_out: dict,

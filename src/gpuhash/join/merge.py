@@ -43,6 +43,7 @@ from gpuhash.join.frames import (
     arrow_key_pair,
     coalesce_arrow,
     frame_kind,
+    plain_strings,
     restore_frame,
     to_arrow,
 )
@@ -271,7 +272,9 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         keys = _key_names(list(pandas_labels(left, "left")), list(pandas_labels(right, "right")),
                           on, left_on, right_on, shape)
         sources = with_row_numbers(left, keys[0]), with_row_numbers(right, keys[1])
-    left_table, right_table = to_arrow(sources[0], kind), to_arrow(sources[1], kind, "right")
+    # polars' strings stay views, gathered as views; keys are compared as plain strings
+    left_table = to_arrow(sources[0], kind, views=True)
+    right_table = to_arrow(sources[1], kind, "right", views=True)
     left_keys, right_keys = _key_names(left_table.column_names, right_table.column_names, on,
                                        left_on, right_on, shape)
     if device is None:
@@ -292,6 +295,8 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                                  indicator=indicator)
     if table is None:
         phases = Phases()
+        left_table, right_table = plain_strings(left_table, left_keys), plain_strings(
+            right_table, right_keys)
         pairs = [arrow_key_pair(left_table.column(a).combine_chunks(),
                                 right_table.column(b).combine_chunks(), a, b,
                                 nulls_equal=nulls_equal)

@@ -14,6 +14,9 @@ from typing import Literal
 
 import torch
 
+from gpuhash.join.arrow_gather import take_column
+from gpuhash.join.frames import plain_text
+
 ANTI_HOWS = ("left_anti", "right_anti")  # pandas' names: a side's rows without a match
 MaintainOrder = Literal["none", "left", "right", "left_right", "right_left"]
 ORDERS = (None, "none", "left", "right", "left_right", "right_left")  # polars' names
@@ -49,13 +52,15 @@ def sorted_by(table, pairs: list[tuple[str | None, str | None]], *,
     if not keys:  # a cross join: nothing to order by
         return table
     order = pc.sort_indices(pa.table(keys), sort_keys=[(n, "ascending") for n in keys])
-    return table.take(order)
+    rows = order.to_numpy()  # Arrow's take has no kernel for string views; ours gathers them
+    return pa.Table.from_arrays([take_column(column, rows, may_miss=False)
+                                 for column in table.columns], schema=table.schema)
 
 
 def _sortable(column, values: bool = False):
     """A key column as Arrow's sort takes it: extension types as their storage, a dictionary
     (pandas' categorical) as its codes where its chunks share one dictionary (the categories'
-    order) and ``values`` is False, else as its values."""
+    order) and ``values`` is False, else as its values; string views as plain strings."""
     import pyarrow as pa
 
     if isinstance(column.type, pa.ExtensionType):
@@ -65,8 +70,8 @@ def _sortable(column, values: bool = False):
         if not values and chunks and all(c.dictionary.equals(chunks[0].dictionary)
                                          for c in chunks):
             return pa.chunked_array([c.indices for c in chunks], column.type.index_type)
-        return column.cast(column.type.value_type)
-    return column
+        return plain_text(column.cast(column.type.value_type))
+    return plain_text(column)
 
 
 def indicator_name(indicator: bool | str) -> str | None:

@@ -10,7 +10,9 @@ every core (join/arrow_gather.py). Only what must move moves: with integer keys 
 most DENSE_SPAN times the right side's rows, the index is an array by key on the host, one
 read per lookup; other integer keys go to the join's device as a hash table and the looked-up
 rows come back. String keys are looked up in an open-addressing table of the right side's
-strings on the host (a hash, then the bytes compared), every core probing.
+strings on the host (a hash, then the bytes compared), every core probing; string views
+(polars' strings) whose right side holds only strings of up to 12 bytes are looked up by
+their 16-byte views alone, no bytes read or copied (else they are cast to large_string).
 
 ``try_lookup_merge`` returns None where its conditions do not hold, and the general path
 (join/merge.py) runs instead.
@@ -36,8 +38,8 @@ from gpuhash._common import host_buffers
 from gpuhash._common.cpu.runtime import run
 from gpuhash._common.phases import Phases
 from gpuhash.join.arrow_gather import exclusive_sums, single, string_buffers, take_column
-from gpuhash.join.cpu.table_loops import BLOCK
-from gpuhash.join.frames import arrow_key_pair
+from gpuhash.join.cpu import BLOCK, INLINE
+from gpuhash.join.frames import arrow_key_pair, plain_text
 from gpuhash.join.merge_options import indicator_column
 
 HOWS = ("inner", "left", "semi", "anti", "left_anti")
@@ -83,6 +85,12 @@ def _text(kind) -> bool | None:
     return None
 
 
+def _is_view(kind) -> bool:
+    import pyarrow.types as pt
+
+    return pt.is_string_view(kind) or pt.is_binary_view(kind)
+
+
 def _validity(array) -> np.ndarray:
     """A column's validity as uint8 (empty where it has no nulls)."""
     if not array.null_count:
@@ -114,6 +122,33 @@ def string_rows(left, right):
     counts = np.empty((len(left) + BLOCK - 1) // BLOCK, np.int64)
     run("merge_look_up_strings", left_offsets, left_data, _words(left_data), _validity(left),
         offsets, data, table, rows, counts)
+    return rows, counts
+
+
+SMALL_TABLE = 1 << 16  # right sides of view keys whose table stays in the per-core caches
+
+
+def _views(array) -> np.ndarray:
+    """A string or binary view array's views as rows of two words."""
+    return np.frombuffer(array.buffers()[1], np.uint64, count=2 * len(array),
+                         offset=16 * array.offset).reshape(-1, 2)
+
+
+def view_rows(left, right):
+    """string_rows for string or binary views whose right side holds strings of up to
+    INLINE bytes (their views hold them whole): "long" where the right side holds a longer
+    one (the caller compares plain strings), None where it repeats a string."""
+    views = _views(right)
+    if len(right) and int((views[:, 0] & np.uint64(0xFFFFFFFF)).max()) > INLINE:
+        return "long"
+    # a table the caches hold is kept an eighth full (fewer probes), a larger one half
+    spread = 8 if len(right) <= SMALL_TABLE else 2
+    table = np.zeros((1 << max(4, (spread * len(right)).bit_length()), 3), np.uint64)
+    if not run("merge_index_views", views, _validity(right), table):
+        return None
+    rows = host_buffers.take(len(left), row_type(len(right)))
+    counts = np.empty((len(left) + BLOCK - 1) // BLOCK, np.int64)
+    run("merge_look_up_views", _views(left), _validity(left), table, rows, counts)
     return rows, counts
 
 
@@ -249,6 +284,28 @@ def _row_maps(rows, counts, how):
     return probe, (build if how == "inner" else None)
 
 
+def _look_up(left, right, left_key: str, right_key: str, device) -> tuple[Any, str]:
+    """(the right row of each left key and per-block found counts, or None where the right
+    side repeats a key or the types do not compare; how they were found)."""
+    if _is_view(left.type) and left.type == right.type:
+        looked_up = view_rows(left, right)
+        if looked_up != "long":
+            return looked_up, "a table of the string views on the host"
+    left, right = plain_text(left), plain_text(right)
+    codes = integer_codes(left, right)
+    if codes is not None:
+        if _is_dense(codes[2], codes[3]):
+            return _dense_rows(*codes), "an index by key on the host"
+        return _hashed_rows(*codes, device), f"a HashMap on {device}"
+    if _text(left.type) is not None and _text(left.type) == _text(right.type):
+        return string_rows(left, right), "a table of the strings on the host"
+    # other types: codes of one dictionary of both sides' values, then an index
+    codes = _encoded(left, right, left_key, right_key)
+    if codes is None:
+        return None, "types that do not compare"
+    return _dense_rows(*codes), "codes of both sides' values, indexed"
+
+
 def try_lookup_merge(left_table: Any, right_table: Any, left_key: str, right_key: str, *,
                      how: str, names: tuple[dict, dict], device: Any,
                      explain: bool = False, indicator: str | None = None) -> Any:
@@ -263,19 +320,7 @@ def try_lookup_merge(left_table: Any, right_table: Any, left_key: str, right_key
     phases = Phases()
     left = single(left_table.column(left_key))
     right = single(right_table.column(right_key))
-    codes = integer_codes(left, right)
-    if codes is not None:
-        if _is_dense(codes[2], codes[3]):
-            looked_up, where = _dense_rows(*codes), "an index by key on the host"
-        else:
-            looked_up, where = _hashed_rows(*codes, device), f"a HashMap on {device}"
-    elif _text(left.type) is not None and _text(left.type) == _text(right.type):
-        looked_up, where = string_rows(left, right), "a table of the strings on the host"
-    else:  # other types: codes of one dictionary of both sides' values, then an index
-        codes = _encoded(left, right, left_key, right_key)
-        if codes is None:
-            return None
-        looked_up, where = _dense_rows(*codes), "codes of both sides' values, indexed"
+    looked_up, where = _look_up(left, right, left_key, right_key, device)
     if looked_up is None:
         return None
     phases.done("look up", where)

@@ -18,7 +18,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-BLOCK = 1 << 16  # rows a block: large enough to amortise a thread's start, small to balance
+from gpuhash._common.cpu.probe import mix64
+from gpuhash.join.cpu import BLOCK, INLINE
+
 _JIT = {"cache": True, "nogil": True}
 
 
@@ -380,3 +382,75 @@ def merge_take_strings_in_order(offsets, data, rows, starts, out_offsets, out_da
                 at += size
     if n == 0:
         out_offsets[0] = 0
+
+
+_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@numba.njit(inline="always", **_JIT)
+def _view_key(views, row):
+    """String view ``row`` as two words: its length and first four bytes, then its next
+    eight, the bytes past its length zeroed (Arrow does not promise what they hold), without
+    a branch. For a string of up to INLINE bytes they name it alone; a longer one keeps its
+    length (in the low 32 bits of the first), so it equals no key of a shorter string."""
+    first, second = views[_u(row), 0], views[_u(row), 1]
+    size = min(first & np.uint64(0xFFFFFFFF), np.uint64(INLINE))
+    first &= _ONES >> (np.uint64(8) * (np.uint64(4) - min(size, np.uint64(4))))
+    cut = np.uint64(8) * (np.uint64(INLINE) - max(size, np.uint64(4)))  # 0..64: two shifts
+    second &= (_ONES >> (cut >> np.uint64(1))) >> (cut - (cut >> np.uint64(1)))
+    return first, second
+
+
+@numba.njit(inline="always", **_JIT)
+def _find_view(table, mask, first, second):
+    """The build row whose entry (first word, second word, build row + 1; 0: a free slot)
+    holds the view key (first, second), -1 where none. One exit test a slot: the loop
+    mispredicts once, not once per test."""
+    slot = mix64(first ^ mix64(second)) & mask
+    while True:
+        entry = table[slot, 2]
+        hit = (table[slot, 0] == first) & (table[slot, 1] == second)
+        if hit | (entry == 0):
+            return np.int64(entry) - 1 if hit else np.int64(-1)
+        slot = (slot + np.uint64(1)) & mask
+
+
+@numba.njit(**_JIT)
+def merge_index_views(views, valid, table):
+    """The build side's string views (every one of at most INLINE bytes: the caller checks) in
+    an open-addressing table of three-word entries (_find_view), each non-null row (``valid``
+    uint8, empty: every row) where its key probes to. False on a repeated string. One thread:
+    the writes would race."""
+    mask = np.uint64(table.shape[0] - 1)
+    check = valid.shape[0] > 0
+    for row in range(views.shape[0]):
+        if check and valid[row] == 0:
+            continue
+        first, second = _view_key(views, row)
+        if _find_view(table, mask, first, second) >= 0:
+            return False
+        slot = mix64(first ^ mix64(second)) & mask
+        while table[slot, 2] != 0:
+            slot = (slot + np.uint64(1)) & mask
+        table[slot, 0], table[slot, 1], table[slot, 2] = first, second, np.uint64(row + 1)
+    return True
+
+
+@numba.njit(parallel=True, **_JIT)
+def merge_look_up_views(views, valid, table, rows, counts):
+    """rows[i] = the build row holding probe view i (-1 where none or where ``valid`` is 0);
+    counts[block] = the block's found rows."""
+    mask = np.uint64(table.shape[0] - 1)
+    n = views.shape[0]
+    check = valid.shape[0] > 0
+    for block in numba.prange((n + BLOCK - 1) // BLOCK):
+        found = 0
+        for i in range(block * BLOCK, min(n, (block + 1) * BLOCK)):
+            row = np.int64(-1)
+            if not check or valid[_u(i)] != 0:
+                first, second = _view_key(views, i)
+                row = _find_view(table, mask, first, second)
+            rows[_u(i)] = row
+            if row >= 0:
+                found += 1
+        counts[block] = found
