@@ -21,11 +21,15 @@ def print_report(report: dict) -> None:
     for size in report["sizes"]:
         questions = size["questions"]
         peers = sorted({p for q in questions for p in q["peers"]})
+        forms = sorted({f for q in questions for f in q.get("gpuhash_forms", {"pyarrow": 0})})
         show_table(f"gh.merge of host tables on {report['device']}, N={size['n']:.0e}, ms "
-                   f"(a peer's ratio > 1: gpuhash faster)",
-                   ["question", "output rows", "gpuhash", *peers],
+                   f"(a peer's ratio > 1: gpuhash faster in that peer's form: polars "
+                   f"frames for polars, pyarrow tables for the others)",
+                   ["question", "output rows", *(f"gpuhash ({f})" for f in forms), *peers],
                    [[f"{q['question']} {q['how']} {q['right']} on {q['on']}",
-                     f"{q['rows']:,}", f"{q['gpuhash_ms']:.1f}",
+                     f"{q['rows']:,}",
+                     *(f"{q.get('gpuhash_forms', {'pyarrow': q['gpuhash_ms']}).get(f, 0):.1f}"
+                       for f in forms),
                      *(_versus(q["peers"][p]) if p in q["peers"] else "-" for p in peers)]
                     for q in questions])
     ceilings = report["ceilings"]

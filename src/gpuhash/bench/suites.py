@@ -51,15 +51,17 @@ rows, and J4-J5 are left out.
 """
 
 BENCH_MERGE = """\
-gh.merge of pyarrow tables in host memory on db-benchmark's join task: a table x
-of N rows (three int32 keys of N/1e6, N/1e3 and N distinct values, their three
+gh.merge of tables in host memory on db-benchmark's join task: a table x of N
+rows (three int32 keys of N/1e6, N/1e3 and N distinct values, their three
 strings, a double) joined with small (N/1e6 rows), medium (N/1e3) and big (N)
 tables whose joined key is distinct: q1 inner small on id1, q2 inner medium on
 id2, q3 left medium on id2, q4 inner medium on id5 (strings), q5 inner big on id3.
+gpuhash is timed on pyarrow tables and, when polars is a peer, on polars frames.
 Every answer is a table of every column, checked against DuckDB's (rows and column
-sums) before a time counts; DuckDB, polars and pyarrow's Table.join timed in the
-same run (each when installed), beside the host's memory copy bandwidth and, on a
-GPU machine, the host link. N = 1e7 and 1e8 on a GPU machine, 1e6 and 1e7 on a
+sums) before a time counts; DuckDB, pyarrow's Table.join and polars (its frames,
+and from Arrow to Arrow) timed in the same run (each when installed), each beside
+gpuhash in the same form, with the host's memory copy bandwidth and, on a GPU
+machine, the host link. N = 1e7 and 1e8 on a GPU machine, 1e6 and 1e7 on a
 CPU (--quick: the first).
 """
 
