@@ -120,11 +120,13 @@ def restore_frame(table: Any, kind: str, left: Any, right: Any, left_out: dict,
         import polars
 
         frame = polars.from_arrow(table)
-        casts = {out: _polars_type(source.schema[name], frame.schema[out])
-                 for source, names in ((right, right_out), (left, left_out))
+        got = frame.schema  # each schema once: polars builds it anew on every access
+        casts = {out: _polars_type(source[name], got[out])  # a shared key: the left's
+                 for source, names in ((right.schema, right_out), (left.schema, left_out))
                  for name, out in names.items()}
-        return frame.with_columns([polars.col(out).cast(dtype) for out, dtype in casts.items()
-                                   if dtype is not None])
+        casts = [polars.col(out).cast(dtype) for out, dtype in casts.items()
+                 if dtype is not None]
+        return frame.with_columns(casts) if casts else frame
     return table
 
 

@@ -439,15 +439,27 @@ def merge_index_views(views, valid, table):
 @numba.njit(parallel=True, **_JIT)
 def merge_look_up_views(views, valid, table, rows, counts):
     """rows[i] = the build row holding probe view i (-1 where none or where ``valid`` is 0);
-    counts[block] = the block's found rows."""
+    counts[block] = the block's found rows. A block goes in two passes: each row's first
+    slot decides it or marks it -2 (a loop without branches, which the compiler makes
+    vector code of), then the few marked rows walk on and the found rows are counted."""
     mask = np.uint64(table.shape[0] - 1)
     n = views.shape[0]
     check = valid.shape[0] > 0
     for block in numba.prange((n + BLOCK - 1) // BLOCK):
+        begin, end = block * BLOCK, min(n, (block + 1) * BLOCK)
+        for i in range(begin, end):
+            first, second = _view_key(views, i)
+            slot = mix64(first ^ mix64(second)) & mask
+            entry = table[slot, 2]
+            hit = (table[slot, 0] == first) & (table[slot, 1] == second)
+            rows[_u(i)] = (np.int64(entry) - 1 if hit else
+                           np.int64(-1) if entry == 0 else np.int64(-2))
         found = 0
-        for i in range(block * BLOCK, min(n, (block + 1) * BLOCK)):
-            row = np.int64(-1)
-            if not check or valid[_u(i)] != 0:
+        for i in range(begin, end):
+            row = np.int64(rows[_u(i)])
+            if check and valid[_u(i)] == 0:
+                row = np.int64(-1)
+            elif row == -2:
                 first, second = _view_key(views, i)
                 row = _find_view(table, mask, first, second)
             rows[_u(i)] = row
