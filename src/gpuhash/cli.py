@@ -156,9 +156,11 @@ def _bench_cache(args, on_gpu: bool) -> dict:
     return report
 
 
-MERGE_METHOD = ("host wall clock around the whole call (pyarrow tables in, a pyarrow table "
-                "out; polars frames for polars), 1 warm-up + N timed runs, IQR outliers "
-                "dropped, median; every answer checked against DuckDB's first")
+MERGE_METHOD = ("host wall clock around the whole call (gpuhash: pyarrow tables in, a pyarrow "
+                "table out, and polars frames in, a frame out; each peer beside gpuhash in "
+                "its form: polars on its frames, 'polars from Arrow' and the others on the "
+                "pyarrow tables), 1 warm-up + N timed runs, IQR outliers dropped, median; "
+                "every answer checked against DuckDB's first")
 
 
 def _bench_merge(args, on_gpu: bool) -> dict:
