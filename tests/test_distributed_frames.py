@@ -188,8 +188,10 @@ def merges(rank: int, world: int, folder: str) -> None:
                             how=how, device="cpu", **keys)
 
         for how in HOWS:
-            part = gh.distributed.merge(left, right, how=how, device="cpu", **keys)
-            check(part, lambda how=how: model(how))
+            for broadcast in ("auto", None):  # a small side broadcast where it may go; a shuffle
+                part = gh.distributed.merge(left, right, how=how, device="cpu",
+                                            broadcast=broadcast, **keys)
+                check(part, lambda how=how: model(how))
             if left_keys == right_keys:
                 check(part, lambda how=how, lo=lo, ro=ro, keys=left_keys: duckdb_join(
                     whole(left_part, world, **lo), whole(right_part, world, **ro), keys, keys,
@@ -363,6 +365,23 @@ def test_merge_and_groupby_over_ranks_answer_as_one_call_on_every_partition(worl
 
 
 # --- the key hash, without a process group ----------------------------------------------------
+def test_auto_broadcasts_a_small_side_that_may_go():
+    from gpuhash.distributed.joins import BROADCAST_BYTES, _broadcast_side
+
+    assert _broadcast_side("auto", "inner", None, [4000, 100], 4) == "right"
+    assert _broadcast_side("auto", "inner", None, [100, 4000], 4) == "left"
+    assert _broadcast_side("auto", "left", None, [100, 4000], 4) is None  # its rows must stay
+    assert _broadcast_side("auto", "right", None, [100, 4000], 4) == "left"
+    assert _broadcast_side("auto", "outer", None, [4000, 10], 4) is None
+    assert _broadcast_side("auto", "inner", None, [4000, 1001], 4) is None  # > a rank's share
+    assert _broadcast_side("auto", "inner", "m:1", [4000, 100], 4) is None  # validate: shuffle
+    assert _broadcast_side("auto", "inner", None, [4000, 100], 1) is None
+    assert _broadcast_side("auto", "inner", None, [8 * BROADCAST_BYTES, BROADCAST_BYTES + 1],
+                           2) is None
+    assert _broadcast_side(None, "inner", None, [4000, 100], 4) is None
+    assert _broadcast_side("left", "inner", None, [4000, 100], 4) == "left"
+
+
 def test_equal_keys_hash_alike_whatever_their_types():
     from gpuhash.distributed.key_hash import key_types, row_hashes
 

@@ -14,7 +14,11 @@ null of the table. The result stays partitioned: each rank returns the rows it j
 the other side's rows where they are: for a small side, one exchange of it rather than a
 shuffle of both. Only a side whose unmatched rows the join drops can go (the right side of
 an inner, left, semi or anti join; the left of an inner or right join), since every rank
-would emit that side's unmatched rows again.
+would emit that side's unmatched rows again. ``broadcast="auto"`` (the default, as Spark's
+and Dask's joins choose) broadcasts such a side when its whole, over every rank, is at most
+BROADCAST_BYTES and at most the other side's share of one rank: each rank then receives fewer
+bytes than a shuffle would move through it, and the larger side, and its key skew, stays put.
+A ``validate`` other than many-to-many keeps the shuffle, which checks it exactly.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ HOWS = ("inner", "left", "right", "outer", "full", "semi", "anti", "left_anti", 
 # the side a join may send whole to every rank: one whose unmatched rows it drops
 BROADCASTABLE = {"right": ("inner", "left", "semi", "anti", "left_anti"),
                  "left": ("inner", "right", "right_anti")}
+BROADCAST_BYTES = 1 << 30  # the most of a side every rank receives whole, under "auto"
 
 
 def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
@@ -53,7 +58,7 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
           how: How = "inner", suffixes: tuple[str | None, str | None] | None = None,
           nulls_equal: bool = False, indicator: bool | str = False,
           validate: str | None = None, sort: bool = False, coalesce: bool | None = None,
-          broadcast: Literal["left", "right"] | None = None, group: Any = None,
+          broadcast: Literal["auto", "left", "right"] | None = "auto", group: Any = None,
           device: Any = None) -> Any:
     """Join two tables partitioned over the ranks of a process group; each rank returns its
     part of the join. Collective: every rank calls it with its own partitions (empty ones
@@ -68,7 +73,8 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
         validate: as in :func:`gpuhash.merge`; exact over every rank, since each key's rows
             meet at one rank (with ``broadcast``: only None or ``"m:m"``).
         broadcast: ``"right"`` / ``"left"``: send that side whole to every rank and leave
-            the other where it is (see the module docstring); None: both sides go by key.
+            the other where it is (see the module docstring); None: both sides go by key;
+            ``"auto"``: a small side that may go is broadcast, else both go by key.
         group: the process group (None: the default group).
         device: where each rank matches keys (default: its GPU where it has one).
 
@@ -101,12 +107,13 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
         if how not in HOWS:
             raise ValueError(f"how must be one of {', '.join(map(repr, HOWS))}, got {how!r} "
                              f"(a cross join is not offered: every pair of ranks would meet)")
-        if broadcast not in (None, "left", "right"):
-            raise ValueError(f"broadcast must be 'left', 'right' or None, got {broadcast!r}")
-        if broadcast is not None and how not in BROADCASTABLE[broadcast]:
+        if broadcast not in (None, "auto", "left", "right"):
+            raise ValueError(f"broadcast must be 'auto', 'left', 'right' or None, got "
+                             f"{broadcast!r}")
+        if broadcast in ("left", "right") and how not in BROADCASTABLE[broadcast]:
             raise ValueError(f"how={how!r} cannot broadcast the {broadcast} side: every rank "
                              f"would repeat its unmatched rows; use broadcast=None")
-        if broadcast is not None and validate not in (None, "m:m", "many_to_many"):
+        if broadcast in ("left", "right") and validate not in (None, "m:m", "many_to_many"):
             raise ValueError(f"validate={validate!r} with broadcast={broadcast!r}: a rank sees "
                              f"only its part of the other side; use broadcast=None")
         kind = table_kind(left, "left")
@@ -122,9 +129,12 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
         options = (how, keys, suffixes, nulls_equal, indicator, validate, sort, coalesce,
                    broadcast)
         return ((kind, tables, keys), (describe(left, kind), describe(right, kind), options),
-                (shape_of(left, kind, tables[0]), shape_of(right, kind, tables[1])))
+                (shape_of(left, kind, tables[0]), shape_of(right, kind, tables[1]),
+                 (tables[0].nbytes, tables[1].nbytes)))
 
     (kind, tables, keys), shapes = agree(group, what, check)
+    chosen = _broadcast_side(broadcast, how, validate, [sum(s[2][i] for s in shapes)
+                                                        for i in (0, 1)], len(shapes))
     exchange = open_exchange(group)
     error, targets, models = None, [], [None, None]
     try:
@@ -132,7 +142,7 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
                   for i, frame in enumerate((left, right))]
         tables = [conform_table(table, unified_schema([s[i][0] for s in shapes], side))
                   for i, (table, side) in enumerate(zip(tables, ("left", "right")))]
-        targets = _targets(tables, keys, broadcast, nulls_equal, exchange)
+        targets = _targets(tables, keys, chosen, nulls_equal, exchange)
     except Exception as caught:  # raised on every rank by the exchange's header
         error = caught
     arrived = exchange_tables(exchange, tables, targets, what=what, error=error)
@@ -149,6 +159,23 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
     except Exception as caught:  # validate refused a repeated key, memory: every rank raises
         error = caught
     return finish(exchange, result, error, kind, what)
+
+
+def _broadcast_side(broadcast, how: str, validate, totals: list[int], world: int):
+    """The side sent whole to every rank ("left", "right") or None: as asked, or under
+    "auto" the smaller side that may go, when it is small (the module docstring). ``totals``:
+    each side's bytes over every rank; the same on every rank, so every rank chooses alike."""
+    if broadcast != "auto":
+        return broadcast
+    if world == 1 or validate not in (None, "m:m", "many_to_many"):
+        return None
+    sides = sorted(((totals[i], side) for i, side in enumerate(("left", "right"))
+                    if how in BROADCASTABLE[side]))
+    for size, side in sides:
+        other = totals[1 - ("left", "right").index(side)]
+        if size <= BROADCAST_BYTES and size <= other / world:
+            return side
+    return None
 
 
 def _targets(tables, keys, broadcast, nulls_equal, exchange) -> list:
