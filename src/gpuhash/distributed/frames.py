@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import struct
 from collections.abc import Callable
@@ -55,6 +56,34 @@ from gpuhash.join.frames import ARROW, PANDAS, POLARS, frame_kind, to_arrow
 
 KINDS = (ARROW, PANDAS, POLARS)
 EVERY_RANK = "every rank"  # exchange_tables' target: the whole table to every rank
+
+
+def on_rank_cores(call: Callable) -> Callable:
+    """``call`` run with the CPU engine's loops and torch's host operations on this rank's
+    share of the host's cores: ``torchrun`` starts LOCAL_WORLD_SIZE processes a host (and sets
+    torch to one thread each), and every rank's loops on every core would crowd each other
+    out while torch's staging copies crawl on one. Outside such a launch nothing changes."""
+
+    @functools.wraps(call)
+    def shared(*args, **kwargs):
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+        if local <= 1:
+            return call(*args, **kwargs)
+        import numba
+
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+        share = max(1, cores // local)
+        before = numba.get_num_threads(), torch.get_num_threads()
+        numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
+        torch.set_num_threads(share)
+        try:
+            return call(*args, **kwargs)
+        finally:
+            numba.set_num_threads(before[0])
+            torch.set_num_threads(before[1])
+
+    return shared
 
 
 def require_group() -> None:

@@ -33,6 +33,7 @@ from gpuhash.distributed.frames import (
     exchange_tables,
     finish,
     model_of,
+    on_rank_cores,
     open_exchange,
     owners_of,
     require_group,
@@ -49,6 +50,7 @@ PARTIALS_OK = ("count", "size", "sum", "min", "max", "any", "all", "first", "las
                "var", "std")
 
 
+@on_rank_cores
 def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool = False,
             dropna: bool = False, method: Method = "auto", group: Any = None,
             device: Any = None) -> Any:

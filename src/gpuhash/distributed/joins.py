@@ -35,6 +35,7 @@ from gpuhash.distributed.frames import (
     exchange_tables,
     finish,
     model_of,
+    on_rank_cores,
     open_exchange,
     owners_of,
     require_group,
@@ -53,6 +54,7 @@ BROADCASTABLE = {"right": ("inner", "left", "semi", "anti", "left_anti"),
 BROADCAST_BYTES = 1 << 30  # the most of a side every rank receives whole, under "auto"
 
 
+@on_rank_cores
 def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
           left_on: str | list[str] | None = None, right_on: str | list[str] | None = None,
           how: How = "inner", suffixes: tuple[str | None, str | None] | None = None,
