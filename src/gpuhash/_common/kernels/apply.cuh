@@ -16,12 +16,25 @@ constexpr int GH_OP_MAX = 2;
 
 template <class V> struct GhElement;
 
+// Whether x would replace the stored value under min / max. A stored min only falls and a max
+// only rises, so a row that loses to what it reads loses to every later value too and skips
+// its atomic: where many rows share a key (a group's first row, a group's min), most rows
+// then read the slot and leave it, instead of queueing atomics on one address.
+template <int OP, class V>
+__device__ __forceinline__ bool gh_wins(V x, V stored) {
+    return OP == GH_OP_MIN ? x < stored : x > stored;
+}
+
 template <> struct GhElement<int> {
     static __device__ __forceinline__ int lowest() { return -2147483647 - 1; }
     static __device__ __forceinline__ int highest() { return 2147483647; }
     template <int OP>
     static __device__ __forceinline__ void apply(int* p, int x) {
-        if (OP == GH_OP_ADD) atomicAdd(p, x);
+        if (OP == GH_OP_ADD) {
+            atomicAdd(p, x);
+            return;
+        }
+        if (!gh_wins<OP>(x, *reinterpret_cast<volatile int*>(p))) return;
         if (OP == GH_OP_MIN) atomicMin(p, x);
         if (OP == GH_OP_MAX) atomicMax(p, x);
     }
@@ -34,7 +47,9 @@ template <> struct GhElement<long long> {
     static __device__ __forceinline__ void apply(long long* p, long long x) {
         if (OP == GH_OP_ADD) {
             atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(x));
+            return;
         }
+        if (!gh_wins<OP>(x, *reinterpret_cast<volatile long long*>(p))) return;
         if (OP == GH_OP_MIN) atomicMin(p, x);
         if (OP == GH_OP_MAX) atomicMax(p, x);
     }
