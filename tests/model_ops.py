@@ -121,11 +121,17 @@ def make_apply_machine(*, key_dtype: torch.dtype, value_dtype: torch.dtype,
                                       max_size=n * width))
             return torch.tensor(flat, dtype=torch.int64).to(value_dtype).reshape(n, *value_shape)
 
-        @rule(keys=batch, op=st.sampled_from(sorted(OPS)), data=st.data())
-        def apply(self, keys, op, data):
+        @rule(keys=batch, op=st.sampled_from(sorted(OPS)), data=st.data(),
+              with_index=st.booleans())
+        def apply(self, keys, op, data, with_index):
             values = self._values(data, len(keys))
-            inserted = self.table.insert_or_apply(key_tensor(keys, key_dtype, device),
-                                                  values.to(device), op=op).cpu().tolist()
+            given = key_tensor(keys, key_dtype, device)
+            inserted = self.table.insert_or_apply(given, values.to(device), op=op,
+                                                  return_index=with_index)
+            if with_index:  # the probe's own slots: find_index's after the call
+                inserted, index = inserted
+                assert index.tolist() == self.table.find_index(given)[0].tolist()
+            inserted = inserted.cpu().tolist()
             new = {key for key in keys if key not in self.model}
             for key in set(keys):  # exactly one row per new key is marked inserted
                 assert sum(i for i, k2 in zip(inserted, keys) if k2 == key) == (key in new)

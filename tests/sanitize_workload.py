@@ -57,8 +57,9 @@ for key_dtype, value_dtype, shape in APPLY_LAYOUTS:
     table = gh.HashMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
                        capacity=64, device="cuda")
     keys = torch.randint(0, 500, (3000,)).to(key_dtype).cuda()
-    for op in ("add", "min", "max"):
-        table.insert_or_apply(keys, torch.ones(3000, *shape, dtype=value_dtype).cuda(), op=op)
+    for op in ("add", "min", "max"):  # the slots recorded too, in one case
+        table.insert_or_apply(keys, torch.ones(3000, *shape, dtype=value_dtype).cuda(), op=op,
+                              return_index=op == "min")
     multi = gh.MultiMap(key_dtype=key_dtype, value_dtype=value_dtype, value_shape=shape,
                         capacity=64, device="cuda")
     keys[:3] = torch.tensor([-1, -2, -1]).to(key_dtype)  # the sentinels: kept out of band

@@ -37,8 +37,9 @@ class Engine(Protocol):
         when the caller has them already (an engine that settles rows in order needs none)."""
 
     def insert_or_apply(self, state: TableState, keys: torch.Tensor, values: torch.Tensor,
-                        op: str) -> torch.Tensor:
-        """Combine each row's value into its key's with ``op``; True on one row per new key."""
+                        op: str, slots: torch.Tensor | None = None) -> torch.Tensor:
+        """Combine each row's value into its key's with ``op``; True on one row per new key.
+        ``slots``: filled with each row's slot row, as find_index gives (None: not wanted)."""
 
     def find(self, state: TableState, keys: torch.Tensor,
              default: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -181,12 +181,15 @@ class HashMap(_Table):
         return cls._load(path, device, growable, duplicates)
 
     def insert_or_apply(self, keys: Any, values: Any, *, op: str = "add",
-                        stream: Any = None) -> Any:
+                        return_index: bool = False, stream: Any = None) -> Any:
         """Combine each row's value into its key's stored value with ``op`` (``"add"``,
         ``"min"`` or ``"max"``, element by element); a new key takes its row's value (several
         rows of a new key: combined). True on one row per new key (which row is unspecified).
         Values must be int32, int64, float32 or float64; float sums follow no fixed order.
         No host synchronisation unless the table is near its maximum load.
+        ``return_index``: also each row's index in the value storage, as ``find_index`` gives
+        it after the call (found by the same probe: no second pass over the keys); returns
+        ``(inserted, index)``.
 
         Example:
             >>> import torch
@@ -208,11 +211,20 @@ class HashMap(_Table):
             bits, kind = self._keys(keys)
             checked = _arrays.check_values(values, spec, self.device, bits.shape[0])
             if bits.shape[0] == 0:
-                return _arrays.to_kind(bits.new_zeros(0, dtype=torch.bool), kind)
+                empty = bits.new_zeros(0, dtype=torch.bool)
+                return (_arrays.to_kind(empty, kind), _arrays.to_kind(
+                    bits.new_zeros(0, dtype=torch.int64), kind)) if return_index else (
+                    _arrays.to_kind(empty, kind))
             self._make_room(bits)
-            inserted = self._engine.insert_or_apply(self._state, bits, checked, op)
+            slots = bits.new_empty(bits.shape[0], dtype=torch.int64) if return_index else None
+            applied_to = self._state
+            inserted = self._engine.insert_or_apply(self._state, bits, checked, op, slots)
             self._fit_after_growth()
+            if return_index and self._state is not applied_to:  # refitted: the slots moved
+                slots = self._engine.find_index(self._state, bits)[0]
             self._used_bound += bits.shape[0]
+        if return_index:
+            return _arrays.to_kind(inserted, kind), _arrays.to_kind(slots, kind)
         return _arrays.to_kind(inserted, kind)
 
     def _default(self, default: Any) -> torch.Tensor:

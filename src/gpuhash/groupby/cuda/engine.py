@@ -212,26 +212,34 @@ def group_compact(values: torch.Tensor
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(a code a row, the distinct int64 values by code, each code's first row) through the
     core's hash table, codes numbered by first appearance: each value inserted with its row
-    (the table keeps a key's least row: insert_or_apply "min"), its slot found, the used slots
-    ranked by their first rows. Synchronises (the distinct values size the output).
+    (the table keeps a key's least row: insert_or_apply "min"), the same probe giving the
+    row's slot, and the slots of the rows that claimed a key ranked by their first rows.
+    Synchronises (the distinct values size the output).
 
     The table is sized by the distinct values, not the rows: a table of one slot a row would
     be read from memory where one of the distinct keys stays in cache. The first batch's
     distinct count decides: mostly distinct keys get a table for every row at once; repeated
     keys go in batch by batch, each batch's new keys counted before it goes in, so the table
-    grows only as far as they need."""
+    grows only as far as they need (a growth moves the slots: the earlier batches' are then
+    found again)."""
     from gpuhash.table.hash_map import HashMap
 
     rows = values.shape[0]
     device = values.device
+    slot = torch.empty(rows, dtype=torch.int64, device=device)
+    claimed = torch.empty(rows, dtype=torch.bool, device=device)
 
     def table_for(capacity: int) -> HashMap:
         return HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=capacity,
                        device=device, duplicates="any")
 
     def put(table: HashMap, start: int, stop: int) -> None:
-        table.insert_or_apply(values[start:stop],
-                              torch.arange(start, stop, device=device), op="min")
+        storage = table.values.data_ptr()
+        claimed[start:stop], slot[start:stop] = table.insert_or_apply(
+            values[start:stop], torch.arange(start, stop, device=device), op="min",
+            return_index=True)
+        if start and table.values.data_ptr() != storage:  # grown: earlier slots moved
+            slot[:start] = table.find_index(values[:start])[0]
 
     first_stop = min(rows, COMPACT_BATCH)
     table = table_for(max(first_stop, 1))
@@ -242,13 +250,10 @@ def group_compact(values: torch.Tensor
     else:
         for start in range(COMPACT_BATCH, rows, COMPACT_BATCH):
             put(table, start, min(rows, start + COMPACT_BATCH))
-    slot, _ = table.find_index(values)
-    present = torch.zeros(table.values.shape[0], dtype=torch.bool, device=device)
-    present[slot] = True
-    used = present.nonzero().squeeze(1)  # the slots of the distinct values (synchronises)
+    used = slot[claimed.nonzero().squeeze(1)]  # a slot a distinct value (synchronises)
     first = table.values[used]
     order = torch.argsort(first)
-    rank = torch.empty(present.shape[0], dtype=torch.int64, device=device)
+    rank = torch.empty(table.values.shape[0], dtype=torch.int64, device=device)
     rank[used[order]] = torch.arange(used.shape[0], device=device)
     first = first[order]
     return rank[slot], values[first], first

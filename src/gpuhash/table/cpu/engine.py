@@ -194,9 +194,11 @@ _REDUCE = {"add": "sum", "min": "amin", "max": "amax"}
 
 
 def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
-                    op: str) -> torch.Tensor:
+                    op: str, slots: torch.Tensor | None = None) -> torch.Tensor:
     """Insert new keys with their value; combine the values of existing keys (and of several
-    rows of a new key) with ``op``. True on one row per new key (the first, here)."""
+    rows of a new key) with ``op``. True on one row per new key (the first, here). ``slots``
+    (int64, a row each), when given, receives each row's place in the value storage, as
+    find_index gives."""
     if keys.shape[0] == 0:
         return torch.zeros(0, dtype=torch.bool)
     distinct, group = torch.unique(keys, return_inverse=True)
@@ -217,6 +219,8 @@ def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
     run("write_rows", raw, offset, area, slot.numpy(), merged.numpy())
     inserted = torch.zeros(keys.shape[0], dtype=torch.bool)
     inserted[rows[new]] = True
+    if slots is not None:
+        slots.copy_(slot[group])
     return inserted
 
 

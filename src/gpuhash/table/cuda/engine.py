@@ -296,9 +296,10 @@ def insert(state: TableState, keys: torch.Tensor, values: torch.Tensor | None, *
 
 
 def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
-                    op: str) -> torch.Tensor:
+                    op: str, slots: torch.Tensor | None = None) -> torch.Tensor:
     """Insert new keys with their value; combine the values of existing keys (and of several
-    rows of a new key) with ``op``. True on one row per new key."""
+    rows of a new key) with ``op``. True on one row per new key. ``slots`` (int64, a row
+    each), when given, receives each row's place in the value storage, as find_index gives."""
     kernels, table, device = _launch_info(state)
     rows = keys.shape[0]
     inserted = keys.new_empty(rows, dtype=torch.bool)
@@ -306,9 +307,10 @@ def insert_or_apply(state: TableState, keys: torch.Tensor, values: torch.Tensor,
     spec = state.spec
     if spec.layout != ROWS and (spec.layout != PAIR or _cas128(state)):  # one CAS: both
         launch(kernel, rows, *table, keys.data_ptr(), values.data_ptr(), inserted.data_ptr(),
-               rows, 0, 0, device=device)
+               rows, _ptr(slots), 0, device=device)
         return inserted
-    slots = keys.new_empty(rows, dtype=torch.int64)
+    if slots is None:
+        slots = keys.new_empty(rows, dtype=torch.int64)
     for phase in (1, 2):
         launch(kernel, rows, *table, keys.data_ptr(), values.data_ptr(), inserted.data_ptr(),
                rows, slots.data_ptr(), phase, device=device)

@@ -159,7 +159,8 @@ __global__ void gh_rehash_deferred(GH_TABLE_PARAMS, const gh_u64* source_slots,
 
 // Insert-or-apply (apply.cuh says why there are two schedules). phase 0: one launch, for
 // tables that publish key and value in one CAS. phase 1: claim new keys with the identity and
-// record each row's slot in row_slots; phase 2: apply every row at its recorded slot.
+// record each row's slot in row_slots; phase 2: apply every row at its recorded slot. Phase 0
+// records the slots too where row_slots is given (the caller wants them: no find after).
 template <class T, class V, int OP>
 __global__ void gh_apply(GH_TABLE_PARAMS, const char* keys, const char* in_values,
                          gh_u8* inserted, gh_u64 n, gh_i64* row_slots, gh_u64 phase) {
@@ -184,7 +185,7 @@ __global__ void gh_apply(GH_TABLE_PARAMS, const char* keys, const char* in_value
         } else if (phase == 1 && s.claimed && T::LAYOUT == GH_ROWS) {
             gh_copy_value<T::VALUE_BYTES>(t.value(s.slot), identity);
         }
-        if (phase == 1) row_slots[row] = s.slot;
+        if (phase == 1 || row_slots != nullptr) row_slots[row] = s.slot;
         inserted[row] = s.claimed;
         live += s.claimed;
         used += s.claimed && key < T::TOMB;
