@@ -137,3 +137,36 @@ def test_a_fork_while_another_thread_holds_a_tables_lock_leaves_the_child_a_usab
         print("ok")
     """)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+def test_a_fork_after_a_distributed_call_that_failed_early_leaves_the_child_usable():
+    # the call sets each rank's share of numba's threads (starting its pool) and raises before
+    # any loop of the engine ran: the fork guard must already be in place
+    code = textwrap.dedent("""
+        import os
+        os.environ["LOCAL_WORLD_SIZE"] = "2"
+        import numpy as np, pyarrow as pa, gpuhash as gh
+        from gpuhash.distributed.frames import on_rank_cores
+
+        @on_rank_cores
+        def fails():
+            raise RuntimeError("before any loop")
+
+        try:
+            fails()
+        except RuntimeError:
+            pass
+        pid = os.fork()
+        if pid == 0:
+            facts = pa.table({"k": np.arange(200_000) % 1000, "v": np.arange(200_000)})
+            out = gh.merge(facts, pa.table({"k": np.arange(1000)}), on="k", device="cpu")
+            os._exit(0 if out.num_rows == 200_000 else 1)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+    """)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120)
+    except subprocess.TimeoutExpired as expired:
+        pytest.fail(f"a forked child hung: {expired.stdout!r} {expired.stderr!r}")
+    assert done.returncode == 0 and "child 0" in done.stdout, done.stderr

@@ -126,3 +126,27 @@ def test_polars_strings_stay_views_and_share_their_bytes():
     assert got.sort("k", "i", "s", nulls_last=True).equals(want)
     arrow = got.to_arrow(compat_level=pl.CompatLevel.newest())
     assert pa.types.is_string_view(arrow.schema.field("t").type)
+
+
+def test_polars_frames_with_strings_nested_in_lists_and_structs():
+    left = pl.DataFrame({"k": [1, 2, 3], "words": [["a"], ["b", "c"], None],
+                         "pair": [{"s": "x", "n": 1}, None, {"s": "yy", "n": 2}],
+                         "two": pl.Series([["a", "b"], ["c", "d"], ["e", "f"]],
+                                          dtype=pl.Array(pl.String, 2))})
+    right = pl.DataFrame({"k": [3, 1, 1], "tags": [["q"], ["r"], ["s"]]})
+    for how in ("inner", "left", "semi", "full"):
+        got = gh.merge(left, right, on="k", how=how, device="cpu", sort=True)
+        want = left.join(right, on="k", how=how)
+        assert got.schema == want.schema
+        order = ["k", "k_right"] if how == "full" else ["k"]
+        assert got.sort(order, nulls_last=True).equals(want.sort(order, nulls_last=True))
+
+
+@pytest.mark.parametrize("repeated", [False, True], ids=["lookup", "general"])
+def test_view_keys_come_out_as_views_whichever_path_joins_them(repeated):
+    left = pa.table({"k": pa.array(["a", "b", "c"], pa.string_view()), "v": [1, 2, 3]})
+    keys = ["a", "c", "a"] if repeated else ["a", "c"]
+    right = pa.table({"k": pa.array(keys, pa.string_view()), "w": range(len(keys))})
+    for how in ("inner", "left", "outer"):
+        out = gh.merge(left, right, on="k", how=how, device="cpu")
+        assert out.schema.field("k").type == pa.string_view(), how

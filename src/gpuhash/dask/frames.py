@@ -104,6 +104,9 @@ def task_cores(threads: dict[str, int] | None):
         return
     import numba
 
+    from gpuhash._common.cpu.runtime import loops
+
+    loops()  # the fork guard first: asking numba's threads starts its pool
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     share = max(1, (cores or 1) // max(1, threads.get(host, 1)))
     before = numba.get_num_threads()  # a setting of this thread alone (numba's rule)

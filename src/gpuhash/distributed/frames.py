@@ -71,6 +71,10 @@ def on_rank_cores(call: Callable) -> Callable:
             return call(*args, **kwargs)
         import numba
 
+        from gpuhash._common.cpu.runtime import loops
+
+        loops()  # the fork guard first: asking numba's threads starts its pool
+
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
             os.cpu_count() or 1)
         share = max(1, cores // local)

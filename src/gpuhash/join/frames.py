@@ -74,8 +74,40 @@ def to_arrow(frame: Any, kind: str, side: str = "left", *, views: bool = False):
                                 f"{frame.schema[name]} and holds values of 39 digits, past "
                                 f"the decimal128(38, 0) that gh.merge carries such columns "
                                 f"in; cast it to another type first") from None
-        return frame.to_arrow(compat_level=polars.CompatLevel.newest() if views else None)
+        if not views:
+            return frame.to_arrow()
+        table = frame.to_arrow(compat_level=polars.CompatLevel.newest())
+        for i, field in enumerate(table.schema):  # Arrow takes no nested views: large types
+            if field.type != (plain := _nested_plain(field.type)):
+                table = table.set_column(i, field.name, table.column(i).cast(plain))
+        return table
     return frame
+
+
+def _nested_plain(kind):
+    """``kind`` with the string and binary views nested in lists, structs and maps made
+    large_string / large_binary (Arrow's take has no kernel for them); top-level views and
+    other types as they are."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    def plain(inner):
+        if pt.is_string_view(inner) or pt.is_binary_view(inner):
+            return pa.large_string() if pt.is_string_view(inner) else pa.large_binary()
+        return _nested_plain(inner)
+
+    if pt.is_list(kind) or pt.is_large_list(kind):
+        value = kind.value_field.with_type(plain(kind.value_type))
+        return pa.list_(value) if pt.is_list(kind) else pa.large_list(value)
+    if pt.is_fixed_size_list(kind):
+        return pa.list_(kind.value_field.with_type(plain(kind.value_type)), kind.list_size)
+    if pt.is_map(kind):
+        return pa.map_(kind.key_field.with_type(plain(kind.key_type)),
+                       kind.item_field.with_type(plain(kind.item_type)), kind.keys_sorted)
+    if pt.is_struct(kind):
+        return pa.struct([kind.field(i).with_type(plain(kind.field(i).type))
+                          for i in range(kind.num_fields)])
+    return kind
 
 
 def _plain_type(kind):
@@ -95,6 +127,23 @@ def plain_text(column: Any) -> Any:
     large_binary, the types the key paths compare; any other column as it is."""
     kind = _plain_type(column.type)
     return column if kind is None else column.cast(kind)
+
+
+def key_views(table: Any, keys: list[str], names: dict) -> dict:
+    """The output names (``names``: column -> output name) of the key columns of ``table``
+    that are views, with their types: what restore_views gives back to the output."""
+    return {names[key]: table.schema.field(key).type for key in keys
+            if key in names and _plain_type(table.schema.field(key).type) is not None}
+
+
+def restore_views(table: Any, types: dict) -> Any:
+    """``table`` with each output key column of ``types`` (key_views) that came out plain
+    cast back to its view type: an output's key types do not hang on the path taken."""
+    for name, kind in types.items():
+        at = table.schema.get_field_index(name)
+        if at >= 0 and table.schema.field(at).type == _plain_type(kind):
+            table = table.set_column(at, name, table.column(at).cast(kind))
+    return table
 
 
 def plain_strings(table: Any, names: list[str]) -> Any:

@@ -43,8 +43,10 @@ from gpuhash.join.frames import (
     arrow_key_pair,
     coalesce_arrow,
     frame_kind,
+    key_views,
     plain_strings,
     restore_frame,
+    restore_views,
     to_arrow,
 )
 from gpuhash.join.key_names import key_names as _key_names
@@ -295,6 +297,8 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
                                  indicator=indicator)
     if table is None:
         phases = Phases()
+        viewed = {**key_views(right_table, right_keys, names[1]),
+                  **key_views(left_table, left_keys, names[0])}
         left_table, right_table = plain_strings(left_table, left_keys), plain_strings(
             right_table, right_keys)
         pairs = [arrow_key_pair(left_table.column(a).combine_chunks(),
@@ -322,6 +326,7 @@ def merge(left: Any, right: Any, *, on: Any = None, left_on: Any = None, right_o
         table = gather_tables(left_table, right_table, rows_l, rows_r, left_keys, right_keys,
                               how=shape, suffixes=suffixes, kind=kind, device=device,
                               coalesce=coalesce)
+        table = restore_views(table, viewed)
         if indicator is not None:
             table = table.append_column(indicator, indicator_column(rows_l, rows_r, how))
         phases.done("gather", f"{table.num_columns} columns on the host")
