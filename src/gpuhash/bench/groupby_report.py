@@ -16,7 +16,8 @@ def _versus(peer: dict) -> str:
 
 def print_report(report: dict) -> None:
     """Per N: each question's keys, gpuhash's time in each form, the ceiling of the gpu form,
-    and each peer's time with its ratio to gpuhash's fastest form (> 1: gpuhash faster)."""
+    and each peer's time with its ratio to gpuhash's fastest form, or to the host form for
+    'polars from Arrow' (> 1: gpuhash faster)."""
     from gpuhash.bench.report import show_table
 
     forms = report.get("forms", ["host"])
@@ -25,7 +26,7 @@ def print_report(report: dict) -> None:
         peers = sorted({p for q in questions for p in q["peers"]})
         ceiling = any("ceiling_ms" in q for q in questions)
         show_table(f"gh.groupby on {report['device']}, N={size['n']:.0e}, ms (a peer's ratio "
-                   f"> 1: gpuhash faster)",
+                   f"> 1: gpuhash faster; 'polars from Arrow' against the host form)",
                    ["question", "by", *(f"gpuhash ({f})" for f in forms),
                     *(["ceiling (gpu)"] if ceiling else []), *peers],
                    [[q["question"], ",".join(q["by"]),

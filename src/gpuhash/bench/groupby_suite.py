@@ -59,6 +59,9 @@ QUESTIONS = {
 RESULTS = {"q1": 1, "q2": 1, "q3": 2, "q4": 3, "q5": 3, "q6": 2, "q7": 1, "q8": 1, "q9": 1,
            "q10": 2}  # result columns of each answer: its last ones
 PEERS = ("duckdb", "polars", "torch")
+# polars given the pyarrow table: the columns a question reads made a frame, grouped, the
+# answer made Arrow, all timed; beside the host form (the same data in, the same form out)
+ARROW_POLARS = "polars from Arrow"
 FORMS = ("host", "gpu")
 TORCH_ANSWERS = ("q1", "q2", "q4", "q5")  # sums and means: what unique + index_add_ does
 
@@ -239,11 +242,20 @@ def read_bandwidth() -> float:
     return data.numel() * 4 / ms / 1e6
 
 
-def _question_bytes(columns: dict, question: str) -> int:
+def _question_columns(question: str) -> list[str]:
+    """The columns a question reads, in the table's order."""
     keys, aggs, _ = QUESTIONS[question]
     names = set(keys) | set(aggs) | {a[1] for a in aggs.values()
                                      if isinstance(a, tuple) and a[0] == "corr"}
-    return sum(columns[n].numel() * columns[n].element_size() for n in names)
+    return [n for n in COLUMNS if n in names]
+
+
+COLUMNS = ("id1", "id2", "id3", "id4", "id5", "id6", "v1", "v2", "v3")  # make_table's order
+
+
+def _question_bytes(columns: dict, question: str) -> int:
+    return sum(columns[n].numel() * columns[n].element_size()
+               for n in _question_columns(question))
 
 
 def run_question(table, gpu, frame, question: str, *, runs: int, device: str, peers,
@@ -266,7 +278,12 @@ def run_question(table, gpu, frame, question: str, *, runs: int, device: str, pe
         except ImportError:
             pass
     if "polars" in peers and frame is not None:
+        import polars as pl
+
         calls["polars"] = lambda: _polars(frame, question)
+        read = _question_columns(question)  # only what the question reads becomes a frame
+        calls[ARROW_POLARS] = lambda: _polars(pl.from_arrow(table.select(read)),
+                                              question).to_arrow()
     if "torch" in peers and gpu is not None and question in TORCH_ANSWERS:
         import torch
 
@@ -300,7 +317,10 @@ def run_question(table, gpu, frame, question: str, *, runs: int, device: str, pe
         if reference is not None and name != "duckdb":
             _same(call(), reference, name, question)
         ms = time_cpu(call, runs=runs).median_ms
-        result["peers"][name] = {"ms": ms, "ratio": round(ms / base, 3) if base else None}
+        against = result["gpuhash"].get("host") if name == ARROW_POLARS else base
+        result["peers"][name] = {"ms": ms, "versus": "host" if name == ARROW_POLARS else (
+            "gpu" if "gpu" in result["gpuhash"] else "host"),
+            "ratio": round(ms / against, 3) if against else None}
     return result
 
 
