@@ -139,6 +139,15 @@ def string_buffers(array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, (np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8))
 
 
+def as_words(data: np.ndarray) -> np.ndarray:
+    """A string column's bytes as whole uint64 words, for the loops' word reads
+    (_common/cpu/words.py); empty where the buffer is not 8-byte aligned (they then read
+    bytes)."""
+    if data.ctypes.data % 8:
+        return np.empty(0, np.uint64)
+    return data[: data.shape[0] // 8 * 8].view(np.uint64)
+
+
 def _strings(array, rows: np.ndarray, validity, nulls: int, ascending: bool):
     """A string or binary column gathered, in pieces whose offsets fit their width (one
     piece unless 32-bit offsets cannot address every byte)."""

@@ -37,7 +37,13 @@ import numpy as np
 from gpuhash._common import host_buffers
 from gpuhash._common.cpu.runtime import run
 from gpuhash._common.phases import Phases
-from gpuhash.join.arrow_gather import exclusive_sums, single, string_buffers, take_column
+from gpuhash.join.arrow_gather import (
+    as_words,
+    exclusive_sums,
+    single,
+    string_buffers,
+    take_column,
+)
 from gpuhash.join.cpu import BLOCK, INLINE
 from gpuhash.join.frames import arrow_key_pair, plain_text
 from gpuhash.join.merge_options import indicator_column
@@ -98,14 +104,6 @@ def _validity(array) -> np.ndarray:
     return np.asarray(array.is_valid()).view(np.uint8)
 
 
-def _words(data: np.ndarray) -> np.ndarray:
-    """A string column's bytes as whole uint64 words (empty where the buffer is not 8-byte
-    aligned: the loops then read bytes)."""
-    if data.ctypes.data % 8:
-        return np.empty(0, np.uint64)
-    return data[: data.shape[0] // 8 * 8].view(np.uint64)
-
-
 def string_rows(left, right):
     """The right row holding each left string (-1 where none) and per-block found counts, by
     an open-addressing table of the right side's strings; None when the right side repeats
@@ -115,12 +113,12 @@ def string_rows(left, right):
         return None
     entries = 1 << max(4, (2 * len(right)).bit_length())  # at most half full
     table = np.zeros((entries, 3), np.uint64)
-    if not run("merge_index_strings", offsets, data, _words(data), _validity(right), table):
+    if not run("merge_index_strings", offsets, data, as_words(data), _validity(right), table):
         return None
     left_offsets, left_data = string_buffers(left)
     rows = host_buffers.take(len(left), row_type(len(right)))
     counts = np.empty((len(left) + BLOCK - 1) // BLOCK, np.int64)
-    run("merge_look_up_strings", left_offsets, left_data, _words(left_data), _validity(left),
+    run("merge_look_up_strings", left_offsets, left_data, as_words(left_data), _validity(left),
         offsets, data, table, rows, counts)
     return rows, counts
 

@@ -8,6 +8,7 @@ import math
 import torch
 
 from gpuhash._common.cpu import runtime
+from gpuhash.join.arrow_gather import as_words
 
 CHUNKS = 16  # fixed, so results do not depend on the thread count
 CHUNKED_CELLS = 1 << 24  # chunks x groups past this: one chunk (memory, and the combine pass)
@@ -207,7 +208,7 @@ def string_hashes(offsets: torch.Tensor, data: torch.Tensor) -> torch.Tensor:
     out = torch.empty(offsets.shape[0] - 1, dtype=torch.int64)
     if out.shape[0]:
         runtime.run("group_string_hashes", offsets.numpy(), data.numpy(),
-                    out.numpy().view("uint64"))
+                    as_words(data.numpy()), out.numpy().view("uint64"))
     return out
 
 
@@ -217,7 +218,7 @@ def string_mismatches(offsets: torch.Tensor, data: torch.Tensor, codes: torch.Te
     if not codes.shape[0]:
         return 0
     return int(runtime.run("group_string_mismatches", offsets.numpy(), data.numpy(),
-                           codes.numpy(), first.numpy()))
+                           as_words(data.numpy()), codes.numpy(), first.numpy()))
 
 
 def _plain(values: torch.Tensor):

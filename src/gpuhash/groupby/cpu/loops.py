@@ -14,6 +14,7 @@ import numpy as np
 
 from gpuhash._common.constants import GOLDEN
 from gpuhash._common.cpu.probe import mix64
+from gpuhash._common.cpu.words import word_at
 
 _JIT = {"cache": True, "nogil": True}
 SUM, MIN, MAX = 0, 1, 2
@@ -209,46 +210,52 @@ _GOLDEN = np.uint64(GOLDEN)  # gh_string_hash's seed and size factor
 
 
 @numba.njit(parallel=True, **_JIT)
-def group_string_hashes(offsets, data, out):
+def group_string_hashes(offsets, data, words, out):
     """out[i] = the 64-bit hash of string ``i``'s bytes (groupby/kernels/strings.cu:
-    gh_string_hash, the same bits)."""
+    gh_string_hash, the same bits), its bytes read eight at a time (``words``: the bytes as
+    uint64, _common/cpu/words.py). Indices are unsigned: numba checks signed ones for
+    wrap-around at every access."""
     n = out.shape[0]
     for block in numba.prange((n + BLOCK - 1) // BLOCK):
         for i in range(block * BLOCK, min(n, (block + 1) * BLOCK)):
-            begin = offsets[i]
-            size = offsets[i + 1] - begin
-            h = np.uint64(size) * _GOLDEN + _GOLDEN
-            for k in range(0, size, 8):
-                word = np.uint64(0)
-                for j in range(min(8, size - k)):
-                    word |= np.uint64(data[begin + k + j]) << np.uint64(8 * j)
-                h = mix64(h ^ word)
-            out[i] = h
+            begin = np.uint64(offsets[np.uint64(i)])
+            size = np.uint64(offsets[np.uint64(i + 1)]) - begin
+            h = size * _GOLDEN + _GOLDEN
+            at = np.uint64(0)
+            while at < size:
+                count = min(np.uint64(8), size - at)
+                h = mix64(h ^ word_at(data, words, begin + at, count))
+                at += count
+            out[np.uint64(i)] = h
 
 
 @numba.njit(parallel=True, **_JIT)
-def group_string_mismatches(offsets, data, codes, first):
+def group_string_mismatches(offsets, data, words, codes, first):
     """Rows whose string differs from their code's first row's (codes below zero skipped):
-    gh_string_mismatches."""
+    gh_string_mismatches, eight bytes at a time."""
     n = codes.shape[0]
     blocks = (n + BLOCK - 1) // BLOCK
     found = np.zeros(blocks, dtype=np.int64)
     for block in numba.prange(blocks):
         for i in range(block * BLOCK, min(n, (block + 1) * BLOCK)):
-            code = codes[i]
-            if code < 0 or first[code] == i:
+            code = codes[np.uint64(i)]
+            if code < 0 or first[np.uint64(code)] == i:
                 continue
-            row = first[code]
-            begin = offsets[i]
-            size = offsets[i + 1] - begin
-            other = offsets[row]
-            if offsets[row + 1] - other != size:
+            row = np.uint64(first[np.uint64(code)])
+            begin = np.uint64(offsets[np.uint64(i)])
+            size = np.uint64(offsets[np.uint64(i + 1)]) - begin
+            other = np.uint64(offsets[row])
+            if np.uint64(offsets[row + np.uint64(1)]) - other != size:
                 found[block] += 1
                 continue
-            for k in range(size):
-                if data[begin + k] != data[other + k]:
+            at = np.uint64(0)
+            while at < size:
+                count = min(np.uint64(8), size - at)
+                if (word_at(data, words, begin + at, count)
+                        != word_at(data, words, other + at, count)):
                     found[block] += 1
                     break
+                at += count
     return found.sum()
 
 

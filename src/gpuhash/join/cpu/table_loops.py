@@ -19,6 +19,7 @@ import numba
 import numpy as np
 
 from gpuhash._common.cpu.probe import mix64
+from gpuhash._common.cpu.words import word_at
 from gpuhash.join.cpu import BLOCK, INLINE
 
 _JIT = {"cache": True, "nogil": True}
@@ -214,29 +215,9 @@ GROUP = 32  # probe rows whose table entries are read before any of them is comp
 
 
 @numba.njit(inline="always", **_JIT)
-def _word(data, words, at, count):
-    """``count`` (1 to 8) bytes of ``data`` from byte ``at`` as a little-endian word: two
-    aligned loads of ``words`` (the same bytes as uint64, empty where they are not aligned)
-    shifted together, or byte by byte at the buffer's end."""
-    q = at >> _u(3)
-    if q + _u(1) < words.shape[0]:
-        r = (at & _u(7)) * _u(8)
-        word = words[q] >> r
-        if r:
-            word |= words[q + _u(1)] << (_u(64) - r)
-    else:
-        word = np.uint64(0)
-        for j in range(count):
-            word |= np.uint64(data[at + _u(j)]) << _u(8 * j)
-    if count < 8:
-        word &= (np.uint64(1) << _u(8 * count)) - np.uint64(1)
-    return word
-
-
-@numba.njit(inline="always", **_JIT)
 def _string_key(offsets, data, words, row):
     """(64-bit hash, first eight bytes as a word, length) of string ``row``: its bytes taken
-    eight at a time as a word (_word), each word mixed in by a multiply, the length last,
+    eight at a time as a word (word_at), each word mixed in by a multiply, the length last,
     then a 64-bit finaliser."""
     begin, end = _u(offsets[_u(row)]), _u(offsets[_u(row + 1)])
     h = np.uint64(0x9E3779B97F4A7C15)
@@ -244,7 +225,7 @@ def _string_key(offsets, data, words, row):
     at = begin
     while at < end:
         count = min(_u(8), end - at)
-        word = _word(data, words, at, count)
+        word = word_at(data, words, at, count)
         if at == begin:
             prefix = word
         h = (h ^ word) * np.uint64(0xFF51AFD7ED558CCD)
