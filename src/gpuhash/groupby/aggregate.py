@@ -284,6 +284,9 @@ class Reductions:
         return total, counts
 
     def result(self, name: str) -> Result:
+        every_value = self.valid is None and not self.values.dtype.is_floating_point
+        if (name == "size" or (name == "count" and every_value)) and "rows" in self.shared:
+            return self.shared["rows"], None  # another column's pass counted them: no pass
         if name in ("count", "size"):
             _, counts, rows = self.get("counts")
             return (counts if name == "count" else rows), None
