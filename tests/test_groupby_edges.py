@@ -201,3 +201,28 @@ def test_cpu_compaction_numbers_every_value_once(case):
         want.scatter_reduce_(0, codes, torch.arange(rows), "amin")
         assert torch.equal(first, want)  # each code's least row ...
         assert bool((first[1:] > first[:-1]).all())  # ... numbered in that order
+
+
+@pytest.mark.parametrize("op", ["sum", "min", "max"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.int32, torch.int64])
+def test_reductions_by_ranges_of_groups_equal_one_pass_bit_for_bit(op, dtype, monkeypatch):
+    from gpuhash.groupby.cpu import engine as cpu_engine
+
+    generator = torch.Generator().manual_seed(3)
+    rows, groups = 50_000, 20_000  # under four rows a group: one set of accumulators
+    codes = torch.randint(-5, groups, (rows,), generator=generator)  # below zero: dropped
+    if dtype.is_floating_point:
+        values = (torch.randn(rows, generator=generator) * 1e6).to(dtype)
+        values[torch.rand(rows, generator=generator) < 0.05] = float("nan")
+    else:
+        values = torch.randint(-10**6, 10**6, (rows,), generator=generator).to(dtype)
+    for valid in (None, torch.rand(rows, generator=generator) > 0.1):
+        monkeypatch.setattr(cpu_engine, "RANGED_GROUPS", 1 << 40)  # one pass
+        whole = cpu_engine.group_reduce(codes, 0, groups, values, valid, op)
+        monkeypatch.setattr(cpu_engine, "RANGED_GROUPS", 64)  # ranges of groups
+        monkeypatch.setattr(cpu_engine, "_cores", lambda: 7)
+        assert cpu_engine._chunks(rows, groups) == 1
+        ranged = cpu_engine.group_reduce(codes, 0, groups, values, valid, op)
+        for a, b in zip(whole, ranged):
+            assert torch.equal(a.view(torch.int64) if a.is_floating_point() else a,
+                               b.view(torch.int64) if b.is_floating_point() else b)

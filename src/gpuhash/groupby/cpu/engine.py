@@ -4,6 +4,7 @@ and strings (see there for each operation), in numba loops on every core."""
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
@@ -12,6 +13,9 @@ from gpuhash.join.arrow_gather import as_words
 
 CHUNKS = 16  # fixed, so results do not depend on the thread count
 CHUNKED_CELLS = 1 << 24  # chunks x groups past this: one chunk (memory, and the combine pass)
+# one set of accumulators for this many groups or more is filled by ranges of groups, a core
+# each (group_reduce_ranges), every core reading every row
+RANGED_GROUPS = 1 << 16
 ROWS_A_CELL = 4  # rows a chunk's accumulator cell at least: zeroing and combining the chunks'
 # accumulators must stay small beside the rows (1e6 rows into 1e6 groups in 16 chunks zeroed
 # and summed 384 MB a pass)
@@ -24,6 +28,16 @@ def _chunks(rows: int, groups: int) -> int:
     if CHUNKS * max(groups, 1) > CHUNKED_CELLS:
         return 1
     return max(1, min(CHUNKS, rows // (ROWS_A_CELL * max(groups, 1))))
+
+
+def _cores() -> int:
+    """The cores this process may run on (numba's thread count is not asked: asking starts
+    its pool, which a forked child must not)."""
+    import numba
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    return max(1, min(cores, numba.config.NUMBA_NUM_THREADS))
 
 
 def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tensor,
@@ -39,8 +53,14 @@ def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tenso
     rows = torch.zeros((chunks, groups), dtype=torch.int64)
     data = values.view(torch.uint8) if values.dtype == torch.bool else values
     mask = (torch.zeros(1, dtype=torch.bool) if valid is None else valid).numpy()
-    runtime.run("group_reduce", codes.numpy(), low, data.numpy(), mask, valid is not None,
-                OPS[op], out.numpy(), counts.numpy(), rows.numpy())
+    if chunks == 1 and groups >= RANGED_GROUPS:  # many groups: every core, a range each
+        parts = min(_cores(), max(1, groups // RANGED_GROUPS))
+        runtime.run("group_reduce_ranges", codes.numpy(), low, data.numpy(), mask,
+                    valid is not None, OPS[op], out[0].numpy(), counts[0].numpy(),
+                    rows[0].numpy(), parts)
+    else:
+        runtime.run("group_reduce", codes.numpy(), low, data.numpy(), mask,
+                    valid is not None, OPS[op], out.numpy(), counts.numpy(), rows.numpy())
     if valid is None and not floats:  # every row's value counted: the loop left counts alone
         counts = rows
     if chunks == 1:  # nothing to combine (a group without a value holds zero already)

@@ -21,6 +21,26 @@ SUM, MIN, MAX = 0, 1, 2
 BLOCK = 1 << 16  # rows a block of a parallel pass
 
 
+@numba.njit(inline="always", **_JIT)
+def _accumulate(g, i, values, valid, has_valid, every_value, op, acc, seen, held):
+    """Row ``i`` of group ``g`` into its group's rows seen, values seen and accumulator."""
+    held[g] += 1
+    v = values[i]
+    if not every_value:
+        if has_valid and not valid[i]:
+            return
+        if v != v:  # NaN: a null, as pandas skips it (never true of integers)
+            return
+        seen[g] += 1
+    if op == SUM:
+        acc[g] += v
+    elif op == MIN:
+        if (seen[g] if not every_value else held[g]) == 1 or v < acc[g]:
+            acc[g] = v
+    elif (seen[g] if not every_value else held[g]) == 1 or v > acc[g]:
+        acc[g] = v
+
+
 @numba.njit(parallel=True, **_JIT)
 def group_reduce(codes, low, values, valid, has_valid, op, out, counts, rows):
     """Per chunk ``c`` (a row of ``out``, ``counts``, ``rows``): rows seen, valid non-NaN
@@ -39,21 +59,26 @@ def group_reduce(codes, low, values, valid, has_valid, op, out, counts, rows):
             g = np.int64(codes[i]) - low
             if g < 0 or g >= acc.shape[0]:  # outside [0, groups): dropped, as on the GPU
                 continue
-            held[g] += 1
-            v = values[i]
-            if not every_value:
-                if has_valid and not valid[i]:
-                    continue
-                if v != v:  # NaN: a null, as pandas skips it (never true of integers)
-                    continue
-                seen[g] += 1
-            if op == SUM:
-                acc[g] += v
-            elif op == MIN:
-                if (seen[g] if not every_value else held[g]) == 1 or v < acc[g]:
-                    acc[g] = v
-            elif (seen[g] if not every_value else held[g]) == 1 or v > acc[g]:
-                acc[g] = v
+            _accumulate(g, i, values, valid, has_valid, every_value, op, acc, seen, held)
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_reduce_ranges(codes, low, values, valid, has_valid, op, acc, seen, held, parts):
+    """group_reduce with one set of accumulators, for many groups: part ``p`` of ``parts``
+    owns the groups of its range and reads every row, taking only its groups' rows. Each group
+    still takes its rows in row order, on one thread: the results are a single pass's, bit for
+    bit, whatever ``parts`` is."""
+    n = codes.shape[0]
+    groups = acc.shape[0]
+    every_value = not has_valid and values.dtype.kind != "f"
+    for p in numba.prange(parts):
+        first = p * groups // parts
+        stop = (p + 1) * groups // parts
+        for i in range(n):
+            g = np.int64(codes[i]) - low
+            if g < first or g >= stop:  # another part's, or dropped (below zero)
+                continue
+            _accumulate(g, i, values, valid, has_valid, every_value, op, acc, seen, held)
 
 
 @numba.njit(parallel=True, **_JIT)
