@@ -52,7 +52,10 @@ def group_table(data, by, aggs, *, sort, dropna, device, explain, run, default_d
         present = list(data)
         take = None
     else:
-        arrow = to_arrow(data, kind)
+        source = data
+        if kind == POLARS and set(wanted) <= set(data.columns):
+            source = data.select(wanted)  # only what the group-by reads leaves polars
+        arrow = to_arrow(source, kind)
         present = arrow.column_names
         take = arrow
     missing = [n for n in wanted if n not in present]
