@@ -136,6 +136,17 @@ def test_polars_and_dicts_come_back_as_their_kind():
     assert isinstance(results["value_count"], np.ndarray)
 
 
+def test_a_polars_frame_gives_only_the_columns_the_groupby_reads():
+    pl = pytest.importorskip("polars")
+    # an Object column has no Arrow type: converting the whole frame would fail
+    frame = pl.DataFrame({"k": ["x", "y", "x"], "v": [1, 2, 3],
+                          "other": pl.Series([object(), object(), object()], dtype=pl.Object)})
+    got = gh.groupby(frame, "k", {"v": "sum"}, sort=True, device="cpu")
+    assert got.to_dict(as_series=False) == {"k": ["x", "y"], "v": [4, 2]}
+    with pytest.raises(KeyError, match="'missing'"):  # the error still lists every column
+        gh.groupby(frame.drop("other"), "k", {"missing": "sum"}, device="cpu")
+
+
 @pytest.mark.parametrize(("call", "error", "match"), [
     (lambda t: gh.groupby(t, "k1", {"v": "average"}), ValueError, "unknown aggregation"),
     (lambda t: gh.groupby(t, "k1", {"v": "quantile"}), ValueError, "takes a parameter"),
