@@ -138,7 +138,7 @@ def test_polars_and_dicts_come_back_as_their_kind():
 
 def test_a_polars_frame_gives_only_the_columns_the_groupby_reads():
     pl = pytest.importorskip("polars")
-    # an Object column has no Arrow type: converting the whole frame would fail
+    # an Object column, which no group-by reads here, beside the columns it does read
     frame = pl.DataFrame({"k": ["x", "y", "x"], "v": [1, 2, 3],
                           "other": pl.Series([object(), object(), object()], dtype=pl.Object)})
     got = gh.groupby(frame, "k", {"v": "sum"}, sort=True, device="cpu")
