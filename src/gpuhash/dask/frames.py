@@ -16,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
@@ -102,19 +101,10 @@ def task_cores(threads: dict[str, int] | None):
     except (ImportError, ValueError):
         yield
         return
-    import numba
+    from gpuhash._common.cpu.runtime import core_share, host_cores
 
-    from gpuhash._common.cpu.runtime import loops
-
-    loops()  # the fork guard first: asking numba's threads starts its pool
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    share = max(1, (cores or 1) // max(1, threads.get(host, 1)))
-    before = numba.get_num_threads()  # a setting of this thread alone (numba's rule)
-    numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
-    try:
+    with core_share(host_cores() // max(1, threads.get(host, 1))):
         yield
-    finally:
-        numba.set_num_threads(before)
 
 
 def with_task_cores(task: Callable, threads: dict[str, int] | None) -> Callable:

@@ -69,23 +69,10 @@ def on_rank_cores(call: Callable) -> Callable:
         local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
         if local <= 1:
             return call(*args, **kwargs)
-        import numba
+        from gpuhash._common.cpu.runtime import core_share, host_cores
 
-        from gpuhash._common.cpu.runtime import loops
-
-        loops()  # the fork guard first: asking numba's threads starts its pool
-
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-            os.cpu_count() or 1)
-        share = max(1, cores // local)
-        before = numba.get_num_threads(), torch.get_num_threads()
-        numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
-        torch.set_num_threads(share)
-        try:
+        with core_share(host_cores() // local, torch_threads=True):
             return call(*args, **kwargs)
-        finally:
-            numba.set_num_threads(before[0])
-            torch.set_num_threads(before[1])
 
     return shared
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 _LOOPS = None
@@ -214,3 +215,32 @@ def run(name: str, *args):
         with _SERIAL:
             return function(*args)
     return function(*args)
+
+
+def host_cores() -> int:
+    """The cores this process may run on (its affinity where the system says)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+@contextmanager
+def core_share(threads: int, *, torch_threads: bool = False):
+    """The CPU engine's parallel loops (and, with ``torch_threads``, torch's host operations)
+    on ``threads`` threads inside the block, the counts before restored after it. numba's
+    count is this thread's own (numba's rule); torch's is the process's. The fork guard is
+    set first: asking numba for its threads starts its pool."""
+    import numba
+    import torch
+
+    loops()
+    before = numba.get_num_threads(), torch.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    if torch_threads:
+        torch.set_num_threads(max(1, threads))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before[0])
+        if torch_threads:
+            torch.set_num_threads(before[1])

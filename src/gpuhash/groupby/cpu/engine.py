@@ -4,7 +4,6 @@ and strings (see there for each operation), in numba loops on every core."""
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
@@ -31,13 +30,11 @@ def _chunks(rows: int, groups: int) -> int:
 
 
 def _cores() -> int:
-    """The cores this process may run on (numba's thread count is not asked: asking starts
-    its pool, which a forked child must not)."""
+    """The cores the ranges of groups are spread over (numba's thread count is not asked:
+    asking starts its pool, which a forked child must not)."""
     import numba
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
-    return max(1, min(cores, numba.config.NUMBA_NUM_THREADS))
+    return min(runtime.host_cores(), numba.config.NUMBA_NUM_THREADS)
 
 
 def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tensor,
