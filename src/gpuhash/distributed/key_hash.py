@@ -56,13 +56,11 @@ def _plain_type(kind):
 
     if isinstance(kind, pa.ExtensionType):
         kind = kind.storage_type
+    from gpuhash.join.frames import unviewed
+
     if pt.is_dictionary(kind):
         kind = kind.value_type
-    if pt.is_string_view(kind):
-        return pa.large_string()
-    if pt.is_binary_view(kind):
-        return pa.large_binary()
-    return kind
+    return unviewed(kind)
 
 
 def key_types(left: list, right: list | None = None) -> list:

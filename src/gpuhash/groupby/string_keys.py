@@ -30,25 +30,14 @@ import torch
 
 from gpuhash._common.transfers import SMALLEST, to_device, upload_into
 from gpuhash.groupby.engine import engine_for
+from gpuhash.join.frames import unviewed
 
 MERGED_BYTES = SMALLEST  # chunks smaller than this on average are combined before they travel
 
 
-def _plain_type(kind):
-    """A string or binary view type as the plain type of its values (64-bit offsets)."""
-    import pyarrow as pa
-    import pyarrow.types as pt
-
-    if getattr(pt, "is_string_view", lambda t: False)(kind):
-        return pa.large_string()
-    if getattr(pt, "is_binary_view", lambda t: False)(kind):
-        return pa.large_binary()
-    return kind
-
-
 def plain_strings(chunked):
     """The column with string or binary chunks of 32- or 64-bit offsets (views cast)."""
-    plain = _plain_type(chunked.type)
+    plain = unviewed(chunked.type)
     return chunked if plain == chunked.type else chunked.cast(plain)
 
 
@@ -57,7 +46,7 @@ def sort_order(dictionary) -> np.ndarray:
     strings they hold: Arrow sorts no views)."""
     import pyarrow.compute as pc
 
-    plain = _plain_type(dictionary.type)
+    plain = unviewed(dictionary.type)
     return np.asarray(pc.array_sort_indices(
         dictionary if plain == dictionary.type else dictionary.cast(plain)))
 

@@ -84,6 +84,17 @@ def to_arrow(frame: Any, kind: str, side: str = "left", *, views: bool = False):
     return frame
 
 
+def unviewed(kind):
+    """A string or binary view type as large_string / large_binary (the plain type of its
+    values, 64-bit offsets); any other type as it is."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if pt.is_string_view(kind):
+        return pa.large_string()
+    return pa.large_binary() if pt.is_binary_view(kind) else kind
+
+
 def _nested_plain(kind):
     """``kind`` with the string and binary views nested in lists, structs and maps made
     large_string / large_binary (Arrow's take has no kernel for them); top-level views and
@@ -92,9 +103,7 @@ def _nested_plain(kind):
     import pyarrow.types as pt
 
     def plain(inner):
-        if pt.is_string_view(inner) or pt.is_binary_view(inner):
-            return pa.large_string() if pt.is_string_view(inner) else pa.large_binary()
-        return _nested_plain(inner)
+        return _nested_plain(unviewed(inner))
 
     if pt.is_list(kind) or pt.is_large_list(kind):
         value = kind.value_field.with_type(plain(kind.value_type))
@@ -115,11 +124,9 @@ def _plain_type(kind):
     import pyarrow as pa
     import pyarrow.types as pt
 
-    if pt.is_dictionary(kind) and _plain_type(kind.value_type) is not None:
-        return pa.dictionary(kind.index_type, _plain_type(kind.value_type), kind.ordered)
-    if pt.is_string_view(kind) or pt.is_binary_view(kind):
-        return pa.large_string() if pt.is_string_view(kind) else pa.large_binary()
-    return None
+    if pt.is_dictionary(kind) and unviewed(kind.value_type) != kind.value_type:
+        return pa.dictionary(kind.index_type, unviewed(kind.value_type), kind.ordered)
+    return None if unviewed(kind) == kind else unviewed(kind)
 
 
 def plain_text(column: Any) -> Any:

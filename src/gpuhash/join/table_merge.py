@@ -45,7 +45,7 @@ from gpuhash.join.arrow_gather import (
     take_column,
 )
 from gpuhash.join.cpu import BLOCK, INLINE
-from gpuhash.join.frames import arrow_key_pair, plain_text
+from gpuhash.join.frames import arrow_key_pair, plain_text, unviewed
 from gpuhash.join.merge_options import indicator_column
 
 HOWS = ("inner", "left", "semi", "anti", "left_anti")
@@ -89,12 +89,6 @@ def _text(kind) -> bool | None:
     if pt.is_binary(kind) or pt.is_large_binary(kind):
         return False
     return None
-
-
-def _is_view(kind) -> bool:
-    import pyarrow.types as pt
-
-    return pt.is_string_view(kind) or pt.is_binary_view(kind)
 
 
 def _validity(array) -> np.ndarray:
@@ -285,7 +279,7 @@ def _row_maps(rows, counts, how):
 def _look_up(left, right, left_key: str, right_key: str, device) -> tuple[Any, str]:
     """(the right row of each left key and per-block found counts, or None where the right
     side repeats a key or the types do not compare; how they were found)."""
-    if _is_view(left.type) and left.type == right.type:
+    if unviewed(left.type) != left.type and left.type == right.type:
         looked_up = view_rows(left, right)
         if looked_up != "long":
             return looked_up, "a table of the string views on the host"
