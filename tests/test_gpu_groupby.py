@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
+from compaction_cases import FIRST_BATCH, assert_numbered_by_first_row, compaction_cases
 
 import gpuhash as gh
 from gpuhash.groupby.cpu import engine as cpu_engine
@@ -137,10 +138,11 @@ def test_group_sort_comoments_and_compact_match_the_cpu_engine(groups):
     keys[::2] = 7
     for engine, where in ((cpu_engine, "cpu"), (cuda_engine, "cuda")):
         numbered, uniques, first = engine.group_compact(keys.to(where))
-        assert torch.equal(uniques[numbered].cpu(), keys)
-        assert uniques.unique().shape == uniques.shape
         if first is not None:  # numbered by first appearance, each code's first row given
-            _assert_first_appearance(numbered.cpu(), first.cpu())
+            assert_numbered_by_first_row(keys, numbered.cpu(), uniques.cpu(), first.cpu())
+        else:
+            assert torch.equal(uniques[numbered].cpu(), keys)
+            assert uniques.unique().shape == uniques.shape
 
 
 @pytest.mark.parametrize("groups", [1, 50, 5000, 200_000])
@@ -173,22 +175,9 @@ def test_a_kernel_launched_with_less_shared_memory_still_takes_more_later():
         assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[2].cpu(), want[2])
 
 
-@pytest.mark.parametrize("distinct", [300, 50_000])  # repeated keys: batches; mostly distinct
-def test_group_compact_in_batches(monkeypatch, distinct):
-    monkeypatch.setattr(cuda_engine, "COMPACT_BATCH", 4096)
-    domain = torch.randint(-(2**50), 2**50, (distinct,))
-    domain[:2] = torch.tensor([-1, -2])  # the slot format's marker keys, kept out of band
-    keys = domain[torch.randint(0, distinct, (60_000,))]
+@pytest.mark.parametrize("case", list(compaction_cases()))
+def test_group_compact_in_batches(monkeypatch, case):
+    monkeypatch.setattr(cuda_engine, "COMPACT_BATCH", FIRST_BATCH)
+    keys = compaction_cases()[case]
     codes, uniques, first = cuda_engine.group_compact(keys.cuda())
-    assert torch.equal(uniques[codes].cpu(), keys)
-    assert uniques.unique().shape == uniques.shape == keys.unique().shape
-    _assert_first_appearance(codes.cpu(), first.cpu())
-
-
-def _assert_first_appearance(codes: torch.Tensor, first: torch.Tensor) -> None:
-    """Code k's first row is first[k], and codes count up in the order of those rows."""
-    count = first.shape[0]
-    want = torch.full((count,), codes.shape[0], dtype=torch.int64)
-    want.scatter_reduce_(0, codes, torch.arange(codes.shape[0]), "amin")
-    assert torch.equal(first, want)
-    assert bool((first[1:] > first[:-1]).all())
+    assert_numbered_by_first_row(keys, codes.cpu(), uniques.cpu(), first.cpu())

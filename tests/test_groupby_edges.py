@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 import torch
+from compaction_cases import FIRST_BATCH, assert_numbered_by_first_row, compaction_cases
 
 import gpuhash as gh
 
@@ -201,6 +202,20 @@ def test_cpu_compaction_numbers_every_value_once(case):
         want.scatter_reduce_(0, codes, torch.arange(rows), "amin")
         assert torch.equal(first, want)  # each code's least row ...
         assert bool((first[1:] > first[:-1]).all())  # ... numbered in that order
+
+
+@pytest.mark.parametrize("case", list(compaction_cases()))
+def test_cuda_compaction_logic_over_cpu_tables(case, monkeypatch):
+    """The CUDA engine's group_compact decides and numbers through HashMap only, so over CPU
+    tensors it runs the same steps on the CPU engine's tables: each of its ways gives
+    pandas' factorize codes."""
+    from gpuhash.groupby.cuda import engine as cuda_engine
+
+    monkeypatch.setattr(cuda_engine, "COMPACT_BATCH", FIRST_BATCH)
+    keys = compaction_cases()[case]
+    codes, uniques, first = cuda_engine.group_compact(keys)
+    assert_numbered_by_first_row(keys, codes, uniques, first)
+    assert np.array_equal(codes.numpy(), pd.factorize(keys.numpy())[0])
 
 
 @pytest.mark.parametrize("op", ["sum", "min", "max"])

@@ -162,21 +162,32 @@ def _fits_dense(span: int, rows: int) -> bool:
 _RANGED = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
 
-def _as_offsets(column: torch.Tensor, valid: torch.Tensor | None) -> tuple[int, int] | None:
-    """(low, span) of an integer column without nulls whose values fit the dense range, read
-    from the column as it is (no int64 copy first): its codes are then ``key - low``."""
+def _bounds(column: torch.Tensor, valid: torch.Tensor | None) -> tuple[int, int] | None:
+    """(least, greatest) of an integer column without nulls, read from the column as it is
+    (no int64 copy first); None for any other column."""
     if valid is not None or column.dtype not in _RANGED or not column.shape[0]:
         return None
     low, high = (int(v) for v in torch.aminmax(column))
-    span = high - low + 1
-    return (low, span) if _fits_dense(span, column.shape[0]) else None
+    return low, high
+
+
+def _as_offsets(column: torch.Tensor, valid: torch.Tensor | None,
+                bounds: tuple[int, int] | None = None) -> tuple[int, int] | None:
+    """(low, span) of an integer column without nulls whose values fit the dense range: its
+    codes are then ``key - low``. ``bounds``: the column's _bounds, when read already."""
+    bounds = _bounds(column, valid) if bounds is None else bounds
+    if bounds is None:
+        return None
+    low, high = bounds
+    return (low, high - low + 1) if _fits_dense(high - low + 1, column.shape[0]) else None
 
 
 def column_codes(column: torch.Tensor, valid: torch.Tensor | None, *, keep_null: bool,
                  order: Order) -> _Codes:
     """The codes of one key column (see the module docstring)."""
     dtype, rows = column.dtype, column.shape[0]
-    ranged = _as_offsets(column, valid)
+    bounds = _bounds(column, valid)
+    ranged = _as_offsets(column, valid, bounds)
     if ranged is not None:
         low, span = ranged
         return _Codes(column.to(torch.int64) - low, span, True, "offset", low)
@@ -194,7 +205,9 @@ def column_codes(column: torch.Tensor, valid: torch.Tensor | None, *, keep_null:
         if nulls is not None:  # a real key stands in for the nulls: no group of its own
             values = torch.where(nulls, present[0], values)
         ranged = not dtype.is_floating_point and dtype != torch.uint64
-        low, high = (int(v) for v in torch.aminmax(present)) if ranged else (0, -1)
+        if bounds is None:  # (a column with bounds has no nulls: they are present's)
+            bounds = tuple(int(v) for v in torch.aminmax(present)) if ranged else (0, -1)
+        low, high = bounds
         if ranged and _fits_dense(high - low + 1, rows):
             codes, span, ordered, how = values - low, high - low + 1, True, "offset"
             uniques = None

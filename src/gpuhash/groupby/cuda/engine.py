@@ -205,33 +205,40 @@ def group_sort(slot: torch.Tensor, groups: int, values: torch.Tensor, *, descend
     return values[order[:kept]], count, torch.cumsum(count, 0) - count
 
 
-COMPACT_BATCH = 1 << 23  # rows a batch of group_compact's inserts
+COMPACT_BATCH = 1 << 23  # rows a batch of group_compact's inserts (and its first batch)
+FOUND_SAMPLE = 1 << 16  # rows of the rest looked up: whether the first batch saw most keys
 
 
 def group_compact(values: torch.Tensor
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(a code a row, the distinct int64 values by code, each code's first row) through the
-    core's hash table, codes numbered by first appearance: each value inserted with its row
-    (the table keeps a key's least row: insert_or_apply "min"), the same probe giving the
-    row's slot, and the slots of the rows that claimed a key ranked by their first rows.
-    Synchronises (the distinct values size the output).
+    core's hash table, codes numbered by first appearance. Synchronises (the distinct values
+    size the output).
 
-    The table is sized by the distinct values, not the rows: a table of one slot a row would
-    be read from memory where one of the distinct keys stays in cache. The first batch's
-    distinct count decides: mostly distinct keys get a table for every row at once; repeated
-    keys go in batch by batch, each batch's new keys counted before it goes in, so the table
-    grows only as far as they need (a growth moves the slots: the earlier batches' are then
-    found again)."""
+    The first COMPACT_BATCH rows go in with their row numbers (the table keeps each key's
+    least: insert_or_apply "min"); the table is sized by the distinct values, not the rows,
+    so that it stays in cache. Then, by what those rows show:
+    - mostly distinct keys: a table for every row, all rows inserted at once;
+    - keys the first batch has mostly seen (a sample of the rest looked up): its keys are
+      numbered there and then (a key's code becomes its value) and one find over every row
+      reads the codes, the cheapest pass a row can get. Keys it missed first appear after the
+      first batch, so they number after its keys: the missed rows are compacted alone (the
+      same way) and their codes offset;
+    - otherwise the rest goes in batch by batch, each batch's new keys counted before it
+      goes in so the table grows only as far as they need (a growth moves the slots: the
+      earlier batches' are then found again)."""
     from gpuhash.table.hash_map import HashMap
 
     rows = values.shape[0]
     device = values.device
-    slot = torch.empty(rows, dtype=torch.int64, device=device)
-    claimed = torch.empty(rows, dtype=torch.bool, device=device)
+    head = min(rows, COMPACT_BATCH)
 
     def table_for(capacity: int) -> HashMap:
         return HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=capacity,
                        device=device, duplicates="any")
+
+    slot = torch.empty(rows, dtype=torch.int64, device=device)
+    claimed = torch.empty(rows, dtype=torch.bool, device=device)
 
     def put(table: HashMap, start: int, stop: int) -> None:
         storage = table.values.data_ptr()
@@ -241,22 +248,56 @@ def group_compact(values: torch.Tensor
         if start and table.values.data_ptr() != storage:  # grown: earlier slots moved
             slot[:start] = table.find_index(values[:start])[0]
 
-    first_stop = min(rows, COMPACT_BATCH)
-    table = table_for(max(first_stop, 1))
-    put(table, 0, first_stop)
-    if rows > COMPACT_BATCH and 2 * len(table) > COMPACT_BATCH:  # mostly distinct keys
+    table = table_for(max(head, 1))
+    put(table, 0, head)
+    sample = values[head::max(1, (rows - head) // FOUND_SAMPLE)].contiguous()
+    # one synchronisation learns both: the first batch's new keys and the sample's known ones
+    new, known = torch.stack([claimed[:head].sum(),
+                              table.contains(sample).sum()]).tolist()
+    if rows > head and 2 * new > head:  # mostly distinct keys
         table = table_for(rows)
         put(table, 0, rows)
-    else:
-        for start in range(COMPACT_BATCH, rows, COMPACT_BATCH):
+        new = None
+    elif rows > head and 2 * known >= sample.shape[0]:  # the first batch saw most keys
+        return _found_codes(table, values, slot[:head], claimed[:head], new)
+    elif rows > head:
+        for start in range(head, rows, COMPACT_BATCH):
             put(table, start, min(rows, start + COMPACT_BATCH))
-    used = slot[claimed.nonzero().squeeze(1)]  # a slot a distinct value (synchronises)
+        new = None
+    used, first = _first_rows(table, slot, claimed, new)
+    rank = torch.empty(table.values.shape[0], dtype=torch.int64, device=device)
+    rank[used] = torch.arange(used.shape[0], device=device)
+    return rank[slot], values[first], first
+
+
+def _first_rows(table, slot: torch.Tensor, claimed: torch.Tensor, count: int | None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the slot of every key, each one's least row), by that row: the keys' codes in order.
+    ``count``: the claimed rows (a row a key), when known; else learnt (synchronises)."""
+    rows = (claimed.nonzero() if count is None
+            else torch.nonzero_static(claimed, size=count)).squeeze(1)
+    used = slot[rows]
     first = table.values[used]
     order = torch.argsort(first)
-    rank = torch.empty(table.values.shape[0], dtype=torch.int64, device=device)
-    rank[used[order]] = torch.arange(used.shape[0], device=device)
-    first = first[order]
-    return rank[slot], values[first], first
+    return used[order], first[order]
+
+
+def _found_codes(table, values: torch.Tensor, slot: torch.Tensor, claimed: torch.Tensor,
+                 count: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """group_compact's codes when the table holds the first batch's keys (``slot``,
+    ``claimed``: its rows') and those are most of the keys: each key's code written as its
+    value, one find over every row, then the rows it missed compacted alone."""
+    used, first = _first_rows(table, slot, claimed, count)
+    known = used.shape[0]
+    table.values[used] = torch.arange(known, device=values.device)
+    codes, found = table.find(values, default=-1)
+    missed = (~found).nonzero().squeeze(1)  # only past the first batch
+    if not missed.shape[0]:
+        return codes, values[first], first
+    later, later_values, later_first = group_compact(values[missed])
+    codes[missed] = later + known
+    first = torch.cat([first, missed[later_first]])
+    return codes, torch.cat([values[first[:known]], later_values]), first
 
 
 def group_quantile(slot: torch.Tensor, groups: int, values: torch.Tensor, q: float
