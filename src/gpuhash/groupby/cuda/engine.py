@@ -220,27 +220,21 @@ def group_compact(values: torch.Tensor
     so that it stays in cache. Then, by what those rows show:
     - mostly distinct keys: a table for every row, all rows inserted at once;
     - keys the first batch has mostly seen (a sample of the rest looked up): its keys are
-      numbered there and then (a key's code becomes its value) and one find over every row
-      reads the codes, the cheapest pass a row can get. Keys it missed first appear after the
-      first batch, so they number after its keys: the missed rows are compacted alone (the
-      same way) and their codes offset;
+      numbered there and then, put with their codes in a table sized by them (small enough
+      to stay in cache), and one find over every row reads the codes, the cheapest pass a row
+      can get. Keys it missed first appear after the first batch, so they number after its
+      keys: the missed rows go into that table with their row numbers, as the first batch
+      did;
     - otherwise the rest goes in batch by batch, each batch's new keys counted before it
       goes in so the table grows only as far as they need (a growth moves the slots: the
       earlier batches' are then found again)."""
-    from gpuhash.table.hash_map import HashMap
-
     rows = values.shape[0]
     device = values.device
     head = min(rows, COMPACT_BATCH)
-
-    def table_for(capacity: int) -> HashMap:
-        return HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=capacity,
-                       device=device, duplicates="any")
-
     slot = torch.empty(rows, dtype=torch.int64, device=device)
     claimed = torch.empty(rows, dtype=torch.bool, device=device)
 
-    def put(table: HashMap, start: int, stop: int) -> None:
+    def put(table, start: int, stop: int) -> None:
         storage = table.values.data_ptr()
         claimed[start:stop], slot[start:stop] = table.insert_or_apply(
             values[start:stop], torch.arange(start, stop, device=device), op="min",
@@ -248,14 +242,14 @@ def group_compact(values: torch.Tensor
         if start and table.values.data_ptr() != storage:  # grown: earlier slots moved
             slot[:start] = table.find_index(values[:start])[0]
 
-    table = table_for(max(head, 1))
+    table = _table_for(device, max(head, 1))
     put(table, 0, head)
     sample = values[head::max(1, (rows - head) // FOUND_SAMPLE)].contiguous()
     # one synchronisation learns both: the first batch's new keys and the sample's known ones
     new, known = torch.stack([claimed[:head].sum(),
                               table.contains(sample).sum()]).tolist()
     if rows > head and 2 * new > head:  # mostly distinct keys
-        table = table_for(rows)
+        table = _table_for(device, rows)
         put(table, 0, rows)
         new = None
     elif rows > head and 2 * known >= sample.shape[0]:  # the first batch saw most keys
@@ -282,22 +276,34 @@ def _first_rows(table, slot: torch.Tensor, claimed: torch.Tensor, count: int | N
     return used[order], first[order]
 
 
+def _table_for(device: torch.device, capacity: int):
+    """An empty int64 -> int64 table for ``capacity`` keys; which row of a repeated key wins
+    an insert does not matter to its callers."""
+    from gpuhash.table.hash_map import HashMap
+
+    return HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=capacity,
+                   device=device, duplicates="any")
+
+
 def _found_codes(table, values: torch.Tensor, slot: torch.Tensor, claimed: torch.Tensor,
                  count: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """group_compact's codes when the table holds the first batch's keys (``slot``,
-    ``claimed``: its rows') and those are most of the keys: each key's code written as its
-    value, one find over every row, then the rows it missed compacted alone."""
-    used, first = _first_rows(table, slot, claimed, count)
-    known = used.shape[0]
-    table.values[used] = torch.arange(known, device=values.device)
-    codes, found = table.find(values, default=-1)
+    ``claimed``: its rows') and those are most of the keys (see group_compact)."""
+    device = values.device
+    first = _first_rows(table, slot, claimed, count)[1]
+    known = first.shape[0]
+    numbered = _table_for(device, known)
+    numbered.insert(values[first], torch.arange(known, device=device))
+    codes, found = numbered.find(values, default=-1)
     missed = (~found).nonzero().squeeze(1)  # only past the first batch
-    if not missed.shape[0]:
-        return codes, values[first], first
-    later, later_values, later_first = group_compact(values[missed])
-    codes[missed] = later + known
-    first = torch.cat([first, missed[later_first]])
-    return codes, torch.cat([values[first[:known]], later_values]), first
+    if missed.shape[0]:
+        claimed, slot = numbered.insert_or_apply(values[missed], missed, op="min",
+                                                 return_index=True)
+        used, later = _first_rows(numbered, slot, claimed, None)
+        numbered.values[used] = torch.arange(known, known + later.shape[0], device=device)
+        codes[missed] = numbered.values[slot]
+        first = torch.cat([first, later])
+    return codes, values[first], first
 
 
 def group_quantile(slot: torch.Tensor, groups: int, values: torch.Tensor, q: float
