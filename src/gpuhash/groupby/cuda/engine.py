@@ -207,6 +207,8 @@ def group_sort(slot: torch.Tensor, groups: int, values: torch.Tensor, *, descend
 
 COMPACT_BATCH = 1 << 23  # rows a batch of group_compact's inserts (and its first batch)
 FOUND_SAMPLE = 1 << 16  # rows of the rest looked up: whether the first batch saw most keys
+FIND_ROOM = 4  # the found keys' table holds this many times them: a find of a fuller table
+# walks more buckets (at the default load factor, 1x costs twice 4x)
 
 
 def group_compact(values: torch.Tensor
@@ -220,11 +222,10 @@ def group_compact(values: torch.Tensor
     so that it stays in cache. Then, by what those rows show:
     - mostly distinct keys: a table for every row, all rows inserted at once;
     - keys the first batch has mostly seen (a sample of the rest looked up): its keys are
-      numbered there and then, put with their codes in a table sized by them (small enough
-      to stay in cache), and one find over every row reads the codes, the cheapest pass a row
-      can get. Keys it missed first appear after the first batch, so they number after its
-      keys: the missed rows go into that table with their row numbers, as the first batch
-      did;
+      numbered there and then, put with their codes in a table of their own (a quarter
+      full), and one find over every row reads the codes, the cheapest pass a row can get.
+      Keys it missed first appear after the first batch, so they number after its keys: the
+      missed rows go into that table with their row numbers, as the first batch did;
     - otherwise the rest goes in batch by batch, each batch's new keys counted before it
       goes in so the table grows only as far as they need (a growth moves the slots: the
       earlier batches' are then found again)."""
@@ -292,7 +293,7 @@ def _found_codes(table, values: torch.Tensor, slot: torch.Tensor, claimed: torch
     device = values.device
     first = _first_rows(table, slot, claimed, count)[1]
     known = first.shape[0]
-    numbered = _table_for(device, known)
+    numbered = _table_for(device, FIND_ROOM * known)
     numbered.insert(values[first], torch.arange(known, device=device))
     codes, found = numbered.find(values, default=-1)
     missed = (~found).nonzero().squeeze(1)  # only past the first batch
