@@ -278,12 +278,16 @@ def _first_rows(table, slot: torch.Tensor, claimed: torch.Tensor, count: int | N
 
 
 def _table_for(device: torch.device, capacity: int):
-    """An empty int64 -> int64 table for ``capacity`` keys; which row of a repeated key wins
-    an insert does not matter to its callers."""
+    """An empty growable int64 -> int64 table for ``capacity`` keys; which row of a repeated
+    key wins an insert does not matter to its callers. Made as the join makes its tables,
+    without the constructor's free-memory check (a driver query that costs more host time
+    than filling the table), the allocator's own error standing for it."""
+    from gpuhash.table.format import TableSpec
     from gpuhash.table.hash_map import HashMap
 
-    return HashMap(key_dtype=torch.int64, value_dtype=torch.int64, capacity=capacity,
-                   device=device, duplicates="any")
+    spec = TableSpec(key_dtype=torch.int64, value_dtype=torch.int64, value_shape=(),
+                     num_buckets=1).sized_for(capacity)
+    return HashMap._empty(spec, device, growable=True, duplicates="any")
 
 
 def _found_codes(table, values: torch.Tensor, slot: torch.Tensor, claimed: torch.Tensor,
