@@ -41,6 +41,8 @@ Order = Literal["any", "first", "sorted"]
 DENSE_SPAN = 4  # a column (or a combined code) spanning at most this many times the rows ...
 DENSE_FLOOR = 1 << 16  # ... or at most this many values is coded by offset / a presence array
 DENSE_LIMIT = 1 << 62  # combined codes stay below this: int64 arithmetic never wraps
+BOUNDS_SAMPLE_FROM = 1 << 24  # columns this long are first read at BOUNDS_SAMPLE rows for
+BOUNDS_SAMPLE = 1 << 16  # their bounds (a second synchronisation costs less than the pass)
 
 
 @dataclass(frozen=True)
@@ -164,9 +166,17 @@ _RANGED = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
 def _bounds(column: torch.Tensor, valid: torch.Tensor | None) -> tuple[int, int] | None:
     """(least, greatest) of an integer column without nulls, read from the column as it is
-    (no int64 copy first); None for any other column."""
-    if valid is not None or column.dtype not in _RANGED or not column.shape[0]:
+    (no int64 copy first); None for any other column. A long column is first read at
+    BOUNDS_SAMPLE evenly spaced rows: where those alone span past the dense range, so does
+    the column, and theirs are returned (every use of the bounds then only learns that the
+    column is not dense), sparing a pass over it."""
+    rows = column.shape[0]
+    if valid is not None or column.dtype not in _RANGED or not rows:
         return None
+    if rows >= BOUNDS_SAMPLE_FROM:
+        low, high = (int(v) for v in torch.aminmax(column[::rows // BOUNDS_SAMPLE]))
+        if not _fits_dense(high - low + 1, rows):
+            return low, high
     low, high = (int(v) for v in torch.aminmax(column))
     return low, high
 

@@ -273,7 +273,8 @@ def _first_rows(table, slot: torch.Tensor, claimed: torch.Tensor, count: int | N
             else torch.nonzero_static(claimed, size=count)).squeeze(1)
     used = slot[rows]
     first = table.values[used]
-    order = torch.argsort(first)
+    narrow = first.to(torch.int32) if slot.shape[0] < 2**31 else first  # sorts in half the passes
+    order = torch.argsort(narrow)
     return used[order], first[order]
 
 
