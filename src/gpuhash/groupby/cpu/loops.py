@@ -349,7 +349,8 @@ def group_number_merge(keys, first, counts, size, mapping, out_first):
 
 @numba.njit(parallel=True, **_JIT)
 def group_number_rows(local, chunks, mapping, out):
-    """out[i] = the code of row i: its chunk's mapping of its code in the chunk."""
+    """out[i] = the code of row i: its chunk's mapping of its code in the chunk (``out`` may
+    be ``local`` itself: each row is read before it is written)."""
     n = local.shape[0]
     per = (n + chunks - 1) // chunks
     for c in numba.prange(chunks):
