@@ -140,8 +140,8 @@ peers.seed_layouts(2**12, device, 1.0, runs=1)
 torch.cuda.synchronize()
 
 # CacheMap: every write mode, lookups, erase, and at full load with racing rows, entries moved
-# to their other bucket (the first call starts empty) and evictions; the third: value rows
-# of half the buckets in host memory, and growth from one bucket
+# to their other bucket (the first call starts empty) and evictions, some entries locked; the
+# third: value rows of half the buckets in host memory, and growth from one bucket
 for width, shape, hbm in ((16, (3,), None), (128, (8,), None), (16, (4,), 4 * 16 * 16)):
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=shape,
                         capacity=8 * width, device="cuda", policy="custom", bucket_slots=width,
@@ -152,6 +152,7 @@ for width, shape, hbm in ((16, (3,), None), (128, (8,), None), (16, (4,), 4 * 16
     scores = torch.randint(0, 1000, keys.shape).cuda()
     status, _ = cache.insert_and_evict(keys, values, scores=scores)
     assert int(status[0]) == gh.REFUSED and len(cache) == cache.capacity
+    cache.lock_keys(keys[: 2 * width].contiguous())  # locked entries: no move, no eviction
     cache.insert_or_assign(keys, values, scores=scores)
     cache.assign(keys, values, scores=scores)
     cache.accum_or_assign(keys, values, keys % 2 == 0, scores=scores)
@@ -162,6 +163,7 @@ for width, shape, hbm in ((16, (3,), None), (128, (8,), None), (16, (4,), 4 * 16
     cache.values[index] = cache.values[index] + 1
     cache.export()
     cache.erase(keys[::3].contiguous())
+    cache.unlock_keys(keys[: 2 * width].contiguous())
     torch.cuda.synchronize()
 # the radix join (gpu-radix): 4- and 8-byte codes, a skewed partition left to the global
 # table, repeated keys whose pairs pass the probe rows (a second launch), semi and full

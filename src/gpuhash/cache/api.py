@@ -43,7 +43,7 @@ from gpuhash.cache.format import (
     CacheSpec,
     empty_cache,
 )
-from gpuhash.cache.reads import CacheReads
+from gpuhash.cache.locks import CacheLocks
 
 # value dtypes torch has no addition for, whose accum_or_assign is refused up front
 _NO_ADDITION = (torch.float8_e4m3fn, torch.float8_e5m2)
@@ -57,7 +57,7 @@ def _as_custom(state):
     return view
 
 
-class CacheMap(CacheReads):
+class CacheMap(CacheLocks):
     """A fixed-capacity key-value cache that evicts the lowest-scored entry when a key's two
     candidate buckets are full (and none of their entries can move to its other bucket), with
     HierarchicalKV's operations.
@@ -92,7 +92,7 @@ class CacheMap(CacheReads):
     ``find_or_insert``); the others report ``SUPERSEDED`` (``find_or_insert`` gives them the
     applied row's slot). Slot numbers (``find_index``) stay valid until the next write to the
     cache: a write may evict an entry and reuse its row, even one another row of the same
-    batch found.
+    batch found. ``lock_keys`` pins entries to their slots until ``unlock_keys`` (locks.py).
 
     Args:
         key_dtype: ``torch.int64`` or ``torch.uint64``.

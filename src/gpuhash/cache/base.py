@@ -225,13 +225,16 @@ class CacheCore:
     # --- growth ---------------------------------------------------------------------------
     def _grow_for(self, rows: int) -> None:
         """Below ``max_capacity``, grow (doubling) until ``rows`` more entries would keep the
-        load at most ``max_load_factor``. Synchronises with the device to read the entry
-        count; a cache made at full size never does."""
+        load at most ``max_load_factor``, unless an entry is locked (a growth moves every
+        entry; the write then evicts or refuses as at full size). Synchronises with the
+        device to read the entry count; a cache made at full size never does."""
         spec = self._state.spec
         if spec.capacity >= self._max_slots:
             return
         if self._device.type == "cuda":
             torch.cuda.synchronize(self._device)
+        if self._any_locked():  # a growth moves every entry: locked slots must stay
+            return
         needed = int(self._state.counts[0]) + rows
         buckets = spec.num_buckets
         limit = self._max_slots // spec.bucket_slots
@@ -239,6 +242,10 @@ class CacheCore:
             buckets = min(limit, 2 * buckets)
         if buckets > spec.num_buckets:
             self._rehash(buckets)
+
+    def _any_locked(self) -> bool:
+        """Whether some entry is locked (lock_keys). Synchronises."""
+        return bool(self._state.pins[:-1].any())
 
     def _rehash(self, buckets: int) -> None:
         """Move every entry into a cache of ``buckets`` buckets, keeping its value and score.
@@ -295,6 +302,10 @@ class CacheCore:
                 buckets = min(limit, 2 * buckets)
             if buckets > spec.num_buckets:
                 with self._order.ordered(stream, writes=True):
+                    if self._any_locked():
+                        raise ValueError(f"reserve({slots}) would move every entry, and some "
+                                         f"are locked; unlock_keys first (the cache is "
+                                         f"unchanged)")
                     self._rehash(buckets)
 
     def set_max_capacity(self, slots: int) -> None:

@@ -6,7 +6,10 @@ A cache of ``num_buckets`` buckets of ``bucket_slots`` slots keeps four arrays i
 the key, 0 where free, so a search compares a bucket's digests, one byte a slot, before it
 reads any key), ``scores`` (int64 holding the uint64 score) and ``values`` (the value rows).
 ``counts`` holds [live entries, 0, rows a kernel could not place (never expected), 0], the
-HashMap's counter layout.
+HashMap's counter layout. ``pins`` (uint8 a slot) is 1 where the entry is locked
+(``lock_keys``): it neither moves nor is evicted until unlocked or erased. It has one byte
+more than slots, which no slot reads: locking and unlocking write absent keys' rows there,
+so neither needs to learn on the host which keys were found.
 
 Value rows may be split by place (``max_hbm_bytes``): the rows of the first ``hbm_slots`` slots
 (whole buckets) in ``values`` on the GPU, the rest in ``host_values``, pinned host memory that
@@ -31,6 +34,8 @@ HashMap's first and second bucket), and nowhere else: that pair is its bounded c
 - Otherwise (past the limit, or no candidate's other bucket has room) it replaces the lowest
   score among their slots (the earliest slot of b1, then of b2, on a tie), unless its own
   score is lower than that: then it is refused.
+- A locked entry is no candidate to move and no candidate to evict: when every slot of both
+  buckets is locked, the key is refused.
 - A slot being rewritten holds ``LOCKED_KEY`` (the GPU engine's writers; searches skip it).
 So the two largest uint64 keys (int64 -1 and -2) are reserved, as in HierarchicalKV.
 
@@ -137,6 +142,8 @@ class CacheState:
     scores: torch.Tensor
     values: torch.Tensor
     counts: torch.Tensor
+    pins: torch.Tensor  # 1 on a locked entry's slot, and a scratch byte (transient: not
+    # saved, not copied)
     host_values: torch.Tensor | None = None
     # what an engine keeps with the cache between calls (the CUDA engine: its launch
     # arguments and its index from key to slot), by name; not part of the contents
@@ -196,8 +203,8 @@ def empty_cache(spec: CacheSpec, device: torch.device | str, *,
     fix = "use a smaller capacity or value rows (or max_hbm_bytes), or free memory first"
     what = (f"capacity={slots} with value_dtype={spec.value_dtype} and "
             f"value_shape={spec.value_shape}")
-    # keys, digests and scores a slot (the CUDA index comes on top), and the rows held here
-    require(slots * 17 + hbm * spec.value_bytes, device, what=what, fix=fix)
+    # keys, digests, scores and pins a slot (the CUDA index comes on top), and the rows here
+    require(slots * 18 + hbm * spec.value_bytes, device, what=what, fix=fix)
     if hbm < slots:
         require((slots - hbm) * spec.value_bytes, torch.device("cpu"), what=what, fix=fix)
     host = None
@@ -211,6 +218,7 @@ def empty_cache(spec: CacheSpec, device: torch.device | str, *,
         scores=torch.zeros((slots,), dtype=torch.int64, device=device),
         values=torch.zeros((hbm, *spec.value_shape), dtype=spec.value_dtype, device=device),
         counts=torch.zeros((4,), dtype=torch.int64, device=device),
+        pins=torch.zeros((slots + 1,), dtype=torch.uint8, device=device),
         host_values=host,
     )
 
@@ -223,7 +231,8 @@ def place_cache(spec: CacheSpec, tensors: dict[str, torch.Tensor], device: torch
                                  hbm_slots_for(spec, device, max_hbm_bytes))
     moved = {name: tensors[name].to(device, copy=True)
              for name in ("keys", "digests", "scores", "counts")}
-    return CacheState(spec, values=values, host_values=host, **moved)
+    pins = torch.zeros(tensors["keys"].shape[0] + 1, dtype=torch.uint8, device=device)
+    return CacheState(spec, values=values, host_values=host, pins=pins, **moved)
 
 
 def copy_cache(state: CacheState, device: torch.device | str, *,

@@ -95,6 +95,7 @@ class CacheWhole(CacheCore):
             state.keys.masked_fill_(doomed, EMPTY_KEY)
             state.digests.masked_fill_(doomed, 0)
             state.scores.masked_fill_(doomed, 0)
+            state.pins[:-1].masked_fill_(doomed, 0)  # an erased entry is unlocked
             self._engine.refresh(state)
             gone = doomed.sum()
             state.counts[0] -= gone
@@ -177,12 +178,13 @@ class CacheWhole(CacheCore):
             self._epoch = epoch
 
     def clear(self, *, stream: Any = None) -> None:
-        """Remove every entry (the capacity stays)."""
+        """Remove every entry, locked ones too (the capacity stays)."""
         def work():
             state = self._state
             state.keys.fill_(EMPTY_KEY)
             state.digests.zero_()
             state.scores.zero_()
+            state.pins.zero_()
             state.counts.zero_()
             self._engine.refresh(state)
         self._run(work, writes=True, stream=stream)

@@ -80,7 +80,8 @@ def write(state: CacheState, mode: int, keys: torch.Tensor, acting: torch.Tensor
         in_rows, value_stride if values is not None else 0, values is not None,
         status.numpy(), index.numpy(), found.numpy(),
         _NO_ROWS if out is None else as_value_bytes(out).numpy(), out is not None,
-        _u64(ev_keys), as_value_bytes(ev_values).numpy(), _u64(ev_scores), evicted.numpy())
+        _u64(ev_keys), as_value_bytes(ev_values).numpy(), _u64(ev_scores), evicted.numpy(),
+        state.pins.numpy())
     out = (ev_keys, ev_values, ev_scores, evicted) if evict_capacity else None
     return status, index, found, out
 
@@ -141,7 +142,7 @@ def erase(state: CacheState, keys: torch.Tensor) -> torch.Tensor:
     erased = torch.empty(keys.shape[0], dtype=torch.bool)
     table = _table(state)
     run("cache_erase", table[0], table[1], table[2], table[4], *table[5:], _u64(keys),
-        erased.numpy())
+        erased.numpy(), state.pins.numpy())
     return erased
 
 

@@ -83,9 +83,13 @@ def _first_free(digests, width, bucket):
 
 
 @numba.njit(inline="always", **_JIT)
-def _lowest(scores, width, bucket, best, best_score):
+def _lowest(scores, pins, width, bucket, best, best_score):
+    """The lowest score of a bucket's unlocked slots against (best, best_score) so far
+    (best -1: none yet), the earlier slot on a tie."""
     base = bucket * width
     for lane in range(width):
+        if pins[base + lane]:
+            continue
         if best < 0 or scores[base + lane] < best_score:
             best, best_score = base + lane, scores[base + lane]
     return best, best_score
@@ -121,10 +125,10 @@ def admission_score(policy, score):
 
 
 @numba.njit(inline="always", **_JIT)
-def _movable(keys, digests, width, num_buckets, seed, b1, b2, digest):
+def _movable(keys, digests, pins, width, num_buckets, seed, b1, b2, digest):
     """(slot of an entry of b1 or b2 that can move to its other bucket, the free slot it would
-    take there), or (-1, -1): of 16 candidates a bucket, the one whose other bucket has the
-    most free slots, the earliest on a tie (cache/format.py)."""
+    take there), or (-1, -1): of 16 candidates a bucket (locked ones left out), the one whose
+    other bucket has the most free slots, the earliest on a tie (cache/format.py)."""
     step = width // 16
     offset = np.int64(digest) % step
     best, target, most = -1, -1, 0
@@ -132,6 +136,8 @@ def _movable(keys, digests, width, num_buckets, seed, b1, b2, digest):
         bucket = b2 if which else b1
         for i in range(16):
             slot = bucket * width + i * step + offset
+            if pins[slot]:
+                continue
             c1, c2, _ = cache_home(keys[slot], seed, num_buckets)
             if c1 == c2:
                 continue
@@ -142,8 +148,8 @@ def _movable(keys, digests, width, num_buckets, seed, b1, b2, digest):
 
 
 @numba.njit(inline="always", **_JIT)
-def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limit, b1, b2,
-           key, digest, score, admission, row, ev_keys, ev_values, ev_scores, evicted,
+def _place(keys, digests, scores, values, counts, pins, width, num_buckets, seed, limit, b1,
+           b2, key, digest, score, admission, row, ev_keys, ev_values, ev_scores, evicted,
            may_evict):
     """Put an absent key in a free slot of b1 or b2, or (``may_evict``) in a slot an entry
     left for its other bucket (below ``limit`` entries), or in place of their lowest score.
@@ -158,17 +164,18 @@ def _place(keys, digests, scores, values, counts, width, num_buckets, seed, limi
     if slot < 0 and not may_evict:
         return -1, _TO_EVICT
     if slot < 0 and counts[0] < limit:
-        slot, target = _movable(keys, digests, width, num_buckets, seed, b1, b2, digest)
+        slot, target = _movable(keys, digests, pins, width, num_buckets, seed, b1, b2,
+                                digest)
         if slot >= 0:
             keys[target] = keys[slot]
             digests[target] = digests[slot]
             scores[target] = scores[slot]
             values[target, :] = values[slot, :]
     if slot < 0:
-        slot, lowest = _lowest(scores, width, b1, -1, np.uint64(0))
+        slot, lowest = _lowest(scores, pins, width, b1, -1, np.uint64(0))
         if b2 != b1:
-            slot, lowest = _lowest(scores, width, b2, slot, lowest)
-        if admission < lowest:
+            slot, lowest = _lowest(scores, pins, width, b2, slot, lowest)
+        if slot < 0 or admission < lowest:  # every slot locked, or the key scores below
             return -1, REFUSED
         status = INSERTED_EVICTING
         at = evicted[0]
@@ -191,7 +198,7 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
                 step, epoch, mode, rows, acting, accumulate, has_given, given, in_values,
                 value_stride,
                 has_values, status, index, found, out, copy_out, ev_keys, ev_values, ev_scores,
-                evicted):
+                evicted, pins):
     """Apply each acting row of a write (mode UPSERT, FIND_OR_INSERT, ASSIGN or ACCUMULATE) in
     two passes, as the CUDA engine's two launches (cache/kernels/cache.cu): first every row in row
     order finds its key or takes a free slot, then the rows whose two buckets were full move
@@ -238,8 +245,8 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
             index[r] = -1
             continue
         score = new_score(policy, np.uint64(0), False, has_given, given[r], step, epoch)
-        slot, status[r] = _place(keys, digests, scores, values, counts, width, num_buckets,
-                                 seed, limit, b1, b2, key, digest, score,
+        slot, status[r] = _place(keys, digests, scores, values, counts, pins, width,
+                                 num_buckets, seed, limit, b1, b2, key, digest, score,
                                  admission_score(policy, score), mine, ev_keys, ev_values,
                                  ev_scores, evicted, False)
         index[r] = slot
@@ -249,8 +256,8 @@ def cache_write(keys, digests, scores, values, counts, width, num_buckets, seed,
         key = rows[r]
         b1, b2, digest = cache_home(key, seed, num_buckets)
         score = new_score(policy, np.uint64(0), False, has_given, given[r], step, epoch)
-        slot, status[r] = _place(keys, digests, scores, values, counts, width, num_buckets,
-                                 seed, limit, b1, b2, key, digest, score,
+        slot, status[r] = _place(keys, digests, scores, values, counts, pins, width,
+                                 num_buckets, seed, limit, b1, b2, key, digest, score,
                                  admission_score(policy, score), in_values[r * value_stride, :],
                                  ev_keys, ev_values, ev_scores, evicted, True)
         index[r] = slot
@@ -274,8 +281,8 @@ def cache_lookup(keys, digests, scores, values, width, num_buckets, seed, policy
 
 
 @numba.njit(**_JIT)
-def cache_erase(keys, digests, scores, counts, width, num_buckets, seed, rows, erased):
-    """Free each row's key's slot; True on the row that did."""
+def cache_erase(keys, digests, scores, counts, width, num_buckets, seed, rows, erased, pins):
+    """Free each row's key's slot (unlocking it); True on the row that did."""
     for r in range(rows.shape[0]):
         slot = _slot_of(keys, digests, width, num_buckets, seed, rows[r])
         erased[r] = slot >= 0
@@ -283,4 +290,5 @@ def cache_erase(keys, digests, scores, counts, width, num_buckets, seed, rows, e
             keys[slot] = _EMPTY
             digests[slot] = 0
             scores[slot] = 0
+            pins[slot] = 0
             counts[0] -= 1

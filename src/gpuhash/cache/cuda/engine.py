@@ -80,7 +80,7 @@ def _launch_info(state: CacheState) -> tuple[dict, tuple[int, ...], int]:
         args = (state.keys.data_ptr(), state.digests.data_ptr(), state.scores.data_ptr(),
                 state.values.data_ptr(), state.counts.data_ptr(), spec.num_buckets,
                 spec.signed_seed, _ptr(state.host_values), state.hbm_slots, index.data_ptr(),
-                buckets)
+                buckets, state.pins.data_ptr())
         kernels = _kernels(spec.value_bytes, spec.bucket_slots, device, os.environ.get(ARCH_ENV))
         info = (kernels, args, device)
         state.caches["_cuda_launch_info"] = info

@@ -46,6 +46,8 @@ struct GhCache {
     gh_u64 hbm_slots;   // written in place through unified addressing (null: none)
     gh_u64* index;      // key -> slot (cache_index.cuh): finds read it, writes keep it exact
     gh_u64 index_buckets;
+    gh_u8* pins;        // 1 on a locked entry's slot: no move or eviction takes it (pins change
+                        // only between launches: plain loads)
     __device__ __forceinline__ char* value(gh_u64 slot) const {
         return slot < hbm_slots ? values + slot * VALUE_BYTES
                                 : host_values + (slot - hbm_slots) * VALUE_BYTES;
@@ -54,9 +56,9 @@ struct GhCache {
 
 #define GH_CACHE_PARAMS gh_u64 *keys_, gh_u8 *digests, gh_u64 *scores, char *values, \
                         gh_i64 *counts, gh_u64 num_buckets, gh_u64 seed, char *host_values, \
-                        gh_u64 hbm_slots, gh_u64 *slot_index, gh_u64 index_buckets
+                        gh_u64 hbm_slots, gh_u64 *slot_index, gh_u64 index_buckets, gh_u8 *pins
 #define GH_CACHE_REF(C) C{keys_, digests, scores, values, counts, num_buckets, seed, \
-                          host_values, hbm_slots, slot_index, index_buckets}
+                          host_values, hbm_slots, slot_index, index_buckets, pins}
 
 // 8 bits of a second mix of the key's hash (no bucket choice reads them), never 0.
 __device__ __forceinline__ gh_u32 gh_digest(gh_u64 hash) {
@@ -307,43 +309,56 @@ __device__ __forceinline__ gh_i64 gh_cache_claim_free(const C& t, const GhHome& 
     }
 }
 
-// The lowest score among the candidates of buckets b1, b2 (the earliest slot, b1's first, on
-// a tie), found by the whole warp (every lane calls it with the same buckets). The two buckets'
-// slots are numbered 0 .. 2 BUCKET - 1 (b1's, then b2's) and lane l reads positions l, l + 32,
-// l + 64, ...: each load instruction of the warp reads 32 consecutive scores (256 bytes, whole
-// sectors), so the 2 KB of two 128-slot buckets take 64 sector requests. (Each lane reading a
-// run of its own made every instruction touch 32 sectors, each sector requested four times,
-// and the L2 became what bounds the full-load evict launch.)
+// The lowest score among the unlocked candidates of buckets b1, b2 (the earliest slot, b1's
+// first, on a tie), found by the whole warp (every lane calls it with the same buckets); a
+// locked slot (pins) comes only when every slot is locked, and gh_cache_try_evict refuses
+// it. The two buckets' slots are numbered 0 .. 2 BUCKET - 1 (b1's, then b2's) and lane l
+// reads positions l, l + 32, l + 64, ...: each load instruction of the warp reads 32
+// consecutive scores (256 bytes, whole sectors), so the 2 KB of two 128-slot buckets take 64
+// sector requests. (Each lane reading a run of its own made every instruction touch 32
+// sectors, each sector requested four times, and the L2 became what bounds the full-load
+// evict launch.) A candidate's rank carries its lock in the bit above its position
+// (positions < 256), so an unlocked one always ranks first.
+__device__ __forceinline__ bool gh_cache_ranks_before(gh_u64 score, int rank, gh_u64 best,
+                                                      int best_rank) {
+    if ((rank >> 8) != (best_rank >> 8)) return (rank >> 8) == 0;
+    return score < best || (score == best && rank < best_rank);
+}
+
 template <class C>
 __device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2,
                                                 gh_i64* victim, gh_u64* lowest) {
     constexpr int PER_LANE = 2 * C::BUCKET / 32;  // scores a lane reads: 1 to 8
     const int lane = threadIdx.x & 31;
     gh_u64 scores[PER_LANE];
+    int ranks[PER_LANE];
 #pragma unroll
     for (int i = 0; i < PER_LANE; ++i) {
         const int at = i * 32 + lane;  // position: b1's slots, then b2's
         const gh_u64 bucket = at < C::BUCKET ? b1 : b2;
-        scores[i] = __ldcg(t.scores + bucket * C::BUCKET + at % C::BUCKET);
+        const gh_u64 slot = bucket * C::BUCKET + at % C::BUCKET;
+        scores[i] = __ldcg(t.scores + slot);
+        ranks[i] = at | (t.pins[slot] ? 256 : 0);
     }
     gh_u64 best = scores[0];
-    int order = lane;  // the position of best; ascending within a lane, so < keeps the first
+    int rank = ranks[0];  // ascending positions within a lane: only a lower score replaces
 #pragma unroll
     for (int i = 1; i < PER_LANE; ++i) {
-        if (scores[i] < best) {
+        if (gh_cache_ranks_before(scores[i], ranks[i], best, rank)) {
             best = scores[i];
-            order = i * 32 + lane;
+            rank = ranks[i];
         }
     }
 #pragma unroll
     for (int step = 16; step > 0; step >>= 1) {
         const gh_u64 other = __shfl_xor_sync(0xffffffffu, best, step);
-        const int other_order = __shfl_xor_sync(0xffffffffu, order, step);
-        if (other < best || (other == best && other_order < order)) {
+        const int other_rank = __shfl_xor_sync(0xffffffffu, rank, step);
+        if (gh_cache_ranks_before(other, other_rank, best, rank)) {
             best = other;
-            order = other_order;
+            rank = other_rank;
         }
     }
+    const int order = rank & 255;
     *victim = static_cast<gh_i64>((order < C::BUCKET ? b1 : b2) * C::BUCKET +
                                   order % C::BUCKET);
     *lowest = best;
@@ -355,7 +370,7 @@ __device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2
 // when b2 is b1), and counts the free slots of that entry's other bucket. The lane with the
 // most (the lowest lane on a tie) wins: its slot, with the entry's key in *key and the bucket
 // it may move to in *to; -1 when no candidate's other bucket has room. LOCKED slots are no
-// candidates (their entries are being rewritten).
+// candidates (their entries are being rewritten), nor are locked entries (pins).
 template <class C>
 __device__ __forceinline__ gh_i64 gh_cache_movable(const C& t, gh_u64 b1, gh_u64 b2,
                                                   gh_u32 digest, gh_u64* key, gh_u64* to) {
@@ -367,7 +382,7 @@ __device__ __forceinline__ gh_i64 gh_cache_movable(const C& t, gh_u64 b1, gh_u64
     gh_u64 k = 0, other = 0;
     if (lane < 16 || b2 != b1) {
         k = gh_load_relaxed(t.keys + slot);
-        if (k < GH_LOCKED) {
+        if (k < GH_LOCKED && !t.pins[slot]) {
             const GhHome home = gh_home(t, k);
             other = bucket == home.b1 ? home.b2 : home.b1;
             if (other != bucket) {
@@ -432,7 +447,8 @@ __device__ __forceinline__ int gh_cache_try_evict(const C& t, gh_i64 victim, gh_
                                                  gh_u64 score, gh_u64* old_key,
                                                  gh_u64* old_score, bool hold,
                                                  GhHeldValue<C::VALUE_BYTES>& held) {
-    if (score < lowest) return GH_REFUSED;
+    // the victim is locked only when every slot of both buckets is
+    if (score < lowest || t.pins[victim]) return GH_REFUSED;
     const gh_u64 k = gh_exch_acquire(t.keys + victim, GH_LOCKED);
     if (k == GH_LOCKED) return -1;
     if (k == ~0ULL) {
