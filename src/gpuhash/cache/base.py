@@ -17,6 +17,7 @@ from gpuhash.cache.format import (
     EMPTY_KEY,
     LOCKED_KEY,
     MAX_SLOTS,
+    PINNED,
     CacheSpec,
     CacheState,
     empty_cache,
@@ -245,7 +246,12 @@ class CacheCore:
 
     def _any_locked(self) -> bool:
         """Whether some entry is locked (lock_keys). Synchronises."""
-        return bool(self._state.pins[:-1].any())
+        if not self._state.caches.get(PINNED):
+            return False
+        if self._state.pins[:-1].any():
+            return True
+        self._state.caches.pop(PINNED, None)  # the kernels may skip the pins again
+        return False
 
     def _rehash(self, buckets: int) -> None:
         """Move every entry into a cache of ``buckets`` buckets, keeping its value and score.

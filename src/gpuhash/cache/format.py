@@ -57,6 +57,10 @@ from gpuhash._common.constants import POLICY_CODES
 from gpuhash._common.memory import require
 from gpuhash.table.format import DEFAULT_SEED, check_seed
 
+# a state's caches key, set once an entry may be locked (lock_keys ran since the cache was
+# last found without locks): only then do the CUDA kernels read ``pins`` (a null pointer
+# before, sparing every eviction the loads)
+PINNED = "pinned"
 EMPTY_KEY = -1   # uint64 2**64 - 1
 LOCKED_KEY = -2  # uint64 2**64 - 2
 CACHE_KEY_DTYPES = (torch.int64, torch.uint64)

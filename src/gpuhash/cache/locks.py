@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from gpuhash._common import arrays as _arrays
+from gpuhash.cache.format import PINNED
 from gpuhash.cache.reads import CacheReads
 
 
@@ -46,6 +47,7 @@ class CacheLocks(CacheReads):
             bits, kind = self._keys(keys)
             state = self._state
             _, index, found = self._engine.lookup(state, bits)
+            state.caches[PINNED] = True
             state.pins[_or_scratch(state, index, found)] = 1
             return kind, index, found
         kind, index, found = self._run(work, writes=True, stream=stream)
@@ -86,5 +88,9 @@ class CacheLocks(CacheReads):
             >>> c.locked_count()
             2
         """
-        return self._run(lambda: int(self._state.pins[:-1].sum()), writes=False,
-                         stream=stream)
+        def work():
+            count = int(self._state.pins[:-1].sum())
+            if not count:  # the kernels may skip the pins again
+                self._state.caches.pop(PINNED, None)
+            return count
+        return self._run(work, writes=False, stream=stream)

@@ -11,7 +11,7 @@ import torch
 
 from gpuhash._common.arrays import resolve_device as _resolve_device
 from gpuhash.cache.base import _SIGN, UPSERT, CacheCore, _as_u64_int
-from gpuhash.cache.format import EMPTY_KEY, LOCKED_KEY, copy_cache
+from gpuhash.cache.format import EMPTY_KEY, LOCKED_KEY, PINNED, copy_cache
 from gpuhash.cache.io import load_cache, save_cache
 
 if TYPE_CHECKING:
@@ -185,6 +185,7 @@ class CacheWhole(CacheCore):
             state.digests.zero_()
             state.scores.zero_()
             state.pins.zero_()
+            state.caches.pop(PINNED, None)
             state.counts.zero_()
             self._engine.refresh(state)
         self._run(work, writes=True, stream=stream)

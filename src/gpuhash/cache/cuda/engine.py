@@ -19,7 +19,7 @@ import torch
 from gpuhash._common.constants import INDEX_ENTRIES, WRITE_MODES
 from gpuhash._common.cuda.compile import load_module
 from gpuhash._common.cuda.launch import launch
-from gpuhash.cache.format import POLICIES, CacheSpec, CacheState, relocation_limit
+from gpuhash.cache.format import PINNED, POLICIES, CacheSpec, CacheState, relocation_limit
 from gpuhash.table.cuda.engine import ARCH_ENV, last_rows_scratch_type, last_rows_with
 
 ASSIGN = WRITE_MODES["assign"]  # the mode that inserts nothing, so never evicts
@@ -80,12 +80,15 @@ def _launch_info(state: CacheState) -> tuple[dict, tuple[int, ...], int]:
         args = (state.keys.data_ptr(), state.digests.data_ptr(), state.scores.data_ptr(),
                 state.values.data_ptr(), state.counts.data_ptr(), spec.num_buckets,
                 spec.signed_seed, _ptr(state.host_values), state.hbm_slots, index.data_ptr(),
-                buckets, state.pins.data_ptr())
+                buckets, 0)
         kernels = _kernels(spec.value_bytes, spec.bucket_slots, device, os.environ.get(ARCH_ENV))
         info = (kernels, args, device)
         state.caches["_cuda_launch_info"] = info
+        state.caches["_cuda_pinned_args"] = args[:-1] + (state.pins.data_ptr(),)
         state.caches["_cuda_index"] = index
         _build_index(state, *info)
+    if state.caches.get(PINNED):  # the kernels read the pins (format.py: PINNED)
+        return info[0], state.caches["_cuda_pinned_args"], info[2]
     return info
 
 

@@ -360,7 +360,7 @@ __global__ void gh_cache_erase(GH_CACHE_PARAMS, const gh_u64* rows, gh_u64 n, gh
         gh_index_erase(t.index, t.index_buckets, home.hash, key);
         t.scores[slot] = 0;
         t.digests[slot] = 0;
-        t.pins[slot] = 0;  // an erased entry is unlocked
+        if (t.pins != nullptr) t.pins[slot] = 0;  // an erased entry is unlocked
         gh_store_release(t.keys + slot, ~0ULL);
         ++gone;
     }

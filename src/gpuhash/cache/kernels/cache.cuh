@@ -47,7 +47,7 @@ struct GhCache {
     gh_u64* index;      // key -> slot (cache_index.cuh): finds read it, writes keep it exact
     gh_u64 index_buckets;
     gh_u8* pins;        // 1 on a locked entry's slot: no move or eviction takes it (pins change
-                        // only between launches: plain loads)
+                        // only between launches: plain loads); null while none can be set
     __device__ __forceinline__ char* value(gh_u64 slot) const {
         return slot < hbm_slots ? values + slot * VALUE_BYTES
                                 : host_values + (slot - hbm_slots) * VALUE_BYTES;
@@ -338,7 +338,7 @@ __device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2
         const gh_u64 bucket = at < C::BUCKET ? b1 : b2;
         const gh_u64 slot = bucket * C::BUCKET + at % C::BUCKET;
         scores[i] = __ldcg(t.scores + slot);
-        ranks[i] = at | (t.pins[slot] ? 256 : 0);
+        ranks[i] = at | (t.pins != nullptr && t.pins[slot] ? 256 : 0);
     }
     gh_u64 best = scores[0];
     int rank = ranks[0];  // ascending positions within a lane: only a lower score replaces
@@ -382,7 +382,7 @@ __device__ __forceinline__ gh_i64 gh_cache_movable(const C& t, gh_u64 b1, gh_u64
     gh_u64 k = 0, other = 0;
     if (lane < 16 || b2 != b1) {
         k = gh_load_relaxed(t.keys + slot);
-        if (k < GH_LOCKED && !t.pins[slot]) {
+        if (k < GH_LOCKED && !(t.pins != nullptr && t.pins[slot])) {
             const GhHome home = gh_home(t, k);
             other = bucket == home.b1 ? home.b2 : home.b1;
             if (other != bucket) {
@@ -448,7 +448,7 @@ __device__ __forceinline__ int gh_cache_try_evict(const C& t, gh_i64 victim, gh_
                                                  gh_u64* old_score, bool hold,
                                                  GhHeldValue<C::VALUE_BYTES>& held) {
     // the victim is locked only when every slot of both buckets is
-    if (score < lowest || t.pins[victim]) return GH_REFUSED;
+    if (score < lowest || (t.pins != nullptr && t.pins[victim])) return GH_REFUSED;
     const gh_u64 k = gh_exch_acquire(t.keys + victim, GH_LOCKED);
     if (k == GH_LOCKED) return -1;
     if (k == ~0ULL) {
