@@ -45,6 +45,7 @@ class CacheModel:
         self.slots: list[list | None] = [None] * (num_buckets * width)
         self.step, self.epoch = 0, 0
         self.moves = 0  # entries moved to their other bucket to make room
+        self.pinned: set[int] = set()  # slots of locked entries: they neither move nor go
 
     def buckets(self, key: int) -> tuple[int, int]:
         h = _mix(key ^ self.seed)
@@ -106,6 +107,8 @@ class CacheModel:
             for b in ([b1] if b1 == b2 else [b1, b2]):
                 for i in range(16):
                     slot = b * self.width + i * step + self.digest(key) % step
+                    if slot in self.pinned:
+                        continue
                     c1, c2 = self.buckets(self.slots[slot][0])
                     room = free(c2 if b == c1 else c1) if c1 != c2 else []
                     if len(room) > most:
@@ -116,7 +119,10 @@ class CacheModel:
                 self.slots[target] = self.slots[slot]
                 self.slots[slot] = [key, score, value]
                 return slot, INSERTED, None
-        victim = min(self.candidates(key), key=lambda s: self.slots[s][1])  # earliest on ties
+        open_ = [s for s in self.candidates(key) if s not in self.pinned]
+        if not open_:  # every slot of both buckets locked
+            return -1, REFUSED, None
+        victim = min(open_, key=lambda s: self.slots[s][1])  # earliest on ties
         if self.admission(score) < self.slots[victim][1]:
             return -1, REFUSED, None
         gone = self.slots[victim]
@@ -345,6 +351,7 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
                 s = -1 if key in RESERVED else self.model.slot_of(key)
                 if s >= 0:
                     self.model.slots[s] = None
+                    self.model.pinned.discard(s)
                 want.append(s >= 0)
             self._check_rows(self.cache.erase(_to_u64(keys).to(device)), want, "erased")
 
@@ -353,6 +360,7 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
             doomed = [i for i, e in enumerate(self.model.slots) if e is not None and e[1] <= limit]
             for i in doomed:
                 self.model.slots[i] = None
+            self.model.pinned -= set(doomed)
             assert self.cache.erase_if(max_score=limit) == len(doomed)
 
         @rule(keys=batch, draw=st.lists(st.integers(0, 8), min_size=1, max_size=4))
@@ -431,12 +439,31 @@ def make_cache_machine(*, policy: str, device: str, exact: bool, width: int = 16
             with tempfile.TemporaryDirectory() as folder:
                 path = Path(folder) / "c.gh"
                 self.cache.save(path)
-                self.cache = gh.CacheMap.load(path, device=device)
+                self.cache = gh.CacheMap.load(path, device=device)  # locks stay behind
+            self.model.pinned.clear()
 
         @rule()
         def clear(self):
             self.cache.clear()
             self.model.slots = [None] * len(self.model.slots)
+            self.model.pinned.clear()
+
+        @rule(keys=batch, unlock=st.booleans())
+        def lock(self, keys, unlock):
+            """lock_keys pins the present keys' entries (none moves or goes while pinned);
+            unlock_keys releases them, True on each row of a key that was locked."""
+            slots = [-1 if key in RESERVED else self.model.slot_of(key) for key in keys]
+            k = _to_u64(keys).to(device)
+            if unlock:
+                want = [s >= 0 and s in self.model.pinned for s in slots]
+                self._check_rows(self.cache.unlock_keys(k), want, "unlocked")
+                self.model.pinned -= set(slots)
+            else:
+                index, locked = self.cache.lock_keys(k)
+                self._check_rows(locked, [s >= 0 for s in slots], "locked")
+                self._check_rows(index, slots, "slots")
+                self.model.pinned |= {s for s in slots if s >= 0}
+            assert self.cache.locked_count() == len(self.model.pinned)
 
         @invariant()
         def same_contents(self):
