@@ -352,10 +352,40 @@ def bad_input(rank: int, world: int, folder: str) -> None:
         set(whole(group_table, world).column("k1").to_pylist()))
 
 
+def explained(rank: int, world: int, folder: str) -> None:
+    """explain=True: the same answer, and rank 0 alone prints every rank's time a phase."""
+    import contextlib
+    import io
+
+    import gpuhash as gh
+
+    table = group_table(rank, world)
+    calls = {"groupby": lambda **o: gh.distributed.groupby(table, "k2", PARTIAL_AGGS,
+                                                           device="cpu", **o),
+             "merge": lambda **o: gh.distributed.merge(left_part(rank, world),
+                                                       right_part(rank, world), on="k1",
+                                                       device="cpu", broadcast=None, **o)}
+    for name, call in calls.items():
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            part = call(explain=True)
+        assert rows_of(part) == rows_of(call())
+        lines = printed.getvalue().splitlines()
+        if rank:
+            assert not lines
+            continue
+        assert lines[0].startswith(f"gh.distributed.{name} on {world} ranks")
+        phases = {line.split()[0]: line.split() for line in lines[1:]}
+        assert {"agreement", "serialise", "all-to-all", "tables"} <= set(phases), lines
+        timed = phases["serialise"][1:1 + world]
+        assert len(timed) == world and all(float(t) >= 0 for t in timed), lines
+
+
 def everything(rank: int, world: int, folder: str) -> None:
     merges(rank, world, folder)
     groupbys(rank, world, folder)
     bad_input(rank, world, folder)
+    explained(rank, world, folder)
 
 
 # --- the tests --------------------------------------------------------------------------------

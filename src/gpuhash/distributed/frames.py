@@ -49,6 +49,7 @@ import torch
 import torch.distributed as dist
 
 from gpuhash._common import host_buffers
+from gpuhash._common.phases import Phases
 from gpuhash._common.transfers import to_device, to_host
 from gpuhash.distributed.base import default_device
 from gpuhash.distributed.exchange import Exchange, PeerError
@@ -290,13 +291,16 @@ def _by_owner(table, target: np.ndarray, counts: np.ndarray):
 
 
 def exchange_tables(exchange: Exchange, tables: list, targets: list, *, what: str,
-                    error: BaseException | None = None) -> Arrived:
+                    error: BaseException | None = None, phases: Phases | None = None
+                    ) -> Arrived:
     """Every rank's rows of each of ``tables`` to the ranks ``targets`` names (per table: an
     int64 array of owner ranks, :data:`EVERY_RANK`, or None: kept here). Returns what
     arrived (:class:`Arrived`; its ``tables()``: per table, this rank's rows). ``error``: this
     rank's failure so far, raised on every rank at the header exchange (``tables`` unused
-    then). A failure while slicing and serialising is raised so too. Collective."""
+    then). A failure while slicing and serialising is raised so too. ``phases``: each step's
+    time is noted there (``explain``). Collective."""
     rank, world = exchange.rank, exchange.world
+    note = phases.done if phases is not None else (lambda *_: None)
     parts: list[list] = [[] for _ in range(world)]  # per destination, each table's rows
     kept: list = []
     host, blobs = np.zeros(0, np.uint8), []
@@ -308,18 +312,25 @@ def exchange_tables(exchange: Exchange, tables: list, targets: list, *, what: st
                 for r in range(world):
                     if r != rank:
                         parts[r].append(pieces[r] if pieces[r].num_rows else None)
+            note("rows by owner")
             host, blobs = _serialised(parts, len(tables))
+            note("serialise", f"{host.nbytes} bytes to send")
         except Exception as caught:  # raised on every rank by the header exchange
             error = caught
     sizes = None if error is not None else torch.tensor(blobs, dtype=torch.int64,
                                                         device=exchange.device)
     plan = exchange.open(sizes, error, what=what)
+    note("sizes exchanged")
     payload = torch.zeros(0, dtype=torch.uint8, device=exchange.device)
     try:  # through pinned pieces to the group's GPU (on the CPU: the array itself)
         payload = to_device(host, exchange.device)
     except Exception as caught:  # out of memory: raised on every rank by the forward
         error = caught
+    note("to the group's device")
     got = exchange.forward(plan, payload.reshape(-1, 1), error=error, what=what)
+    if phases is not None and got.is_cuda:  # the all-to-all's own time, not the next step's
+        torch.cuda.synchronize(got.device)
+    note("all-to-all", f"{got.numel()} bytes received")
     return Arrived(got.reshape(-1), plan.receive, kept, rank)
 
 
@@ -389,24 +400,39 @@ def conform_pandas(frame, dtypes: dict):
 
 
 def finish(exchange: Exchange, result: Any, error: BaseException | None, kind: str,
-           what: str) -> Any:
+           what: str, phases: Phases | None = None) -> Any:
     """Agree that every rank's local work succeeded (else raise everywhere), and give a
-    pandas result every rank's common dtype of each column. One ``all_gather_object``."""
+    pandas result every rank's common dtype of each column. One ``all_gather_object``.
+    ``phases``: every rank's go with it, and rank 0 prints them side by side (``explain``)."""
     dtypes = None
     if error is None and kind == PANDAS:
         dtypes = [(str(n), t) for n, t in result.dtypes.items()]
     seen: list[Any] = [None] * exchange.world
     mine = None if error is None else f"{type(error).__name__}: {error}"
-    dist.all_gather_object(seen, (mine, dtypes), group=exchange.group)
+    rows = None if phases is None else phases.rows
+    dist.all_gather_object(seen, (mine, dtypes, rows), group=exchange.group)
+    if phases is not None and exchange.rank == 0:
+        print(_phase_table(what, [r for _, _, r in seen]))
     if error is not None:
         raise error
-    failed = [f"rank {rank}: {text}" for rank, (text, _) in enumerate(seen) if text]
+    failed = [f"rank {rank}: {text}" for rank, (text, _, _) in enumerate(seen) if text]
     if failed:
         raise PeerError(f"{what} failed on another rank, so it raises here too "
                         f"({'; '.join(failed)})")
     if kind != PANDAS:
         return result
-    return conform_pandas(result, common_dtypes([d for _, d in seen]))
+    return conform_pandas(result, common_dtypes([d for _, d, _ in seen]))
+
+
+def _phase_table(what: str, every: list[list]) -> str:
+    """Each phase's wall-clock ms on every rank, a column a rank (rank 0's details beside)."""
+    ranks = f"{len(every)} rank{'s' if len(every) != 1 else ''}"
+    lines = [f"{what} on {ranks}, ms a phase, a column a rank (rank 0's detail)"]
+    width = max((len(p) for p, _, _ in every[0]), default=0)
+    for i, (phase, _, detail) in enumerate(every[0]):
+        times = "  ".join(f"{rows[i][1]:9.2f}" if i < len(rows) else " " * 9 for rows in every)
+        lines.append(f"  {phase:<{width}}  {times}  {detail}")
+    return "\n".join(lines)
 
 
 def common_dtypes(every: list[list]) -> dict:

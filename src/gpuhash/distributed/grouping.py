@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from gpuhash._common.phases import Phases
 from gpuhash.distributed.frames import (
     agree,
     as_arrow,
@@ -53,7 +54,7 @@ PARTIALS_OK = ("count", "size", "sum", "min", "max", "any", "all", "first", "las
 @on_rank_cores
 def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool = False,
             dropna: bool = False, method: Method = "auto", group: Any = None,
-            device: Any = None) -> Any:
+            device: Any = None, explain: bool = False) -> Any:
     """Group the rows of a table partitioned over the ranks of a process group by key
     columns and aggregate value columns; each rank returns the groups it owns. Collective:
     every rank calls it with its own partition (an empty one too) and the same options.
@@ -72,6 +73,8 @@ def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool
             min, max, any, all, first, last, mean, var, std), else rows.
         group: the process group (None: the default group).
         device: where each rank groups (default: its GPU where it has one).
+        explain: rank 0 prints each phase's time on every rank (the agreement, the partial
+            aggregates and owners, the exchange's steps, the local group-by).
 
     Returns:
         This rank's groups, of the input's kind: the key columns, then one column per
@@ -97,6 +100,8 @@ def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool
 
     require_group()
     what = "gh.distributed.groupby"
+    phases = Phases() if explain else None
+    note = phases.done if phases is not None else (lambda *_: None)
 
     def check():
         kind = table_kind(table, "table")
@@ -124,6 +129,7 @@ def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool
                 shape_of(table, kind, arrow))
 
     (kind, arrow, keys, specs, rows), shapes = agree(group, what, check)
+    note("agreement")
     exchange = open_exchange(group)
     error, sent, targets, plan, model = None, [], [], None, None
     try:
@@ -137,12 +143,16 @@ def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool
             plan, asked = partial_plan(specs)
             sent = chunk_partials(arrow, keys, plan, asked, dropna=dropna, device=device)
         sent, targets = _routed(sent, keys, dropna, exchange)
+        note("partials and owners" if not rows else "owners",
+             "rows travel" if rows else f"{sent.num_rows} partial groups travel")
     except Exception as caught:  # raised on every rank by the exchange's header
         error = caught
-    arrived = exchange_tables(exchange, [sent], [targets], what=what, error=error)
+    arrived = exchange_tables(exchange, [sent], [targets], what=what, error=error,
+                              phases=phases)
     result, error = None, None
     try:
         received = arrived.tables()[0]
+        note("tables received", f"{received.num_rows} rows")
         if rows:
             import gpuhash as gh
 
@@ -151,9 +161,10 @@ def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool
         else:
             result = _merged(received, keys, specs, plan, kind, model, sort=sort,
                              dropna=dropna, device=device)
+        note("local group-by")
     except Exception as caught:  # memory, say: every rank raises
         error = caught
-    return finish(exchange, result, error, kind, what)
+    return finish(exchange, result, error, kind, what, phases)
 
 
 def _routed(sent, keys: list[str], dropna: bool, exchange):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from gpuhash._common.phases import Phases
 from gpuhash.distributed.frames import (
     EVERY_RANK,
     agree,
@@ -61,7 +62,7 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
           nulls_equal: bool = False, indicator: bool | str = False,
           validate: str | None = None, sort: bool = False, coalesce: bool | None = None,
           broadcast: Literal["auto", "left", "right"] | None = "auto", group: Any = None,
-          device: Any = None) -> Any:
+          device: Any = None, explain: bool = False) -> Any:
     """Join two tables partitioned over the ranks of a process group; each rank returns its
     part of the join. Collective: every rank calls it with its own partitions (empty ones
     too) and the same options.
@@ -79,6 +80,8 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
             ``"auto"``: a small side that may go is broadcast, else both go by key.
         group: the process group (None: the default group).
         device: where each rank matches keys (default: its GPU where it has one).
+        explain: rank 0 prints each phase's time on every rank (the agreement, the owners,
+            the exchange's steps, the local merge).
 
     Returns:
         This rank's part of the join, of the inputs' kind, with the columns and names
@@ -104,6 +107,8 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
 
     require_group()
     what = "gh.distributed.merge"
+    phases = Phases() if explain else None
+    note = phases.done if phases is not None else (lambda *_: None)
 
     def check():
         if how not in HOWS:
@@ -135,6 +140,7 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
                  (tables[0].nbytes, tables[1].nbytes)))
 
     (kind, tables, keys), shapes = agree(group, what, check)
+    note("agreement")
     chosen = _broadcast_side(broadcast, how, validate, [sum(s[2][i] for s in shapes)
                                                         for i in (0, 1)], len(shapes))
     exchange = open_exchange(group)
@@ -145,22 +151,26 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
         tables = [conform_table(table, unified_schema([s[i][0] for s in shapes], side))
                   for i, (table, side) in enumerate(zip(tables, ("left", "right")))]
         targets = _targets(tables, keys, chosen, nulls_equal, exchange)
+        note("owners", f"broadcast {chosen}" if chosen else "both sides by key")
     except Exception as caught:  # raised on every rank by the exchange's header
         error = caught
-    arrived = exchange_tables(exchange, tables, targets, what=what, error=error)
+    arrived = exchange_tables(exchange, tables, targets, what=what, error=error,
+                              phases=phases)
     result, error = None, None
     try:
         import gpuhash as gh
 
         received = arrived.tables()
+        note("tables received", " + ".join(f"{t.num_rows} rows" for t in received))
         result = gh.merge(as_kind(received[0], kind, models[0]),
                           as_kind(received[1], kind, models[1]),
                           on=on, left_on=left_on, right_on=right_on, how=how,
                           suffixes=suffixes, nulls_equal=nulls_equal, indicator=indicator,
                           validate=validate, sort=sort, coalesce=coalesce, device=device)
+        note("local merge")
     except Exception as caught:  # validate refused a repeated key, memory: every rank raises
         error = caught
-    return finish(exchange, result, error, kind, what)
+    return finish(exchange, result, error, kind, what, phases)
 
 
 def _broadcast_side(broadcast, how: str, validate, totals: list[int], world: int):
