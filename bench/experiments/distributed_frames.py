@@ -23,6 +23,7 @@ single_ms / distributed ms (the target: 0.7 or more, a rank's N rows through the
 
 On a GPU machine, from the repository root:
     torchrun --nproc_per_node=8 bench/experiments/distributed_frames.py [--rows 1e8]
+``--explain`` adds each question's phases on every rank (one more call, untimed).
 On CPUs (gloo), small N, to check it runs:
     torchrun --nproc_per_node=2 bench/experiments/distributed_frames.py --rows 1e5 \\
         --backend gloo --out /tmp/distributed_frames.json
@@ -35,7 +36,9 @@ of 1e8 rows a rank take minutes to make: keep a device call to a few questions.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import io
 import json
 import os
 import time
@@ -130,11 +133,21 @@ def _go_on(started: float, budget_s: float | None) -> bool:
     return bool(flag[0])
 
 
+def _explained(call) -> str:
+    """One more call with ``explain=True``, untimed: rank 0's printed table of every rank's
+    time a phase ('' on the other ranks)."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        call(explain=True)
+    return printed.getvalue()
+
+
 def run(*, rows: int, join_rows: int, repeats: int, device: str | None, out: str | None,
-        questions: list[str], budget_s: float | None = None) -> dict:
+        questions: list[str], budget_s: float | None = None, explain: bool = False) -> dict:
     """Every question asked, in order, the JSON rewritten after each (a run cut short keeps
     what it measured); none started once ``budget_s`` seconds have passed (those are listed
-    under ``not_run``)."""
+    under ``not_run``). ``explain``: each question's phases, from one more call, printed and
+    kept in the JSON."""
     started = time.perf_counter()
     rank, world = dist.get_rank(), dist.get_world_size()
     cuda = dist.get_backend() == "nccl"
@@ -162,8 +175,8 @@ def run(*, rows: int, join_rows: int, repeats: int, device: str | None, out: str
             right, keys, how = JOINS[question]
             x, y = tables["x"], tables[right]
 
-            def call(x=x, y=y, keys=keys, how=how):
-                return gh.distributed.merge(x, y, on=keys, how=how, device=device)
+            def call(x=x, y=y, keys=keys, how=how, **more):
+                return gh.distributed.merge(x, y, on=keys, how=how, device=device, **more)
 
             ms, part = _best(call, repeats, cuda)
             single = _single(rank, lambda x=x, y=y, keys=keys, how=how: gh.merge(
@@ -173,8 +186,8 @@ def run(*, rows: int, join_rows: int, repeats: int, device: str | None, out: str
             table = table if table is not None else make_table(rows, seed=108 + rank)
             keys, aggs = GROUPBY_QUESTIONS[question][:2]
 
-            def call(table=table, keys=keys, aggs=aggs):
-                return gh.distributed.groupby(table, keys, aggs, device=device)
+            def call(table=table, keys=keys, aggs=aggs, **more):
+                return gh.distributed.groupby(table, keys, aggs, device=device, **more)
 
             ms, part = _best(call, repeats, cuda)
             single = _single(rank, lambda table=table, keys=keys, aggs=aggs: gh.groupby(
@@ -182,11 +195,15 @@ def run(*, rows: int, join_rows: int, repeats: int, device: str | None, out: str
             row = {"ms": ms, "groups_out": _rows(part), "single_ms": single}
         if row["single_ms"] is not None:
             row["efficiency"] = row["single_ms"] / row["ms"]
+        if explain:
+            row["phases"] = _explained(call)
         figures[question] = row
         if rank == 0:
             print(f"{question}: {row['ms']:.1f} ms over {world} ranks, one rank alone "
                   f"{row['single_ms']:.1f} ms, efficiency {row.get('efficiency', 0):.2f} "
                   f"({time.perf_counter() - started:.0f} s in)", flush=True)
+            if explain:
+                print(row["phases"], end="", flush=True)
             with open(path, "w") as file:
                 json.dump(result, file, indent=1)
     if rank == 0 and result["not_run"]:
@@ -206,6 +223,8 @@ def main() -> None:
                         help="default: nccl where CUDA is, else gloo")
     parser.add_argument("--questions", default=",".join([*JOINS, *GROUPBYS]))
     parser.add_argument("--out", default=None)
+    parser.add_argument("--explain", action="store_true",
+                        help="each question's phases on every rank (one more call, untimed)")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="start no question after this many seconds (a device call's "
                              "time limit: what was measured is written already)")
@@ -221,7 +240,8 @@ def main() -> None:
         rows = int(args.rows)
         run(rows=rows, join_rows=int(args.join_rows or rows), repeats=args.repeats,
             device=None if backend == "nccl" else "cpu", out=args.out,
-            questions=args.questions.split(","), budget_s=args.budget_s)
+            questions=args.questions.split(","), budget_s=args.budget_s,
+            explain=args.explain)
     finally:
         dist.destroy_process_group()
 
