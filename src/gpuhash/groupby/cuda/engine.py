@@ -218,8 +218,8 @@ def group_compact(values: torch.Tensor
     size the output).
 
     The first COMPACT_BATCH rows go in with their row numbers (the table keeps each key's
-    least: insert_or_apply "min"); the table is sized by the distinct values, not the rows,
-    so that it stays in cache. Then, by what those rows show:
+    least: insert_or_apply "min"), in a table for that many keys. Then, by what those rows
+    show:
     - mostly distinct keys: a table for every row, all rows inserted at once;
     - keys the first batch has mostly seen (a sample of the rest looked up): its keys are
       numbered there and then, put with their codes in a table of their own (a quarter
@@ -259,21 +259,22 @@ def group_compact(values: torch.Tensor
         for start in range(head, rows, COMPACT_BATCH):
             put(table, start, min(rows, start + COMPACT_BATCH))
         new = None
-    used, first = _first_rows(table, slot, claimed, new)
+    used, first = _first_rows(table, slot, claimed, new, rows)
     rank = torch.empty(table.values.shape[0], dtype=torch.int64, device=device)
     rank[used] = torch.arange(used.shape[0], device=device)
     return rank[slot], values[first], first
 
 
-def _first_rows(table, slot: torch.Tensor, claimed: torch.Tensor, count: int | None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def _first_rows(table, slot: torch.Tensor, claimed: torch.Tensor, count: int | None,
+                rows: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(the slot of every key, each one's least row), by that row: the keys' codes in order.
-    ``count``: the claimed rows (a row a key), when known; else learnt (synchronises)."""
-    rows = (claimed.nonzero() if count is None
-            else torch.nonzero_static(claimed, size=count)).squeeze(1)
-    used = slot[rows]
+    ``count``: the claimed rows (a row a key), when known; else learnt (synchronises).
+    ``rows``: the column's rows, above every first row."""
+    at = (claimed.nonzero() if count is None
+          else torch.nonzero_static(claimed, size=count)).squeeze(1)
+    used = slot[at]
     first = table.values[used]
-    narrow = first.to(torch.int32) if slot.shape[0] < 2**31 else first  # sorts in half the passes
+    narrow = first.to(torch.int32) if rows < 2**31 else first  # sorts in half the passes
     order = torch.argsort(narrow)
     return used[order], first[order]
 
@@ -296,7 +297,7 @@ def _found_codes(table, values: torch.Tensor, slot: torch.Tensor, claimed: torch
     """group_compact's codes when the table holds the first batch's keys (``slot``,
     ``claimed``: its rows') and those are most of the keys (see group_compact)."""
     device = values.device
-    first = _first_rows(table, slot, claimed, count)[1]
+    first = _first_rows(table, slot, claimed, count, values.shape[0])[1]
     known = first.shape[0]
     numbered = _table_for(device, FIND_ROOM * known)
     numbered.insert(values[first], torch.arange(known, device=device))
@@ -305,7 +306,7 @@ def _found_codes(table, values: torch.Tensor, slot: torch.Tensor, claimed: torch
     if missed.shape[0]:
         claimed, slot = numbered.insert_or_apply(values[missed], missed, op="min",
                                                  return_index=True)
-        used, later = _first_rows(numbered, slot, claimed, None)
+        used, later = _first_rows(numbered, slot, claimed, None, values.shape[0])
         numbered.values[used] = torch.arange(known, known + later.shape[0], device=device)
         codes[missed] = numbered.values[slot]
         first = torch.cat([first, later])
