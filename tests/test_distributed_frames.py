@@ -379,6 +379,9 @@ def explained(rank: int, world: int, folder: str) -> None:
         assert {"agreement", "serialise", "all-to-all", "tables"} <= set(phases), lines
         timed = phases["serialise"][1:1 + world]
         assert len(timed) == world and all(float(t) >= 0 for t in timed), lines
+    # explain is an option every rank must give alike: else every rank refuses the call
+    with pytest.raises(ValueError, match="every rank must pass"):
+        gh.distributed.groupby(table, "k2", PARTIAL_AGGS, device="cpu", explain=rank == 0)
 
 
 def everything(rank: int, world: int, folder: str) -> None:

@@ -68,8 +68,8 @@ BUCKET_SHAPES = (16, 32, 64, 128)
 DEFAULT_BUCKET_SLOTS = 128
 POLICIES = tuple(POLICY_CODES)  # a policy's code is its place here (constants.py)
 # 2**33 slots: the CUDA index has a bucket for every two slots, picked by a 32-bit hash range
-# (_common/kernels/common.cuh: gh_range, exact for at most 2**32 buckets). Its 49 bytes a slot of
-# metadata would be 420 GB, past any one GPU's memory.
+# (_common/kernels/common.cuh: gh_range, exact for at most 2**32 buckets). Its 50 bytes a slot of
+# metadata would be 430 GB, past any one GPU's memory.
 MAX_SLOTS = 2**33
 RELOCATION_CANDIDATES = 16  # entries a bucket offers to move (cache.cuh: 16 lanes each)
 

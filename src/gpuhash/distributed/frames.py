@@ -412,7 +412,9 @@ def finish(exchange: Exchange, result: Any, error: BaseException | None, kind: s
     rows = None if phases is None else phases.rows
     dist.all_gather_object(seen, (mine, dtypes, rows), group=exchange.group)
     if phases is not None and exchange.rank == 0:
-        print(_phase_table(what, [r for _, _, r in seen]))
+        # never in place of the call's own outcome: a table that cannot be made is left out
+        with contextlib.suppress(Exception):
+            print(_phase_table(what, [r or [] for _, _, r in seen]))
     if error is not None:
         raise error
     failed = [f"rank {rank}: {text}" for rank, (text, _, _) in enumerate(seen) if text]

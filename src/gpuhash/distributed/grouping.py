@@ -123,7 +123,7 @@ def groupby(table: Any, by: str | list[str], aggs: dict[str, Any], *, sort: bool
             raise KeyError(f"{role} names column {missing[0]!r}, which the table lacks; it "
                            f"has {arrow.column_names}")
         rows = method == "rows" or bool(whole)
-        options = (keys, repr(aggs), sort, dropna, rows)
+        options = (keys, repr(aggs), sort, dropna, rows, bool(explain))  # (as merge's)
         arrow = arrow.select(wanted)
         return ((kind, arrow, keys, specs, rows), (describe(table, kind), options),
                 shape_of(table, kind, arrow))

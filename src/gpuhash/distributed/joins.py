@@ -134,7 +134,7 @@ def merge(left: Any, right: Any, *, on: str | list[str] | None = None,
         keys = _key_names(tables[0].column_names, tables[1].column_names, on, left_on,
                           right_on, "full" if how == "outer" else how)
         options = (how, keys, suffixes, nulls_equal, indicator, validate, sort, coalesce,
-                   broadcast)
+                   broadcast, bool(explain))  # explain too: every rank must send its phases
         return ((kind, tables, keys), (describe(left, kind), describe(right, kind), options),
                 (shape_of(left, kind, tables[0]), shape_of(right, kind, tables[1]),
                  (tables[0].nbytes, tables[1].nbytes)))
