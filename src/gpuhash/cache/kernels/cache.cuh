@@ -318,16 +318,19 @@ __device__ __forceinline__ gh_i64 gh_cache_claim_free(const C& t, const GhHome& 
 // sector requests. (Each lane reading a run of its own made every instruction touch 32
 // sectors, each sector requested four times, and the L2 became what bounds the full-load
 // evict launch.) A candidate's rank carries its lock in the bit above its position
-// (positions < 256), so an unlocked one always ranks first.
+// (positions < 256), so an unlocked one always ranks first. PINNED is whether the cache has
+// pins at all: without them the scan keeps the plain comparison, as the full-load evict
+// launch is bound by this scan's instructions.
+template <bool PINNED>
 __device__ __forceinline__ bool gh_cache_ranks_before(gh_u64 score, int rank, gh_u64 best,
                                                       int best_rank) {
-    if ((rank >> 8) != (best_rank >> 8)) return (rank >> 8) == 0;
+    if (PINNED && (rank >> 8) != (best_rank >> 8)) return (rank >> 8) == 0;
     return score < best || (score == best && rank < best_rank);
 }
 
-template <class C>
-__device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2,
-                                                gh_i64* victim, gh_u64* lowest) {
+template <bool PINNED, class C>
+__device__ __forceinline__ void gh_cache_lowest_of(const C& t, gh_u64 b1, gh_u64 b2,
+                                                   gh_i64* victim, gh_u64* lowest) {
     constexpr int PER_LANE = 2 * C::BUCKET / 32;  // scores a lane reads: 1 to 8
     const int lane = threadIdx.x & 31;
     gh_u64 scores[PER_LANE];
@@ -338,13 +341,13 @@ __device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2
         const gh_u64 bucket = at < C::BUCKET ? b1 : b2;
         const gh_u64 slot = bucket * C::BUCKET + at % C::BUCKET;
         scores[i] = __ldcg(t.scores + slot);
-        ranks[i] = at | (t.pins != nullptr && t.pins[slot] ? 256 : 0);
+        ranks[i] = at | (PINNED && t.pins[slot] ? 256 : 0);
     }
     gh_u64 best = scores[0];
     int rank = ranks[0];  // ascending positions within a lane: only a lower score replaces
 #pragma unroll
     for (int i = 1; i < PER_LANE; ++i) {
-        if (gh_cache_ranks_before(scores[i], ranks[i], best, rank)) {
+        if (gh_cache_ranks_before<PINNED>(scores[i], ranks[i], best, rank)) {
             best = scores[i];
             rank = ranks[i];
         }
@@ -353,7 +356,7 @@ __device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2
     for (int step = 16; step > 0; step >>= 1) {
         const gh_u64 other = __shfl_xor_sync(0xffffffffu, best, step);
         const int other_rank = __shfl_xor_sync(0xffffffffu, rank, step);
-        if (gh_cache_ranks_before(other, other_rank, best, rank)) {
+        if (gh_cache_ranks_before<PINNED>(other, other_rank, best, rank)) {
             best = other;
             rank = other_rank;
         }
@@ -362,6 +365,13 @@ __device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2
     *victim = static_cast<gh_i64>((order < C::BUCKET ? b1 : b2) * C::BUCKET +
                                   order % C::BUCKET);
     *lowest = best;
+}
+
+template <class C>
+__device__ __forceinline__ void gh_cache_lowest(const C& t, gh_u64 b1, gh_u64 b2,
+                                                gh_i64* victim, gh_u64* lowest) {
+    if (t.pins != nullptr) gh_cache_lowest_of<true>(t, b1, b2, victim, lowest);
+    else gh_cache_lowest_of<false>(t, b1, b2, victim, lowest);
 }
 
 // The entry of b1 or b2 that can move to its own other bucket to make room for a key whose
