@@ -141,8 +141,10 @@ torch.cuda.synchronize()
 
 # CacheMap: every write mode, lookups, erase, and at full load with racing rows, entries moved
 # to their other bucket (the first call starts empty) and evictions, some entries locked; the
-# third: value rows of half the buckets in host memory, and growth from one bucket
-for width, shape, hbm in ((16, (3,), None), (128, (8,), None), (16, (4,), 4 * 16 * 16)):
+# third and fifth: value rows of half the buckets in host memory, and growth from one bucket;
+# the last two: rows past 32 bytes, which the evict launch copies a warp at a time
+for width, shape, hbm in ((16, (3,), None), (128, (8,), None), (16, (4,), 4 * 16 * 16),
+                         (16, (16,), None), (128, (16,), 4 * 128 * 64)):
     cache = gh.CacheMap(key_dtype=torch.int64, value_dtype=torch.float32, value_shape=shape,
                         capacity=8 * width, device="cuda", policy="custom", bucket_slots=width,
                         max_hbm_bytes=hbm, initial_capacity=width if hbm else None)

@@ -144,8 +144,8 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
 // a race is served again. A lane locks by exchange and reads the old value with the old score;
 // where values fit registers (HOLD: up to 32 bytes) each lane keeps its evicted entry until the
 // warp's rows are served, then the warp writes them to ev_* at slots taken by one atomicAdd, so
-// no publish waits on an output store nor on the shared counter. Larger values are copied out
-// before the slot is rewritten. Evicted entries go to ev_* while they have room. 3 blocks of
+// no publish waits on an output store nor on the shared counter. Larger values are copied by
+// the whole warp, out before the row lands, while its lanes' slots are locked. Evicted entries go to ev_* while they have room. 3 blocks of
 // 256 an SM: at 4 the batch's registers spilled and the launch gained little. At full load the
 // launch's time is mostly the scans, two buckets' scores a row.
 // A move changes the index at once (its entry's slot, the new key's entry); an eviction
@@ -164,6 +164,18 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
                                gh_u64* replaced) {
     constexpr bool HOLD = C::VALUE_BYTES <= 32;
     typedef GhHeldValue<C::VALUE_BYTES> Held;
+    // Wider rows are copied by the whole warp (gh_warp_copy, as gh_cache_write copies them)
+    // while the batch's slots are locked, and the slots published after; narrow ones where
+    // they are decided.
+    constexpr bool WARP_COPY = !HOLD;
+    const auto copy = [](char* dst, const char* src, const char*& noted_src, char*& noted_dst) {
+        if (WARP_COPY) {
+            noted_src = src;
+            noted_dst = dst;
+        } else {
+            gh_copy_value<C::VALUE_BYTES>(dst, src);
+        }
+    };
     const C t = GH_CACHE_REF(C);
     const int lane = threadIdx.x & 31;
     const bool keeps = ev_keys != nullptr;
@@ -229,15 +241,15 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
                 }
             }
             int outcome = -1;
+            gh_i64 claimed = -1;  // the slot this lane fills, published after the copies
+            const char* out_src = nullptr;  // WARP_COPY: the evicted value out, then the row in
+            char* out_dst = nullptr;
+            const char* in_src = nullptr;
+            char* in_dst = nullptr;
             if ((batch >> lane) & 1) {
                 if (from >= 0) {
                     if (gh_cache_move(t, from, moving, to)) {
-                        if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(from), row);
-                        gh_index_insert(t.index, t.index_buckets, home.hash, key, from);
-                        gh_cache_publish(t, from, key, digest, score);
-                        atomicAdd(reinterpret_cast<unsigned long long*>(t.counts), 1ULL);
-                        status[r] = GH_INSERTED;
-                        index[r] = from;
+                        claimed = from;
                         outcome = GH_INSERTED;
                     }
                 } else {
@@ -247,6 +259,7 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
                     if (outcome == GH_REFUSED) {
                         status[r] = GH_REFUSED;
                     } else if (outcome == GH_INSERTED_EVICTING) {
+                        claimed = victim;
                         if (HOLD) {
                             held_out = keeps;
                             out_key = old_key;
@@ -257,17 +270,31 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
                             if (at < ev_capacity) {
                                 ev_keys[at] = old_key;
                                 ev_scores[at] = old_score;
-                                gh_copy_value<C::VALUE_BYTES>(ev_values + at * C::VALUE_BYTES,
-                                                              t.value(victim));
+                                copy(ev_values + at * C::VALUE_BYTES, t.value(victim), out_src,
+                                     out_dst);
                             }
                         }
-                        if (row != nullptr) gh_copy_value<C::VALUE_BYTES>(t.value(victim), row);
                         replaced[r] = old_key;  // the index changes in gh_cache_index_settle
-                        gh_cache_publish(t, victim, key, digest, score);
-                        status[r] = GH_INSERTED_EVICTING;
-                        index[r] = victim;
                     }
                 }
+                if (claimed >= 0 && row != nullptr) copy(t.value(claimed), row, in_src, in_dst);
+            }
+            if (WARP_COPY) {  // the whole warp, its lanes' slots still locked; the value out
+                gh_warp_copy<C::VALUE_BYTES>(out_src, out_dst);  // before the row lands on it
+                __syncwarp();
+                gh_warp_copy<C::VALUE_BYTES>(in_src, in_dst);
+                __syncwarp();  // every lane's stores ordered before each lane's publish
+            }
+            if (claimed >= 0 && outcome == GH_INSERTED) {
+                gh_index_insert(t.index, t.index_buckets, home.hash, key, claimed);
+                gh_cache_publish(t, claimed, key, digest, score);
+                atomicAdd(reinterpret_cast<unsigned long long*>(t.counts), 1ULL);
+                status[r] = GH_INSERTED;
+                index[r] = claimed;
+            } else if (claimed >= 0) {
+                gh_cache_publish(t, claimed, key, digest, score);
+                status[r] = GH_INSERTED_EVICTING;
+                index[r] = claimed;
             }
             waiting &= ~__ballot_sync(0xffffffffu, outcome >= 0);
         }
