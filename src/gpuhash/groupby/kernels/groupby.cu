@@ -82,6 +82,8 @@ __device__ __forceinline__ GhWindow gh_window(gh_u64 groups, gh_u64 window) {
     return w;
 }
 
+#define GH_REDUCE_UNROLL 4
+
 // rows / counts may be null: the rows of each group are counted by the first pass over a
 // group-by's codes only, and values are not counted where every row's value counts (integers
 // without a validity mask: the caller takes the rows). Each skipped count is an atomic a row
@@ -104,12 +106,9 @@ __global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* v
         }
         __syncthreads();
     }
-    const gh_u64 stride = static_cast<gh_u64>(gridDim.x) * blockDim.x;
-    for (gh_u64 row = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x; row < n;
-         row += stride) {
-        const gh_i64 group = static_cast<gh_i64>(codes[row]) - low - w.first;
-        if (group < 0 || group >= w.width) continue;
-        const V v = values[row];
+    const auto take = [&](gh_u64 row, C code, V v) {
+        const gh_i64 group = static_cast<gh_i64>(code) - low - w.first;
+        if (group < 0 || group >= w.width) return;
         if (rows != nullptr) {
             if (local) {
                 atomicAdd(&s_rows[group], 1u);
@@ -117,7 +116,7 @@ __global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* v
                 atomicAdd(reinterpret_cast<gh_u64*>(&rows[group]), 1ull);
             }
         }
-        if ((valid != nullptr && !valid[row]) || gh_is_nan(v)) continue;
+        if ((valid != nullptr && !valid[row]) || gh_is_nan(v)) return;
         if (counts != nullptr) {
             if (local) {
                 atomicAdd(&s_counts[group], 1u);
@@ -126,7 +125,24 @@ __global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* v
             }
         }
         gh_apply<OP>(local ? &s_out[group] : &out[group], gh_input<A, OP, V>(v));
+    };
+    // GH_REDUCE_UNROLL rows a step, a grid stride apart (each load coalesced), their codes
+    // and values loaded before any of them is applied: a thread then waits on one round
+    // trip for several rows.
+    const gh_u64 stride = static_cast<gh_u64>(gridDim.x) * blockDim.x;
+    gh_u64 row = static_cast<gh_u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+    for (; row + (GH_REDUCE_UNROLL - 1) * stride < n; row += GH_REDUCE_UNROLL * stride) {
+        C c[GH_REDUCE_UNROLL];
+        V v[GH_REDUCE_UNROLL];
+#pragma unroll
+        for (int k = 0; k < GH_REDUCE_UNROLL; ++k) {
+            c[k] = codes[row + k * stride];
+            v[k] = values[row + k * stride];
+        }
+#pragma unroll
+        for (int k = 0; k < GH_REDUCE_UNROLL; ++k) take(row + k * stride, c[k], v[k]);
     }
+    for (; row < n; row += stride) take(row, codes[row], values[row]);
     if (!local) return;
     __syncthreads();
     for (gh_i64 g = threadIdx.x; g < w.width; g += blockDim.x) {
