@@ -29,7 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuhash._common.transfers import to_device, to_host
+from gpuhash._common.arrays import SIGNED_VIEW
+from gpuhash._common.transfers import to_device, to_host, upload_into
+from gpuhash._common.validity import host_validity, validity_on
 from gpuhash.groupby.string_keys import plain_strings, sort_order, string_codes
 
 
@@ -144,7 +146,7 @@ def _codes_and_validity(codes) -> tuple[np.ndarray | None, np.ndarray]:
 
     if not codes.null_count:
         return None, codes.to_numpy()
-    return np.asarray(codes.is_valid()), pc.fill_null(codes, 0).to_numpy()
+    return host_validity(codes), pc.fill_null(codes, 0).to_numpy()
 
 
 def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = True) -> Column:
@@ -188,9 +190,12 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
             rank[order] = np.arange(len(dictionary), dtype=np.int32)
             numbers = rank[numbers]
             dictionary = dictionary.take(order)
+    elif device.type == "cuda" and not pa.types.is_boolean(type_):
+        values, mask = _numbers_on_gpu(chunked, kind, device)
+        return Column(name, values, mask, type_, None, "")
     else:
         array = chunked.combine_chunks() if chunked.num_chunks != 1 else chunked.chunk(0)
-        valid = None if not array.null_count else np.asarray(array.is_valid())
+        valid = None if not array.null_count else host_validity(array)
         if kind == "temporal":
             width = pa.int32() if type_.bit_width == 32 else pa.int64()
             array = array.view(width) if hasattr(array, "view") else array.cast(width)
@@ -201,6 +206,34 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
     mask = None if valid is None else to_device(valid, device)
     how = {"category": "categories' codes", "string": "strings encoded by Arrow"}.get(kind, "")
     return Column(name, values, mask, type_, dictionary, how)
+
+
+def _numbers_on_gpu(chunked, kind: str, device: torch.device
+                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A fixed-width column's values and validity on a GPU, chunk by chunk from Arrow's own
+    buffers: the values travel as they are, the validity as bits unpacked there, and the
+    nulls' values are zeroed there. (On the host, combining the chunks, filling the nulls and
+    making the bools were each a pass over the column on one thread.)"""
+    type_ = chunked.type
+    if kind == "temporal":
+        dtype = np.dtype(np.int32 if type_.bit_width == 32 else np.int64)
+    else:
+        dtype = np.dtype(type_.to_pandas_dtype())
+    values = torch.empty(len(chunked), dtype=torch.from_numpy(np.empty(0, dtype)).dtype,
+                         device=device)
+    start = 0
+    for chunk in chunked.chunks:
+        rows = len(chunk)
+        if rows:
+            data = np.frombuffer(chunk.buffers()[1], dtype=dtype, count=rows,
+                                 offset=chunk.offset * dtype.itemsize)
+            upload_into(values[start:start + rows], data)
+        start += rows
+    if not chunked.null_count:
+        return values, None
+    valid = validity_on(chunked, device)
+    values.view(SIGNED_VIEW.get(values.dtype, values.dtype)).masked_fill_(~valid, 0)
+    return values, valid
 
 
 def tensor_column(array: Any, name: str, device: torch.device | None) -> Column:

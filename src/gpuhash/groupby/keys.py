@@ -207,16 +207,25 @@ def column_codes(column: torch.Tensor, valid: torch.Tensor | None, *, keep_null:
     if dtype.is_floating_point:  # NaN is a null key, as in pandas and polars
         nan = torch.isnan(column)
         nulls = nan if nulls is None else nulls | nan
-    present = values if nulls is None else values[~nulls]
-    if not present.shape[0]:  # no key at all (or only nulls)
+    ranged = not dtype.is_floating_point and dtype != torch.uint64
+    present = rows > 0
+    if nulls is not None and rows:
+        # the first present row's key stands in for the nulls (no group of its own), so the
+        # filled column's bounds are the present keys' (no copy of the present rows)
+        at = torch.argmax((~nulls).view(torch.uint8))
+        values = torch.where(nulls, values[at], values)
+        some = (~nulls[at]).to(torch.int64)
+        if ranged:
+            low, high, present = torch.stack([*torch.aminmax(values), some]).tolist()
+            bounds = low, high
+        else:
+            present = bool(some)
+    if not present:  # no key at all (or only nulls)
         codes, span, ordered, how = torch.zeros_like(values), 0, True, "offset"
         low, uniques = 0, None
     else:
-        if nulls is not None:  # a real key stands in for the nulls: no group of its own
-            values = torch.where(nulls, present[0], values)
-        ranged = not dtype.is_floating_point and dtype != torch.uint64
-        if bounds is None:  # (a column with bounds has no nulls: they are present's)
-            bounds = tuple(int(v) for v in torch.aminmax(present)) if ranged else (0, -1)
+        if bounds is None:  # (a column with bounds has no nulls: then they are its keys')
+            bounds = tuple(int(v) for v in torch.aminmax(values)) if ranged else (0, -1)
         low, high = bounds
         if ranged and _fits_dense(high - low + 1, rows):
             codes, span, ordered, how = values - low, high - low + 1, True, "offset"

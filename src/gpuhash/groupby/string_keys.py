@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from gpuhash._common.transfers import SMALLEST, to_device, upload_into
+from gpuhash._common.validity import validity_on
 from gpuhash.groupby.engine import engine_for
 from gpuhash.join.frames import unviewed
 
@@ -97,10 +98,7 @@ def upload_strings(chunked, device: torch.device) -> tuple[torch.Tensor, torch.T
 
 
 def _validity(chunked, device: torch.device) -> torch.Tensor | None:
-    if not chunked.null_count:
-        return None
-    valid = np.concatenate([np.asarray(c.is_valid()) for c in chunked.chunks])
-    return to_device(valid, device)
+    return validity_on(chunked, device) if chunked.null_count else None
 
 
 def _first_rows(codes: torch.Tensor, count: int) -> torch.Tensor:

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from gpuhash._common.arrays import SIGNED_VIEW
+from gpuhash._common.validity import host_validity
 from gpuhash.join.pandas_frames import restore_pandas
 
 ARROW, PANDAS, POLARS, TENSORS = "pyarrow", "pandas", "polars", "dict"
@@ -209,7 +210,7 @@ def _integer_key(array) -> tuple[torch.Tensor, torch.Tensor | None]:
 
     valid = None
     if array.null_count:
-        valid = torch.from_numpy(np.asarray(array.is_valid()))
+        valid = torch.from_numpy(host_validity(array))
         array = pc.fill_null(array, 0)
     with warnings.catch_warnings():  # Arrow's buffers are read-only; they are only read here
         warnings.simplefilter("ignore", UserWarning)

@@ -37,6 +37,7 @@ import numpy as np
 from gpuhash._common import host_buffers
 from gpuhash._common.cpu.runtime import run
 from gpuhash._common.phases import Phases
+from gpuhash._common.validity import host_validity
 from gpuhash.join.arrow_gather import (
     as_words,
     exclusive_sums,
@@ -65,7 +66,7 @@ def _integers(array) -> tuple[np.ndarray, np.ndarray | None]:
     import pyarrow.compute as pc
 
     if array.null_count:
-        valid = np.asarray(array.is_valid()).view(np.uint8)
+        valid = host_validity(array).view(np.uint8)
         return pc.fill_null(array, 0).to_numpy(), valid
     return array.to_numpy(zero_copy_only=False), None
 
@@ -95,7 +96,7 @@ def _validity(array) -> np.ndarray:
     """A column's validity as uint8 (empty where it has no nulls)."""
     if not array.null_count:
         return np.empty(0, np.uint8)
-    return np.asarray(array.is_valid()).view(np.uint8)
+    return host_validity(array).view(np.uint8)
 
 
 def string_rows(left, right):

@@ -1,0 +1,91 @@
+"""Arrow validity and fixed-width columns taken from Arrow's buffers (_common/validity.py,
+groupby/columns.py): the bools and values equal Arrow's own conversion on every layout Arrow
+gives (chunks, slices whose bits start mid-byte, no nulls, all nulls), and on a GPU host tables
+with nulls in key and value columns group as on the CPU engine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+import torch
+
+import gpuhash as gh
+from gpuhash._common.validity import host_validity, validity_on
+from gpuhash.groupby import columns
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+TYPES = [pa.int8(), pa.int32(), pa.uint16(), pa.int64(), pa.float32(), pa.float64(),
+         pa.date32(), pa.timestamp("us")]
+
+
+def _chunked(rng, rows: int, type_, nulls: float, chunks: int):
+    """A column cut into chunks that are slices of a larger array (offsets past bit 0)."""
+    numbers = rng.integers(-100, 100, 2 * rows)
+    if pa.types.is_unsigned_integer(type_):
+        numbers = np.abs(numbers)
+    mask = rng.random(2 * rows) < nulls
+    if pa.types.is_temporal(type_):  # the storage's integers viewed as the type
+        storage = pa.int32() if type_.bit_width == 32 else pa.int64()
+        whole = pa.array(numbers, mask=mask).cast(storage).view(type_)
+    else:
+        whole = pa.array(numbers, mask=mask).cast(type_)
+    cuts = sorted(rng.integers(0, rows + 1, chunks - 1)) if chunks > 1 else []
+    edges = [0, *cuts, rows]
+    skip = int(rng.integers(1, 8))
+    return pa.chunked_array([whole.slice(skip + a, b - a) for a, b in zip(edges, edges[1:])],
+                            type=type_)
+
+
+@pytest.mark.parametrize("nulls", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("chunks", [1, 4])
+def test_host_validity_is_arrows(nulls, chunks):
+    rng = np.random.default_rng(chunks)
+    column = _chunked(rng, 1000, pa.int32(), nulls, chunks)
+    for chunk in column.chunks:
+        assert host_validity(chunk).tolist() == np.asarray(chunk.is_valid()).tolist()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("type_", TYPES, ids=str)
+@pytest.mark.parametrize(("nulls", "chunks"), [(0.0, 1), (0.05, 1), (0.3, 5), (1.0, 2)])
+def test_columns_from_buffers_equal_arrows_conversion(device, type_, nulls, chunks):
+    rng = np.random.default_rng(len(str(type_)) + chunks)
+    column = _chunked(rng, 777, type_, nulls, chunks)
+    valid = validity_on(column, torch.device(device))
+    want_valid = np.concatenate([np.asarray(c.is_valid()) for c in column.chunks])
+    assert valid.cpu().numpy().tolist() == want_valid.tolist()
+    kind = "temporal" if pa.types.is_temporal(type_) else "number"
+    values, mask = columns._numbers_on_gpu(column, kind, torch.device(device))
+    plain = column.combine_chunks()
+    if kind == "temporal":
+        plain = plain.view(pa.int32() if type_.bit_width == 32 else pa.int64())
+    want = pc.fill_null(plain, 0).to_numpy(zero_copy_only=False)
+    assert values.cpu().numpy().tolist() == want.tolist()
+    assert (mask is None) == (column.null_count == 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nulls", [0.05, 0.5])
+def test_host_tables_with_null_numbers_group_as_on_the_cpu(nulls):
+    rng = np.random.default_rng(int(nulls * 100))
+    rows = 30_000
+    table = pa.table({"k": _chunked(rng, rows, pa.int32(), nulls, 3),
+                      "j": _chunked(rng, rows, pa.int64(), nulls, 2),
+                      "v": _chunked(rng, rows, pa.int32(), nulls, 4),
+                      "w": _chunked(rng, rows, pa.float64(), nulls, 1),
+                      "d": _chunked(rng, rows, pa.date32(), nulls, 3)})
+    table = table.set_column(1, "j", pc.multiply(table.column("j"), 10**9))  # hashed keys
+    aggs = {"v": ["sum", "count", "max"], "w": ["mean", "std"], "d": ["min", "first"]}
+    for by, dropna in ((["k"], True), (["k"], False), (["k", "j"], False)):
+        want = gh.groupby(table, by=by, aggs=aggs, sort=True, dropna=dropna, device="cpu")
+        got = gh.groupby(table, by=by, aggs=aggs, sort=True, dropna=dropna, device="cuda")
+        assert got.column_names == want.column_names
+        for name in want.column_names:
+            a, b = got[name].to_pylist(), want[name].to_pylist()
+            if name.startswith("w"):
+                assert np.allclose(np.array(a, dtype=float), np.array(b, dtype=float),
+                                   equal_nan=True)
+            else:
+                assert a == b, name
