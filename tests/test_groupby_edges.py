@@ -241,3 +241,33 @@ def test_reductions_by_ranges_of_groups_equal_one_pass_bit_for_bit(op, dtype, mo
         for a, b in zip(whole, ranged):
             assert torch.equal(a.view(torch.int64) if a.is_floating_point() else a,
                                b.view(torch.int64) if b.is_floating_point() else b)
+
+
+@pytest.mark.parametrize("dropna", [True, False])
+@pytest.mark.parametrize("sort", [True, False])
+def test_integer_keys_with_nulls_code_in_one_pass_as_pandas_groups(dropna, sort):
+    """Several dense integer key columns with nulls take one mixed-radix pass, a null its
+    own digit, as columns without nulls do; a column holding its dtype's largest value
+    cannot (its nulls would read one past it) and takes the column-by-column path."""
+    rng = np.random.default_rng(int(dropna) + 2 * int(sort))
+    rows = 400
+    frame = pd.DataFrame({
+        "a": pd.array(rng.integers(-3, 4, rows), dtype="Int32"),
+        "b": pd.array(rng.integers(0, 3, rows), dtype="Int8"),
+        "c": pd.array(rng.integers(125, 128, rows), dtype="Int8"),  # up to int8's largest
+        "v": rng.integers(0, 100, rows)})
+    for name in ("a", "b", "c"):
+        frame.loc[rng.random(rows) < 0.2, name] = pd.NA
+    for by in (["a", "b"], ["a", "b", "c"]):
+        want = frame.groupby(by, dropna=dropna, sort=True)["v"].sum().reset_index()
+        got = gh.groupby(frame, by, {"v": "sum"}, dropna=dropna, sort=sort, device="cpu")
+        got = got.sort_values(by, na_position="last").reset_index(drop=True)
+        for name in [*by, "v"]:
+            assert got[name].astype(object).where(got[name].notna(), None).tolist() == \
+                want[name].astype(object).where(want[name].notna(), None).tolist(), name
+    columns = [torch.from_numpy(frame[n].fillna(0).to_numpy(np.int64)) for n in ("a", "b")]
+    valids = [torch.from_numpy(frame[n].notna().to_numpy()) for n in ("a", "b")]
+    from gpuhash.groupby.keys import factorize_columns
+
+    groups = factorize_columns(columns, valids, dropna=dropna, order="first")
+    assert groups.strategy.startswith("offset+offset keys")

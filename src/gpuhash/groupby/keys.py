@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -315,39 +316,75 @@ def _first_row_order(ids: torch.Tensor, count: int, *, dropped: bool = True
 _SIGNED = (torch.int8, torch.int16, torch.int32, torch.int64)  # the engines' group_codes keys
 
 
-def _combined_offsets(columns, valids, *, sparse: bool, order: Order) -> Groups | None:
-    """Several integer key columns without nulls, every one coded by offset and their product
-    of spans within DENSE_LIMIT: one pass of the engine's group_codes, then either those codes
-    (``sparse``) or their compaction. None where the columns do not qualify."""
+def _offset_digits(column: torch.Tensor, valid: torch.Tensor | None, rows: int):
+    """(the column group_codes reads, low, span, nulls) of one integer key column coded by
+    offset, or None where it is not dense. A column with nulls gets one more digit, its
+    null's: its null rows read as ``high + 1`` (so the column must hold that value)."""
+    if valid is None:
+        ranged = _as_offsets(column, None)
+        return None if ranged is None else (column, *ranged, None)
+    if not rows:
+        return None
+    nulls = ~valid
+    at = torch.argmax(valid.view(torch.uint8))  # a present row: its key fills the nulls
+    filled = torch.where(nulls, column[at], column)
+    least, most = torch.aminmax(filled)
+    low, high, present = torch.stack([least.to(torch.int64), most.to(torch.int64),
+                                      valid[at].to(torch.int64)]).tolist()
+    if not present or not _fits_dense(high - low + 2, rows) or high >= torch.iinfo(
+            column.dtype).max:
+        return None
+    return torch.where(nulls, high + 1, column), low, high - low + 2, nulls
+
+
+def _combined_offsets(columns, valids, *, sparse: bool, dropna: bool, order: Order
+                      ) -> Groups | None:
+    """Several integer key columns, every one coded by offset (a null its own digit) and their
+    product of spans within DENSE_LIMIT: one pass of the engine's group_codes, then either
+    those codes (``sparse``) or their compaction. None where the columns do not qualify."""
     if any(c.dtype not in _SIGNED for c in columns):
         return None
-    ranges = []
+    rows = columns[0].shape[0]
+    digits = []
     for column, valid in zip(columns, valids):
-        ranged = _as_offsets(column, valid)
-        if ranged is None:
+        digit = _offset_digits(column, valid, rows)
+        if digit is None:
             return None
-        ranges.append(ranged)
+        digits.append(digit)
     total = 1
-    for _, span in ranges:
+    for _, _, span, _ in digits:
         total *= span
     if total > DENSE_LIMIT:
         return None
-    rows = columns[0].shape[0]
     dtype = torch.int32 if total < 2**31 else torch.int64
-    lows, spans = [low for low, _ in ranges], [span for _, span in ranges]
-    code = engine_for(columns[0].device).group_codes(columns, lows, spans, dtype)
+    lows, spans = [low for _, low, _, _ in digits], [span for _, _, span, _ in digits]
+    code = engine_for(columns[0].device).group_codes([d[0] for d in digits], lows, spans,
+                                                     dtype)
+    nulls = [n for *_, n in digits if n is not None]
+    dropped = dropna and bool(nulls)
+    if dropped:  # a row with any null key is in no group
+        code = torch.where(functools.reduce(torch.logical_or, nulls), -1, code)
     strategy = f"{'+'.join('offset' for _ in columns)} keys"
-    parts = [_Codes(None, span, True, "offset", low) for low, span in ranges]
+    parts = [_Codes(None, span, True, "offset", low, nulls=n is not None)
+             for _, low, span, n in digits]
     if sparse and _fits_dense(total, rows) and order != "first":
         return Groups(code, total, None, None, f"{strategy}, codes as ids",
                       _decoder(parts, [c.dtype for c in columns]))
     ids, count, how = _compact(code, total, order)
-    if order == "first":  # offset codes without nulls: no row is dropped
-        ids, first = _first_row_order(ids, count, dropped=False)
+    if order == "first":
+        ids, first = _first_row_order(ids, count, dropped=dropped)
     else:  # any row of a group stands for it: its keys are read there (no digit arithmetic)
-        first = torch.empty(count, dtype=torch.int64, device=code.device)
-        first[ids] = torch.arange(rows, device=code.device)
+        first = _any_row(ids, count, dropped=dropped)
     return _with_keys(ids, count, columns, valids, first, f"{strategy}, {how} ids")
+
+
+def _any_row(ids: torch.Tensor, count: int, *, dropped: bool) -> torch.Tensor:
+    """A row of each group (ids -1: a dropped row, where ``dropped``)."""
+    rows = ids.shape[0]
+    first = torch.empty(count + dropped, dtype=torch.int64, device=ids.device)
+    first[torch.where(ids >= 0, ids, count) if dropped else ids] = torch.arange(
+        rows, device=ids.device)
+    return first[:count]
 
 
 def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | None], *,
@@ -356,7 +393,6 @@ def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | N
     ``sparse``: where the combined code is small enough to compact by a presence array, give
     the codes themselves instead (Groups.decode, Groups.compacted)."""
     rows = columns[0].shape[0]
-    device = columns[0].device
     if sparse and len(columns) == 1 and order != "first":
         ranged = _as_offsets(columns[0], valids[0])
         if ranged is not None:  # the column is its own ids: no pass over it to make codes
@@ -365,7 +401,7 @@ def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | N
             return Groups(columns[0], span, None, None, "offset keys, the keys as ids", decode,
                           offset=low)
     if len(columns) > 1:
-        made = _combined_offsets(columns, valids, sparse=sparse, order=order)
+        made = _combined_offsets(columns, valids, sparse=sparse, dropna=dropna, order=order)
         if made is not None:
             return made
     strategy, parts = [], []
@@ -399,10 +435,7 @@ def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | N
         dropped = dropna and any(part.nulls for part in parts)
         ids, first = _first_row_order(ids, count, dropped=dropped)
     else:  # any row of each group stands for it
-        kept = ids >= 0
-        first = torch.zeros(count + 1, dtype=torch.int64, device=device)
-        first[torch.where(kept, ids, count)] = torch.arange(rows, device=device)
-        first = first[:count]
+        first = _any_row(ids, count, dropped=True)
     return _with_keys(ids, count, columns, valids, first,
                       f"{'+'.join(strategy)} keys, {how} ids")
 
