@@ -16,8 +16,9 @@ from gpuhash._common.validity import host_validity, validity_on
 from gpuhash.groupby import columns
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
-TYPES = [pa.int8(), pa.int32(), pa.uint16(), pa.int64(), pa.float32(), pa.float64(),
-         pa.date32(), pa.timestamp("us")]
+TYPES = [pa.int8(), pa.int32(), pa.uint16(), pa.int64(), pa.uint64(), pa.float16(),
+         pa.float32(), pa.float64(), pa.date32(), pa.time32("ms"), pa.timestamp("us"),
+         pa.duration("ns")]
 
 
 def _chunked(rng, rows: int, type_, nulls: float, chunks: int):
@@ -89,3 +90,21 @@ def test_host_tables_with_null_numbers_group_as_on_the_cpu(nulls):
                                    equal_nan=True)
             else:
                 assert a == b, name
+
+
+def test_validity_of_arrays_without_their_own_bits():
+    everything_null = pa.nulls(5)
+    assert host_validity(everything_null).tolist() == [False] * 5
+    # a dictionary whose dictionary holds a null: that row is null too
+    coded = pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 0], pa.int32()),
+                                           pa.array(["a", None]))
+    assert host_validity(coded).tolist() == [True, False, False, True]
+    chunked = pa.chunked_array([coded, coded])
+    assert validity_on(chunked, torch.device("cpu")).tolist() == [True, False, False, True] * 2
+
+
+def test_an_interval_column_is_refused_by_name():
+    table = pa.table({"k": [1, 1], "v": pa.array([(1, 2, 3), (1, 2, 4)],
+                                                  pa.month_day_nano_interval())})
+    with pytest.raises(TypeError, match="'v'"):
+        gh.groupby(table, "k", {"v": "nunique"}, device="cpu")

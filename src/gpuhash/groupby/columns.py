@@ -31,7 +31,7 @@ import torch
 
 from gpuhash._common.arrays import SIGNED_VIEW
 from gpuhash._common.transfers import to_device, to_host, upload_into
-from gpuhash._common.validity import host_validity, validity_on
+from gpuhash._common.validity import arrow_array, host_validity, validity_on
 from gpuhash.groupby.string_keys import plain_strings, sort_order, string_codes
 
 
@@ -58,22 +58,22 @@ class Column:
         import pyarrow as pa
 
         data = to_host(values)  # through pinned pieces into reused host memory
-        mask = None if valid is None else ~to_host(valid)
+        ok = None if valid is None else to_host(valid)
         if as_numbers or self.arrow_type is None:
-            return pa.array(data, mask=mask)
+            return arrow_array(data, ok)
         if pa.types.is_null(self.arrow_type):
             return pa.nulls(len(data))
         if pa.types.is_dictionary(self.arrow_type):  # categories stay categories
-            indices = pa.array(data.astype(np.int32), mask=mask)
+            indices = arrow_array(data.astype(np.int32), ok)
             return pa.DictionaryArray.from_arrays(indices, self.dictionary,
                                                   ordered=self.arrow_type.ordered)
         if self.is_string:  # the merges' parallel gather of Arrow strings
             from gpuhash.join.arrow_gather import take_column
 
-            rows = data if mask is None else np.where(mask, -1, data)
-            out = take_column(self.dictionary, rows, may_miss=mask is not None)
+            rows = data if ok is None else np.where(ok, data, -1)
+            out = take_column(self.dictionary, rows, may_miss=ok is not None)
             return out if out.type == self.arrow_type else out.cast(self.arrow_type)
-        return pa.array(data, mask=mask).cast(self.arrow_type)
+        return arrow_array(data, ok).cast(self.arrow_type)
 
 
 def _kind_of(type_) -> str:
@@ -87,8 +87,8 @@ def _kind_of(type_) -> str:
             type_) or pa.types.is_large_string(type_) or pa.types.is_large_binary(type_) or (
             getattr(pa.types, "is_string_view", lambda t: False)(type_)):
         return "string"
-    if pa.types.is_temporal(type_):
-        return "temporal"
+    if pa.types.is_temporal(type_):  # not intervals: several fields a value
+        return "temporal" if getattr(type_, "bit_width", 0) in (32, 64) else "other"
     if pa.types.is_boolean(type_) or pa.types.is_integer(type_) or pa.types.is_floating(type_):
         return "number"
     return "other"

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from gpuhash._common.validity import arrow_array
 from gpuhash.groupby.specs import ROWS_A_GROUP, AggSpec, parse_aggs
 
 WHOLE_GROUPS = ("median", "quantile", "nunique", "corr")  # need a group's rows at once
@@ -181,7 +182,7 @@ def _merge(partials, by, specs, plan, *, sort, dropna, device, explain):
             with np.errstate(invalid="ignore", divide="ignore"):
                 var = (m2 + spread) / (n - 1)
             out = np.sqrt(np.maximum(var, 0.0)) if spec.name == "std" else var
-            columns[spec.output] = pa.array(out, mask=n < 2)
+            columns[spec.output] = arrow_array(out, n >= 2)
     return pa.table(columns)
 
 
@@ -232,6 +233,6 @@ def combine_partials(partials, by: list[str], specs: list[AggSpec], plan, *, dro
         with np.errstate(invalid="ignore", divide="ignore"):
             mean, var = total / n, (m2 + spread) / (n - 1)
         columns[f"__{i}_count"] = pc.cast(count, pa.int64())
-        columns[f"__{i}_mean"] = pa.array(mean, mask=n < 1)
-        columns[f"__{i}_var"] = pa.array(var, mask=n < 2)
+        columns[f"__{i}_mean"] = arrow_array(mean, n >= 1)
+        columns[f"__{i}_var"] = arrow_array(var, n >= 2)
     return pa.table(columns)

@@ -215,9 +215,9 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
 // own wide row left finds of wide rows far behind HierarchicalKV's). One step's loads are in
 // flight at a time: issuing several steps' loads before their stores sped finds of rows in
 // host memory but slowed finds of rows in GPU memory, the common case (the held loads take
-// registers, so occupancy). Every lane of the warp must call it. (The evict launch cannot use
-// it: a lane would hold its slot LOCKED at the warp's barrier while another lane of the warp
-// waits for that slot. gh_cache_write, which locks nothing, could; untried.)
+// registers, so occupancy). Every lane of the warp must call it. The evict launch calls it
+// with its lanes' slots locked: no lane waits on a locked slot (a lane that finds one gives
+// up its turn and is served again), so no lane of the warp waits on another.
 template <int BYTES>
 __device__ __forceinline__ void gh_warp_copy(const char* src, char* dst) {
     constexpr int W = (BYTES % 16 == 0) ? 16 : (BYTES % 8 == 0) ? 8
