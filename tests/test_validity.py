@@ -79,7 +79,9 @@ def test_host_tables_with_null_numbers_group_as_on_the_cpu(nulls):
                       "d": _chunked(rng, rows, pa.date32(), nulls, 3)})
     table = table.set_column(1, "j", pc.multiply(table.column("j"), 10**9))  # hashed keys
     aggs = {"v": ["sum", "count", "max"], "w": ["mean", "std"], "d": ["min", "first"]}
-    for by, dropna in ((["k"], True), (["k"], False), (["k", "j"], False)):
+    # k and k, d: dense integer keys (one pass for several, a null its own digit); j: hashed
+    for by, dropna in ((["k"], True), (["k"], False), (["k", "j"], False),
+                       (["k", "d"], True), (["k", "d"], False)):
         want = gh.groupby(table, by=by, aggs=aggs, sort=True, dropna=dropna, device="cpu")
         got = gh.groupby(table, by=by, aggs=aggs, sort=True, dropna=dropna, device="cuda")
         assert got.column_names == want.column_names
