@@ -85,6 +85,8 @@ def make_table(n: int, *, seed: int = 108, nulls: float = 0.0):
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from gpuhash._common.validity import arrow_array
+
     rng = np.random.default_rng(seed)
     levels = max(1, n // K)
 
@@ -101,7 +103,7 @@ def make_table(n: int, *, seed: int = 108, nulls: float = 0.0):
         for name, values in columns.items():
             missing = rng.random(n) < nulls
             if isinstance(values, np.ndarray):
-                columns[name] = pa.array(values, mask=missing)
+                columns[name] = arrow_array(values, ~missing)
                 continue
             chunks, start = [], 0
             for chunk in values.chunks:
