@@ -339,9 +339,10 @@ def _offset_digits(column: torch.Tensor, valid: torch.Tensor | None, rows: int):
 
 def _combined_offsets(columns, valids, *, sparse: bool, dropna: bool, order: Order
                       ) -> Groups | None:
-    """Several integer key columns, every one coded by offset (a null its own digit) and their
-    product of spans within DENSE_LIMIT: one pass of the engine's group_codes, then either
-    those codes (``sparse``) or their compaction. None where the columns do not qualify."""
+    """Integer key columns (several, or one with nulls), every one coded by offset (a null its
+    own digit) and their product of spans within DENSE_LIMIT: one pass of the engine's
+    group_codes, then either those codes (``sparse``) or their compaction. None where the
+    columns do not qualify."""
     if any(c.dtype not in _SIGNED for c in columns):
         return None
     rows = columns[0].shape[0]
@@ -400,7 +401,7 @@ def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | N
             decode = _decoder([_Codes(None, span, True, "offset", low)], [columns[0].dtype])
             return Groups(columns[0], span, None, None, "offset keys, the keys as ids", decode,
                           offset=low)
-    if len(columns) > 1:
+    if len(columns) > 1 or valids[0] is not None:
         made = _combined_offsets(columns, valids, sparse=sparse, dropna=dropna, order=order)
         if made is not None:
             return made
