@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from gpuhash.join import build as join_build
+from gpuhash.join import build_arrays
 from gpuhash.join import dense as _join_dense
-from gpuhash.join import plan as _join_plan
 from gpuhash.join.engine import engine_for as join_engine_for
 
 HOWS = ["inner", "left", "right", "full", "semi", "anti"]
@@ -49,11 +49,11 @@ def arrays_anywhere(monkeypatch, *, ranked: bool) -> None:
     in its place), as only GPU joins do: no dense table, the arrays' GPU-only rule lifted."""
     monkeypatch.setattr(_join_dense, "DENSE_MIN_ROWS", 1 << 62)
     if ranked:
-        monkeypatch.setattr(_join_plan, "DIRECT_MAX_BYTES", 0)
+        monkeypatch.setattr(build_arrays, "DIRECT_MAX_BYTES", 0)
 
     def any_device(encoder, rows, device):
         if encoder.key_dtype != torch.int32:
             return 0, 0
-        return _join_plan.array_words(rows, encoder.code_span)
+        return build_arrays.array_words(rows, encoder.code_span)
 
     monkeypatch.setattr(join_build, "direct_words", any_device)

@@ -16,6 +16,7 @@ from join_arrays import HOWS, arrays_anywhere, engine_build, pairs
 import gpuhash as gh
 from conftest import covering
 from gpuhash.join import build as join_build
+from gpuhash.join import build_arrays
 from gpuhash.join import plan as _join_plan
 
 
@@ -106,10 +107,10 @@ def test_uniqueness_and_sizes(direct_anywhere):
     assert holds(gh.JoinBuild(dense_keys(4095, 8))) is None  # too few rows to try one
     # the planner counts the array for a GPU's join, and only there
     assert (_join_plan.table_bytes(6000, 4, direct=True) - _join_plan.table_bytes(6000, 4)
-            == 8 * (_join_plan.direct_entries(6000) + 1) == 8 * (2**14 + 1))
-    assert _join_plan.direct_entries(2**22) == 0  # 64 MB of entries: past L2
-    assert _join_plan.direct_entries(6000, code_span=13000) == 2**14  # at most 2x the rows
-    assert _join_plan.direct_entries(6000, code_span=20000) == 0  # wider
+            == 8 * (build_arrays.direct_entries(6000) + 1) == 8 * (2**14 + 1))
+    assert build_arrays.direct_entries(2**22) == 0  # 64 MB of entries: past L2
+    assert build_arrays.direct_entries(6000, code_span=13000) == 2**14  # at most 2x the rows
+    assert build_arrays.direct_entries(6000, code_span=20000) == 0  # wider
 
 
 def test_the_array_is_only_tried_on_a_gpu():
@@ -125,7 +126,7 @@ def test_both_engines_write_the_same_array_and_pairs(right):
     generator = torch.Generator().manual_seed(list(RIGHTS).index(right))
     valid = torch.rand(build.shape[0], generator=generator) > 0.1
     valid[:5] = valid[-5:] = True  # the rows that give the array up are not null
-    words = _join_plan.direct_entries(build.shape[0]) + 1
+    words = build_arrays.direct_entries(build.shape[0]) + 1
     (cpu, cpu_direct, _), (gpu, gpu_direct, _) = (engine_build(d, build, valid, words)
                                                   for d in ("cpu", "cuda"))
     assert int(cpu_direct[-1]) == int(gpu_direct[-1]) == (0 if held else 1)
@@ -192,7 +193,7 @@ def test_a_gpu_plan_counts_each_parts_array():
                                 device=torch.device("cuda"), memory_budget=budget)
     assert plan.strategy == "hash-partitioned"
     part = 40_000 // plan.parts + 1
-    assert _join_plan.direct_entries(part) > 0
+    assert build_arrays.direct_entries(part) > 0
     assert _join_plan.table_bytes(part, 4, direct=True) <= budget // 2
     cpu = _join_plan.plan_join(200_000, 40_000, how="inner", key_bytes=4,
                                device=torch.device("cpu"), memory_budget=budget)

@@ -17,6 +17,7 @@ from join_arrays import HOWS, arrays_anywhere, engine_build, pairs
 import gpuhash as gh
 from conftest import covering
 from gpuhash.join import build as join_build
+from gpuhash.join import build_arrays
 from gpuhash.join import plan as _join_plan
 from gpuhash.join.cpu import engine as cpu
 
@@ -85,7 +86,7 @@ def test_the_twin_writes_bits_ranks_and_rows():
     """Codes 5, 9, 40 and 70 from rows 2, 0, 3 and 1 (base 5): bits 0, 4 in word 0, 35 in
     word 1, 65 in word 2; ranks 0, 2, 3; the rows in code order; the chunk's sum 0."""
     words = torch.zeros(4 + 1, dtype=torch.int64)
-    ranked = torch.zeros(_join_plan.ranked_extra_words(4, 4), dtype=torch.int64)
+    ranked = torch.zeros(build_arrays.ranked_extra_words(4, 4), dtype=torch.int64)
     codes = torch.tensor([9, 70, 5, 40], dtype=torch.int32)
     assert cpu._ranked_build(words, ranked, codes, torch.ones(4, dtype=torch.bool), None)
     assert words.tolist() == [0b10001, (2 << 32) | 0b1000, (3 << 32) | 0b10, 4 << 32, 0]
@@ -100,14 +101,14 @@ def test_the_twin_writes_bits_ranks_and_rows():
 
 
 def test_sizes_and_the_plan():
-    assert _join_plan.ranked_words(10_000_000) == 2**25 // 32  # J4: codes below 2**25
-    assert _join_plan.ranked_words(1_000_000) == 0  # a direct array in L2 instead
-    assert _join_plan.ranked_words(3_000_000, code_span=40_000_000) == 1_250_000
-    assert _join_plan.ranked_words(3_000_000, code_span=10**9) == 0  # wider than it allows
-    assert _join_plan.ranked_words(14_000_000) > 0  # 8 + 56 MB
-    assert _join_plan.ranked_words(17_000_000) == 0  # 16 + 68 MB: past L2 (J5 measured slower)
+    assert build_arrays.ranked_words(10_000_000) == 2**25 // 32  # J4: codes below 2**25
+    assert build_arrays.ranked_words(1_000_000) == 0  # a direct array in L2 instead
+    assert build_arrays.ranked_words(3_000_000, code_span=40_000_000) == 1_250_000
+    assert build_arrays.ranked_words(3_000_000, code_span=10**9) == 0  # wider than it allows
+    assert build_arrays.ranked_words(14_000_000) > 0  # 8 + 56 MB
+    assert build_arrays.ranked_words(17_000_000) == 0  # 16 + 68 MB: past L2 (J5 measured slower)
     # planned for the widest span a fitted encoder may bring: a word a row, up to 64 MB
-    assert _join_plan.ranked_words(3_000_000, code_span=96_000_000) == 3_000_000
+    assert build_arrays.ranked_words(3_000_000, code_span=96_000_000) == 3_000_000
     words = (64 * 2**20 - 4 * 10_000_000) // 8
     assert (_join_plan.table_bytes(10_000_000, 4, direct=True)
             - _join_plan.table_bytes(10_000_000, 4)
@@ -116,13 +117,13 @@ def test_sizes_and_the_plan():
         planned = (_join_plan.table_bytes(rows, 4, direct=True)
                    - _join_plan.table_bytes(rows, 4))
         for span in (None, rows, 4 * rows, 32 * rows):
-            entries = _join_plan.direct_entries(rows, span)
-            words = _join_plan.ranked_words(rows, span)
+            entries = build_arrays.direct_entries(rows, span)
+            words = build_arrays.ranked_words(rows, span)
             taken = (entries + 1 if entries else
-                     words + 1 + _join_plan.ranked_extra_words(rows, words) if words else 0)
+                     words + 1 + build_arrays.ranked_extra_words(rows, words) if words else 0)
             assert 8 * taken <= planned, (rows, span)
     # builds whose direct array fits L2 keep to it or the table, whatever their span
-    assert _join_plan.ranked_words(10_000, code_span=100_000) == 0
+    assert build_arrays.ranked_words(10_000, code_span=100_000) == 0
     plan = _join_plan.plan_join(100_000_000, 10_000_000, how="inner", key_bytes=4,
                                 device=torch.device("cuda"), memory_budget=40 << 30)
     assert plan.parts == 1 and "ranked array of 33554432 bits" in plan.why
@@ -141,7 +142,7 @@ def _engine_build(device, keys, valid):
     planner's rule for its size without the size limit (larger arrays than a join makes)."""
     count = 1 << ((2 * keys.shape[0] - 1).bit_length() - 5)
     return engine_build(device, keys, valid, count + 1,
-                        _join_plan.ranked_extra_words(keys.shape[0], count))
+                        build_arrays.ranked_extra_words(keys.shape[0], count))
 
 
 @pytest.mark.gpu

@@ -11,7 +11,7 @@ import torch
 
 from gpuhash._common import arrays as _arrays
 from gpuhash._common.streams import record_event, stream_context
-from gpuhash.join import plan as _join_plan
+from gpuhash.join import build_arrays
 from gpuhash.join import pool as _join_pool
 from gpuhash.join.dense import DenseTable
 from gpuhash.join.engine import engine_for as join_engine_for
@@ -152,13 +152,13 @@ class RowTable:
 
 def direct_words(encoder, rows: int, device: torch.device) -> tuple[int, int]:
     """The words of the array a build tries before its hash table, its failed word included,
-    and of a ranked array's base, rows and chunk sums (join/plan.py: array_words; (0, 0):
+    and of a ranked array's base, rows and chunk sums (join/build_arrays.py: array_words; (0, 0):
     none). On a GPU only: on the CPU the dense table (join/dense.py) takes dense 32-bit keys, sized
     from their range, which a GPU would need a second host sync to learn. (The CPU engine has
     the arrays' operations too, as the CUDA engine's twin.)"""
     if device.type != "cuda" or encoder.key_dtype != torch.int32:
         return 0, 0
-    return _join_plan.array_words(rows, encoder.code_span)
+    return build_arrays.array_words(rows, encoder.code_span)
 
 
 def group_words(spec: TableSpec) -> int:

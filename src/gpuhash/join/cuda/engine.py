@@ -68,8 +68,8 @@ def build(state: TableState, keys: torch.Tensor, valid: torch.Tensor | None,
     group_words): the number of rows that repeat a code, the group array's fill, a counter a
     slot. ``direct`` (int64, zeroed: a power of two entries and one word more) is tried first,
     and the table is left empty where it holds every row; with ``ranked`` (its rows and chunk
-    words: join/plan.py: ranked_extra_words), ``direct`` is the bits of a ranked array instead
-    (join/kernels/join_build.cuh: gh_join_ranked_bits). One cooperative launch does it all,
+    words: join/build_arrays.py: ranked_extra_words), ``direct`` is the bits of a ranked array
+    instead (join/kernels/join_build.cuh: gh_join_ranked_bits). One cooperative launch does it all,
     filling the table first where it was made unfilled (empty_state), since a small join's time
     is mostly launches (join/kernels/join_build.cuh: gh_join_build). Nothing is synchronised:
     the host never learns whether codes repeat, so the group array is sized for the worst case,
