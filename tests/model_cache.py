@@ -16,25 +16,17 @@ import tempfile
 from pathlib import Path
 
 import torch
+from cache_checks import check_index, mix64
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import gpuhash as gh
-from gpuhash._common.constants import INDEX_SLOT_BITS
 from gpuhash.cache.format import relocation_limit
 from gpuhash.table.format import DEFAULT_SEED
 
 M64, M32 = 2**64 - 1, 2**32 - 1
 RESERVED = (M64, M64 - 1)
 INSERTED, ASSIGNED, EVICTING, REFUSED, SKIPPED, SUPERSEDED, TO_EVICT = range(7)
-
-
-def _mix(x: int) -> int:
-    x ^= x >> 33
-    x = (x * 0xFF51AFD7ED558CCD) & M64
-    x ^= x >> 33
-    x = (x * 0xC4CEB9FE1A85EC53) & M64
-    return x ^ (x >> 33)
 
 
 class CacheModel:
@@ -48,11 +40,11 @@ class CacheModel:
         self.pinned: set[int] = set()  # slots of locked entries: they neither move nor go
 
     def buckets(self, key: int) -> tuple[int, int]:
-        h = _mix(key ^ self.seed)
+        h = mix64(key ^ self.seed)
         return ((h & M32) * self.nb) >> 32, ((h >> 32) * self.nb) >> 32
 
     def digest(self, key: int) -> int:
-        return _mix(_mix(key ^ self.seed)) >> 56 or 1
+        return mix64(mix64(key ^ self.seed)) >> 56 or 1
 
     def candidates(self, key: int) -> list[int]:
         b1, b2 = self.buckets(key)
@@ -499,42 +491,3 @@ def check_placement(cache) -> None:
     for slot, key in zip(slots, keys[live].tolist()):
         assert slot // model.width in model.buckets(key % 2**64)
     check_index(cache)
-
-
-
-
-def check_index(cache, *, entries: int | None = None) -> None:
-    """A CUDA cache's index from key to slot (kernels/cache_index.cuh) holds every live key at
-    its slot and nothing else, a free entry holds no slot bits, and each bucket's count is the
-    number of keys stored past it (walking from their home bucket). Nothing to check on the
-    CPU. ``entries``: an index bucket's entries (the engine's, by default)."""
-    if entries is None:
-        from gpuhash.cache.cuda.engine import INDEX_ENTRIES as entries
-    state = cache._state
-    index = state.caches.get("_cuda_index")
-    if index is None:
-        assert state.device.type == "cpu"
-        return
-    words = index.cpu()
-    keys = state.keys.cpu()
-    key_words, second = words[:, 0], words[:, 1]
-    slot_bits = second & ((1 << INDEX_SLOT_BITS) - 1)
-    counts = (second >> INDEX_SLOT_BITS) & ((1 << (64 - INDEX_SLOT_BITS)) - 1)
-    used = key_words != -1
-    live = (keys != -1) & (keys != -2)
-    want = dict(zip(keys[live].tolist(), torch.nonzero(live).flatten().tolist()))
-    assert dict(zip(key_words[used].tolist(), slot_bits[used].tolist())) == want
-    assert int(used.sum()) == len(want)
-    assert int(slot_bits[~used].count_nonzero()) == 0
-    buckets = words.shape[0] // entries
-    counts = counts.view(buckets, entries)
-    assert int(counts[:, 1:].count_nonzero()) == 0  # only a bucket's first entry counts
-    expected = [0] * buckets
-    seed = state.spec.seed
-    for at, key in zip(torch.nonzero(used).flatten().tolist(), key_words[used].tolist()):
-        hash_ = _mix((key % 2**64) ^ seed)
-        bucket = ((_mix(hash_) & M32) * buckets) >> 32
-        while bucket != at // entries:
-            expected[bucket] += 1
-            bucket = (bucket + 1) % buckets
-    assert counts[:, 0].tolist() == expected

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from model_cache import check_index
+from cache_checks import check_index
 
 import gpuhash as gh
 
