@@ -5,7 +5,7 @@ rank's partition (in rank order).
 Every rank draws every rank's partition from one seed, so each rank can build the whole table
 itself; the ranks' answers are gathered and their union compared with the reference as a
 multiset of rows. Each spawned world runs many checks (a world costs seconds to start), in
-the children of tests/test_distributed.py's run_world.
+the children of tests/distributed_worlds.py's run_world.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import torch
-from test_distributed import run_world
+from distributed_worlds import run_world
 
 HOWS = ("inner", "left", "right", "outer")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_distributed import gathered, run_world
+from distributed_worlds import gathered, run_world
 
 import gpuhash as gh
 from gpuhash.distributed import exchange

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_distributed import every_rank, gathered, mine, run_world, values_for
+from distributed_worlds import every_rank, gathered, mine, run_world, values_for
 
 import gpuhash as gh
 

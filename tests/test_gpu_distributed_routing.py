@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_distributed import run_world
+from distributed_worlds import run_world
 from test_distributed_routing import KEY_DTYPES, random_keys
 
 from gpuhash.distributed.routing import owners, route
