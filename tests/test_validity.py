@@ -50,7 +50,8 @@ def test_host_validity_is_arrows(nulls, chunks):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("type_", TYPES, ids=str)
-@pytest.mark.parametrize(("nulls", "chunks"), [(0.0, 1), (0.05, 1), (0.3, 5), (1.0, 2)])
+@pytest.mark.parametrize(("nulls", "chunks"), [(0.0, 1), (0.05, 1), (0.3, 5), (1.0, 2),
+                                               (0.1, 300)])
 def test_columns_from_buffers_equal_arrows_conversion(device, type_, nulls, chunks):
     rng = np.random.default_rng(len(str(type_)) + chunks)
     column = _chunked(rng, 777, type_, nulls, chunks)
@@ -110,3 +111,23 @@ def test_an_interval_column_is_refused_by_name():
                                                   pa.month_day_nano_interval())})
     with pytest.raises(TypeError, match="'v'"):
         gh.groupby(table, "k", {"v": "nunique"}, device="cpu")
+
+
+def test_large_chunks_travel_one_by_one_and_small_ones_as_one(monkeypatch):
+    """Chunks of a megabyte or more are uploaded each from its own buffers; a column of
+    smaller chunks is combined first (one transfer): both give Arrow's values."""
+    rng = np.random.default_rng(7)
+    whole = pa.array(rng.integers(-9, 9, 800_000).astype(np.int32),
+                     mask=rng.random(800_000) < 0.1)
+    large = pa.chunked_array([whole.slice(3, 350_000), whole.slice(350_003, 400_000)])
+    small = pa.chunked_array([whole.slice(start, 2000) for start in range(5, 790_000, 2000)])
+    uploads = []
+    real = columns.upload_into
+    monkeypatch.setattr(columns, "upload_into", lambda *a: uploads.append(1) or real(*a))
+    for column, count in ((large, 2), (small, 1)):
+        uploads.clear()
+        values, mask = columns._numbers_on_gpu(column, "number", torch.device("cpu"))
+        want = pc.fill_null(column.combine_chunks(), 0).to_numpy()
+        assert values.numpy().tolist() == want.tolist()
+        assert mask.numpy().tolist() == np.asarray(column.combine_chunks().is_valid()).tolist()
+        assert len(uploads) == count

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from gpuhash._common.arrays import SIGNED_VIEW
-from gpuhash._common.transfers import to_device, to_host, upload_into
+from gpuhash._common.transfers import SMALLEST, to_device, to_host, upload_into
 from gpuhash._common.validity import arrow_array, host_validity, validity_on
 from gpuhash.groupby.string_keys import plain_strings, sort_order, string_codes
 
@@ -214,7 +214,13 @@ def _numbers_on_gpu(chunked, kind: str, device: torch.device
     buffers: the values travel as they are, the validity as bits unpacked there, and the
     nulls' values are zeroed there. (On the host, combining the chunks, filling the nulls and
     making the bools were each a pass over the column on one thread.)"""
+    import pyarrow as pa
+
     type_ = chunked.type
+    if chunked.num_chunks > 1 and chunked.nbytes < SMALLEST * chunked.num_chunks:
+        # small chunks (many row groups, frames stacked) travel as one: a copy each would
+        # be a synchronous transfer and a few launches for its bits
+        chunked = pa.chunked_array([chunked.combine_chunks()], type=type_)
     if kind == "temporal":
         dtype = np.dtype(np.int32 if type_.bit_width == 32 else np.int64)
     else:
