@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import gpuhash as gh
+from gpuhash._common import validity
 from gpuhash._common.validity import host_validity, validity_on
 from gpuhash.groupby import columns
 
@@ -52,7 +53,9 @@ def test_host_validity_is_arrows(nulls, chunks):
 @pytest.mark.parametrize("type_", TYPES, ids=str)
 @pytest.mark.parametrize(("nulls", "chunks"), [(0.0, 1), (0.05, 1), (0.3, 5), (1.0, 2),
                                                (0.1, 300)])
-def test_columns_from_buffers_equal_arrows_conversion(device, type_, nulls, chunks):
+def test_columns_from_buffers_equal_arrows_conversion(device, type_, nulls, chunks,
+                                                     monkeypatch):
+    monkeypatch.setattr(validity, "GPU_UNPACK_ROWS", 1)  # on a GPU, the bits unpacked there
     rng = np.random.default_rng(len(str(type_)) + chunks)
     column = _chunked(rng, 777, type_, nulls, chunks)
     valid = validity_on(column, torch.device(device))

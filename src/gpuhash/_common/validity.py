@@ -26,6 +26,11 @@ import torch
 
 from gpuhash._common.transfers import to_device
 
+# Chunks of at least this many rows on average send their bits to the GPU, a transfer and a
+# few launches a chunk; smaller ones are unpacked on the host and travel as one array of bools
+# (a chunk's fixed cost would outweigh unpacking its rows).
+GPU_UNPACK_ROWS = 1 << 17
+
 
 def _bits(array) -> tuple[np.ndarray, int]:
     """The bytes holding ``array``'s validity bits and the first bit's place in the first."""
@@ -54,11 +59,12 @@ def host_validity(array) -> np.ndarray:
 
 def validity_on(chunked, device: torch.device) -> torch.Tensor:
     """One bool a row of a ChunkedArray, on ``device``: on a GPU each chunk's bits travel and
-    are unpacked there."""
-    if device.type != "cuda":
+    are unpacked there, unless its chunks are small (GPU_UNPACK_ROWS)."""
+    few_rows = len(chunked) < GPU_UNPACK_ROWS * chunked.num_chunks  # small chunks on average
+    if device.type != "cuda" or few_rows:
         parts = [host_validity(c) for c in chunked.chunks]
-        joined = np.concatenate(parts) if parts else np.ones(0, dtype=bool)
-        return torch.from_numpy(joined)
+        joined = torch.from_numpy(np.concatenate(parts) if parts else np.ones(0, dtype=bool))
+        return joined if device.type != "cuda" else to_device(joined.numpy(), device)
     out = torch.empty(len(chunked), dtype=torch.bool, device=device)
     shifts = torch.arange(8, dtype=torch.uint8, device=device)
     start = 0
