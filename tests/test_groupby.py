@@ -194,6 +194,35 @@ def test_factorize_of_several_columns_and_masks():
     assert ids.tolist() == [0, -1, 0] and uniques.tolist() == [4]
 
 
+_SMALL_INTS = (torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), columns=st.integers(1, 3), rows=st.integers(0, 30),
+       sort=st.booleans(), dropna=st.booleans())
+def test_factorize_of_masked_integer_columns_matches_a_model(data, columns, rows, sort, dropna):
+    """Integer key columns with masks (small values, coded by offset with a digit for the
+    null; or up to the dtype's largest value, where a null cannot read as one past it)
+    numbered as a model numbers the rows' tuples, None for a null."""
+    arrays, masks = [], []
+    for _ in range(columns):
+        dtype = data.draw(st.sampled_from(_SMALL_INTS))
+        top = torch.iinfo(dtype).max
+        pool = [top - 2, top - 1, top] if data.draw(st.booleans()) else [-2, 0, 1, 5]
+        values = data.draw(st.lists(st.sampled_from(pool), min_size=rows, max_size=rows))
+        arrays.append(torch.tensor(values, dtype=dtype))
+        masks.append(torch.tensor(data.draw(st.lists(st.booleans(), min_size=rows,
+                                                     max_size=rows)), dtype=torch.bool))
+    ids, _ = gh.factorize(tuple(arrays), valid=tuple(masks), sort=sort, dropna=dropna)
+    keys = [tuple(int(a[i]) if m[i] else None for a, m in zip(arrays, masks))
+            for i in range(rows)]
+    kept = [None if dropna and None in k else k for k in keys]
+    numbered = list(dict.fromkeys(k for k in kept if k is not None))
+    if sort:  # nulls last in each column
+        numbered.sort(key=lambda k: tuple((v is None, v or 0) for v in k))
+    assert ids.tolist() == [-1 if k is None else numbered.index(k) for k in kept]
+
+
 def test_the_groupby_command_writes_the_answer_and_names_bad_options(tmp_path, capsys):
     pq = pytest.importorskip("pyarrow.parquet")
     from gpuhash.cli import main
