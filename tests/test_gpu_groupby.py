@@ -23,7 +23,7 @@ AGGS = ["count", "size", "sum", "mean", "min", "max", "var", "std", "median", "f
 
 
 # shared windows: one (up to 6,144 groups), two, four; none (global atomics)
-@pytest.mark.parametrize("groups", [1, 100, 1024, 1025, 7000, 20_000, 300_000])
+@pytest.mark.parametrize("groups", [1, 100, 256, 257, 1024, 1025, 7000, 20_000, 300_000])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", ["sum", "min", "max"])
 def test_group_reduce_matches_the_cpu_engine(groups, dtype, op):

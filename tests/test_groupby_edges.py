@@ -1,7 +1,8 @@
 """gh.groupby and gh.factorize at their edges: chunked variances of large values, every row's
 key dropped, int64 and uint64 means, dictionaries that repeat a value or hold a null, pandas
 nullable and categorical keys, unsigned and half-float values, null-typed columns, and the
-errors for a corr with a string, values of another length and a key named twice."""
+errors for a corr with a string, values of another length and a key named twice; and long key
+columns whose bounds come from a sample."""
 
 from __future__ import annotations
 
@@ -271,3 +272,59 @@ def test_integer_keys_with_nulls_code_in_one_pass_as_pandas_groups(dropna, sort)
 
     groups = factorize_columns(columns, valids, dropna=dropna, order="first")
     assert groups.strategy.startswith("offset+offset keys")
+
+
+_DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.mark.parametrize("device", _DEVICES)
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_keys_past_a_sampled_span_are_still_grouped(device, dtype, monkeypatch, capsys):
+    """A long key column takes its sample's bounds where every aggregation is an engine pass;
+    keys the sample missed (here the least and the greatest, off its rows) make the
+    group-by run again on the column's own bounds, so no row is lost."""
+    from gpuhash.groupby import keys as keys_module
+
+    monkeypatch.setattr(keys_module, "BOUNDS_SAMPLE_FROM", 1 << 12)
+    monkeypatch.setattr(keys_module, "BOUNDS_SAMPLE", 1 << 6)  # every 256th row
+    rows = 1 << 14
+    generator = torch.Generator().manual_seed(11)
+    key = torch.randint(0, 40, (rows,), generator=generator).to(dtype)
+    values = torch.randint(-9, 9, (rows,), generator=generator, dtype=torch.int32)
+    floats = torch.rand(rows, generator=generator, dtype=torch.float64)
+    floats[::9] = float("nan")
+    frame = pd.DataFrame({"k": key.numpy(), "v": values.numpy(), "f": floats.numpy()})
+    aggs = {"v": ["sum", "min", "max", "count", "size"], "f": ["mean", "sum"]}
+    for outliers in ({}, {5: -7, 12_345: 900}):
+        for row, value in outliers.items():
+            key[row] = value
+            frame.loc[row, "k"] = value
+        table = {"k": key.to(device), "v": values.to(device), "f": floats.to(device)}
+        got = gh.groupby(table, "k", aggs, sort=True, explain=True)
+        shown = capsys.readouterr().out
+        assert ("bounds sampled" in shown) == (not outliers)  # the run that gave the answer
+        want = frame.groupby("k").agg(aggs)
+        assert got["k"].cpu().tolist() == want.index.tolist()
+        for name, agg in [(n, a) for n, a_list in aggs.items() for a in a_list]:
+            mine = got[f"{name}_{agg}"].cpu().double().numpy()
+            assert np.allclose(mine, want[(name, agg)].to_numpy(np.float64)), (name, agg)
+
+
+def test_a_sampled_span_is_not_taken_for_a_pass_that_reads_codes(monkeypatch, capsys):
+    """The median reads every row's code: a sample's bounds could send a row past the groups,
+    so its group-by reads the column's own bounds; so does a key column of many values."""
+    from gpuhash.groupby import keys as keys_module
+
+    monkeypatch.setattr(keys_module, "BOUNDS_SAMPLE_FROM", 1 << 12)
+    monkeypatch.setattr(keys_module, "BOUNDS_SAMPLE", 1 << 6)
+    key = torch.arange(1 << 13) % 50
+    got = gh.groupby({"k": key, "v": key.double()}, "k", {"v": ["median", "sum"]},
+                     sort=True, explain=True)
+    assert "bounds sampled" not in capsys.readouterr().out
+    assert got["v_median"].tolist() == [float(k) for k in range(50)]
+    # nor for a sample spanning many values (each seen a few times: its extremes are often
+    # missed, and a second run would cost more than the pass it spares)
+    wide = torch.arange(1 << 13) % 3000
+    got = gh.groupby({"k": wide, "v": wide}, "k", {"v": "sum"}, explain=True)
+    assert "bounds sampled" not in capsys.readouterr().out
+    assert got["k"].shape[0] == 3000

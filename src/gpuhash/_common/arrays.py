@@ -152,6 +152,12 @@ def default_row(default: Any, spec: TableSpec, device: torch.device, *,
         raise ValueError(f"{name} {default!r} is not a whole number, and the values are "
                          f"{spec.value_dtype}")
     try:
+        if isinstance(default, (int, float, bool)) and device.type != "cpu" and (
+                spec.value_dtype != torch.uint64):
+            # converted on the host, filled on the device: a copy from pageable host memory
+            # would first wait for everything queued on the stream
+            value = torch.as_tensor(default, dtype=spec.value_dtype).item()
+            return torch.full(spec.value_shape, value, dtype=spec.value_dtype, device=device)
         row = torch.as_tensor(default, dtype=spec.value_dtype, device=device)
         row = row.expand(spec.value_shape).contiguous()
         # kernels copy a row in aligned words: an offset view of a user's tensor gets a copy

@@ -280,6 +280,7 @@ class Reductions:
             self._done["float_sum"] = engine.group_reduce(
                 self.ids, self.offset, self.groups, self.values.to(torch.float64), self.valid,
                 "sum", rows=self.shared.get("rows"))
+            self.shared["rows"] = self._done["float_sum"][2]
         total, counts, _ = self._done["float_sum"]
         return total, counts
 

@@ -210,9 +210,13 @@ def _array_groupby(keys, values, aggs, *, sort, dropna, explain):
 
 
 def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec], *, sort,
-         dropna, explain, prelude: tuple[str, float, str] | None = None):
+         dropna, explain, prelude: tuple[str, float, str] | None = None,
+         sampled: bool = True):
     """Group ids, then every aggregation: ((groups, [(values, valid)]), top-k rows or None).
-    ``prelude``: a phase before this one (a host table's columns made tensors), for explain."""
+    ``prelude``: a phase before this one (a host table's columns made tensors), for explain.
+    ``sampled``: a long key column may take its sample's bounds where every aggregation is
+    an engine pass (they leave out the rows outside them and count the rest); if the count
+    falls short, the group-by runs again on the column's own bounds."""
     phases = Phases()
     if prelude is not None:
         phases.rows.append(prelude)
@@ -221,8 +225,11 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
     timed = explain and device.type == "cuda"  # phases timed to the GPU's finish: explain only
     if timed:
         torch.cuda.synchronize(device)
+    by_engine = all(s.name in BY_ENGINE and Reductions.takes(table[s.column].values,
+                                                            key_columns[0]) for s in specs)
     groups = factorize_columns(key_columns, key_valids, dropna=dropna,
-                               order="sorted" if sort else "any", sparse=True)
+                               order="sorted" if sort else "any", sparse=True,
+                               sampled=sampled and by_engine and bool(specs))
     if timed:
         torch.cuda.synchronize(device)
     phases.done("keys", f"{groups.count} {'codes' if groups.decode else 'groups'} "
@@ -258,8 +265,12 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
                                      groups.count, column.values, column.valid, q=q,
                                      reductions=passes.get(spec.column)))
     codes_seen = groups.count
+    sampled_span = groups.sampled
     if groups.decode is not None:
-        groups, outputs, rows = _drop_empty_codes(groups, outputs, rows, passes, shared)
+        groups, outputs, rows, seen = _drop_empty_codes(groups, outputs, rows, passes, shared)
+        if sampled_span and seen != key_columns[0].shape[0]:  # a key past the sample's span
+            return _run(key_columns, key_valids, table, specs, sort=sort, dropna=dropna,
+                        explain=explain, prelude=prelude, sampled=False)
     if timed:
         torch.cuda.synchronize(device)
     how = ""
@@ -274,7 +285,8 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
 
 
 def _drop_empty_codes(groups, outputs, rows, passes, shared):
-    """A sparse group-by's results narrowed to the codes that hold rows."""
+    """A sparse group-by's results narrowed to the codes that hold rows, and the rows those
+    hold (short of the key column's where a sampled span left rows out)."""
     done = next(iter(passes.values()), None)
     if "rows" in shared:  # counted by an earlier pass
         held = shared["rows"]
@@ -285,16 +297,19 @@ def _drop_empty_codes(groups, outputs, rows, passes, shared):
         slot = torch.where(codes < 0, groups.count, codes)
         held = torch.bincount(slot, minlength=groups.count + 1)[:groups.count]
     present = held > 0
-    used = present.nonzero().squeeze(1)  # one synchronisation: index, not mask, from here
+    # the one synchronisation: how many codes hold rows, and how many rows they hold
+    count, seen = torch.stack([present.sum(), held.sum()]).tolist()
+    if count == groups.count:  # every code holds rows: nothing to narrow
+        used = torch.arange(count, device=held.device)
+        return groups.compacted(used), outputs, rows, seen
+    used = torch.nonzero_static(present, size=count).squeeze(1)
     narrowed = groups.compacted(used)
-    if used.shape[0] == groups.count:  # every code holds rows: nothing to narrow
-        return narrowed, outputs, rows
     outputs = [(gather(values, used), None if ok is None else gather(ok, used))
                for values, ok in outputs]
     if rows is not None:
         renumber = torch.cumsum(present, 0) - 1
         rows = (renumber[rows[0]], rows[1])
-    return narrowed, outputs, rows
+    return narrowed, outputs, rows, seen
 
 
 def _check_columns(table: dict[str, Column], specs: list[AggSpec]) -> None:

@@ -44,6 +44,8 @@ DENSE_FLOOR = 1 << 16  # ... or at most this many values is coded by offset / a 
 DENSE_LIMIT = 1 << 62  # combined codes stay below this: int64 arithmetic never wraps
 BOUNDS_SAMPLE_FROM = 1 << 24  # columns this long are first read at BOUNDS_SAMPLE rows for
 BOUNDS_SAMPLE = 1 << 16  # their bounds (a second synchronisation costs less than the pass)
+SAMPLED_SPAN = 1 << 10  # a sample spanning fewer values holds each many times (64, were they
+# even): its bounds are rarely short of the column's, and may stand for them (``sampled``)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class Groups:
     # ids minus offset are the codes: a sparse group-by on one integer column without nulls
     # takes the column itself as its ids (its engine subtracts the offset as it reads them)
     offset: int = 0
+    # the offset and count come from a sample of the column (factorize_columns' ``sampled``):
+    # rows outside them hold no code, and the caller counts the rows its reductions saw
+    sampled: bool = False
 
     def codes(self) -> torch.Tensor:
         """The ids as int64 codes (the offset taken off)."""
@@ -86,7 +91,7 @@ class Groups:
         """A sparse Groups narrowed to the codes ``used`` lists (ascending)."""
         keys, key_valid = self.decode(used)
         return Groups(self.ids, used.shape[0], keys, key_valid, self.strategy,
-                      offset=self.offset)
+                      offset=self.offset, sampled=self.sampled)
 
 
 @dataclass(frozen=True)
@@ -165,21 +170,36 @@ def _fits_dense(span: int, rows: int) -> bool:
 _RANGED = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
 
-def _bounds(column: torch.Tensor, valid: torch.Tensor | None) -> tuple[int, int] | None:
+def _sample_bounds(column: torch.Tensor, valid: torch.Tensor | None
+                   ) -> tuple[int, int] | None:
+    """(least, greatest) of BOUNDS_SAMPLE evenly spaced rows of a long integer column without
+    nulls; None for any other column."""
+    rows = column.shape[0]
+    if valid is not None or column.dtype not in _RANGED or rows < BOUNDS_SAMPLE_FROM:
+        return None
+    return _least_and_most(column[::rows // BOUNDS_SAMPLE])
+
+
+def _bounds(column: torch.Tensor, valid: torch.Tensor | None,
+            sample: tuple[int, int] | None = None) -> tuple[int, int] | None:
     """(least, greatest) of an integer column without nulls, read from the column as it is
     (no int64 copy first); None for any other column. A long column is first read at
-    BOUNDS_SAMPLE evenly spaced rows: where those alone span past the dense range, so does
-    the column, and theirs are returned (every use of the bounds then only learns that the
-    column is not dense), sparing a pass over it."""
-    rows = column.shape[0]
-    if valid is not None or column.dtype not in _RANGED or not rows:
+    BOUNDS_SAMPLE evenly spaced rows (``sample``: those bounds, when read already): where
+    those alone span past the dense range, so does the column, and theirs are returned
+    (every use of the bounds then only learns that the column is not dense), sparing a
+    pass over it."""
+    if valid is not None or column.dtype not in _RANGED or not column.shape[0]:
         return None
-    if rows >= BOUNDS_SAMPLE_FROM:
-        low, high = (int(v) for v in torch.aminmax(column[::rows // BOUNDS_SAMPLE]))
-        if not _fits_dense(high - low + 1, rows):
-            return low, high
-    low, high = (int(v) for v in torch.aminmax(column))
-    return low, high
+    sample = _sample_bounds(column, valid) if sample is None else sample
+    if sample is not None and not _fits_dense(sample[1] - sample[0] + 1, column.shape[0]):
+        return sample
+    return _least_and_most(column)
+
+
+def _least_and_most(column: torch.Tensor) -> tuple[int, int]:
+    """The column's least and greatest value, learnt in one synchronisation."""
+    low, high = torch.stack(torch.aminmax(column)).tolist()
+    return int(low), int(high)
 
 
 def _as_offsets(column: torch.Tensor, valid: torch.Tensor | None,
@@ -226,7 +246,7 @@ def column_codes(column: torch.Tensor, valid: torch.Tensor | None, *, keep_null:
         low, uniques = 0, None
     else:
         if bounds is None:  # (a column with bounds has no nulls: then they are its keys')
-            bounds = tuple(int(v) for v in torch.aminmax(values)) if ranged else (0, -1)
+            bounds = _least_and_most(values) if ranged else (0, -1)
         low, high = bounds
         if ranged and _fits_dense(high - low + 1, rows):
             codes, span, ordered, how = values - low, high - low + 1, True, "offset"
@@ -389,18 +409,26 @@ def _any_row(ids: torch.Tensor, count: int, *, dropped: bool) -> torch.Tensor:
 
 
 def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | None], *,
-                      dropna: bool, order: Order, sparse: bool = False) -> Groups:
+                      dropna: bool, order: Order, sparse: bool = False,
+                      sampled: bool = False) -> Groups:
     """Dense group ids of the rows of one or more key columns (see the module docstring).
     ``sparse``: where the combined code is small enough to compact by a presence array, give
-    the codes themselves instead (Groups.decode, Groups.compacted)."""
+    the codes themselves instead (Groups.decode, Groups.compacted). ``sampled`` (with
+    ``sparse``): a long integer key column whose sample spans under SAMPLED_SPAN values may
+    take the sample's bounds as its own (Groups.sampled), sparing the pass that reads its
+    bounds; for callers whose every pass leaves out, and counts, the rows outside them."""
     rows = columns[0].shape[0]
     if sparse and len(columns) == 1 and order != "first":
-        ranged = _as_offsets(columns[0], valids[0])
+        sample = _sample_bounds(columns[0], valids[0])
+        guessed = sampled and sample is not None and sample[1] - sample[0] < SAMPLED_SPAN
+        bounds = sample if guessed else _bounds(columns[0], valids[0], sample)
+        ranged = _as_offsets(columns[0], valids[0], bounds)
         if ranged is not None:  # the column is its own ids: no pass over it to make codes
             low, span = ranged
             decode = _decoder([_Codes(None, span, True, "offset", low)], [columns[0].dtype])
-            return Groups(columns[0], span, None, None, "offset keys, the keys as ids", decode,
-                          offset=low)
+            return Groups(columns[0], span, None, None,
+                          "offset keys, the keys as ids" + (", bounds sampled" * guessed),
+                          decode, offset=low, sampled=guessed)
     if len(columns) > 1 or valids[0] is not None:
         made = _combined_offsets(columns, valids, sparse=sparse, dropna=dropna, order=order)
         if made is not None:

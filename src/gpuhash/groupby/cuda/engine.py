@@ -35,6 +35,9 @@ SHARED_BYTES = 96 * 1024  # a window's shared memory (under every arch's per-blo
 # two such blocks share an sm_90 SM, one an sm_80 one)
 MAX_WINDOWS = 4  # past this many windows of groups, global atomics beat reading the rows again
 REDUCE_BYTES = 16  # a group's shared accumulator, 32-bit count and 32-bit rows
+COPIES_BYTES = 32 * 1024  # a reduce's window small enough that every warp's copy fits this
+COPIES_BLOCKS_PER_SM = 16  # is flushed cheaply: up to twice the blocks then, while each
+COPIES_ROWS_A_THREAD = 64  # thread still reads this many rows (else the flushes dominate)
 COMOMENT_BYTES = 24  # a group's three shared sums
 _ORDER_FLIP = 0x7FFFFFFFFFFFFFFF
 
@@ -101,22 +104,32 @@ def _sm_shared_bytes(index: int) -> int:
     return int(getattr(properties, "shared_memory_per_multiprocessor", 164 * 1024))
 
 
-def _windows(n: int, groups: int, group_bytes: int, index: int) -> tuple[int, int, int]:
-    """(window, windows, blocks a window) of a windowed kernel over ``n`` rows: groups a
-    block holds in shared memory (0: global atomics), windows of them, and the blocks of
-    each, capped so that the blocks' flushes stay few beside the rows."""
+def _windows(n: int, groups: int, group_bytes: int, index: int, *, copies: bool = False,
+             ) -> tuple[int, int, int, int]:
+    """(window, windows, blocks a window, copies) of a windowed kernel over ``n`` rows:
+    groups a block holds in shared memory (0: global atomics), windows of them, the blocks
+    of each, capped so that the blocks' flushes stay few beside the rows, and the copies of
+    its window a block keeps (``copies``: a warp's own where they fit COPIES_BYTES; else
+    one)."""
     sms = _multiprocessors(index)
     rows_blocks = max(1, -(-n // THREADS))
     window = min(groups, SHARED_BYTES // group_bytes)
     windows = -(-groups // window) if window else 1
     if not window or windows > MAX_WINDOWS:
-        return 0, 1, min(rows_blocks, BLOCKS_PER_SM * sms)
-    resident = max(1, min(BLOCKS_PER_SM,
-                          _sm_shared_bytes(index) // (window * group_bytes + 1024)))
-    blocks = max(1, min(rows_blocks, resident * sms // windows))
+        return 0, 1, min(rows_blocks, BLOCKS_PER_SM * sms), 1
+    warps = THREADS // 32
+    kept = warps if copies and window * warps * group_bytes <= COPIES_BYTES else 1
+    if kept > 1:
+        enough = n // (THREADS * COPIES_ROWS_A_THREAD)
+        blocks = max(1, min(rows_blocks, COPIES_BLOCKS_PER_SM * sms,
+                            max(enough, BLOCKS_PER_SM * sms)))
+    else:
+        resident = max(1, min(BLOCKS_PER_SM,
+                              _sm_shared_bytes(index) // (window * group_bytes + 1024)))
+        blocks = max(1, min(rows_blocks, resident * sms // windows))
     if -(-n // blocks) >= 2**31:  # a block's 32-bit shared counts would overflow
-        return 0, 1, min(rows_blocks, BLOCKS_PER_SM * sms)
-    return window, windows, blocks
+        return 0, 1, min(rows_blocks, BLOCKS_PER_SM * sms), 1
+    return window, windows, blocks, kept
 
 
 def accumulators(groups: int) -> str:
@@ -124,6 +137,8 @@ def accumulators(groups: int) -> str:
     windows = -(-groups // (SHARED_BYTES // REDUCE_BYTES))
     if windows > MAX_WINDOWS:
         return "global atomics"
+    if groups * (THREADS // 32) * REDUCE_BYTES <= COPIES_BYTES:
+        return "per-warp shared accumulators"
     return "per-block shared accumulators" + (f" in {windows} windows" if windows > 1 else "")
 
 
@@ -150,11 +165,12 @@ def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tenso
     counts = rows if every_value else buffer[1 if known is None else 0]
     mask = None if valid is None else valid.view(torch.uint8)
     n = codes.shape[0]
-    window, windows, blocks = _windows(n, groups, REDUCE_BYTES, index)
+    window, windows, blocks, copies = _windows(n, groups, REDUCE_BYTES, index, copies=True)
     if n and groups:
-        launch_grid(kernel, (blocks, windows), window * REDUCE_BYTES, codes.data_ptr(), low,
-                    n, data.data_ptr(), 0 if mask is None else mask.data_ptr(), groups,
-                    window, out.data_ptr(), 0 if every_value else counts.data_ptr(),
+        launch_grid(kernel, (blocks, windows), copies * window * REDUCE_BYTES,
+                    codes.data_ptr(), low, n, data.data_ptr(),
+                    0 if mask is None else mask.data_ptr(), groups, window, copies,
+                    out.data_ptr(), 0 if every_value else counts.data_ptr(),
                     0 if known is not None else rows.data_ptr(), device=index)
     if op != "sum":
         if floats:  # back from the order-preserving bits
@@ -183,7 +199,7 @@ def group_codes(columns: list[torch.Tensor], lows: list[int], spans: list[int],
     block = words.to(device, non_blocking=False)
     n = columns[0].shape[0]
     out = torch.empty(n, dtype=dtype, device=device)
-    _, _, blocks = _windows(n, 0, REDUCE_BYTES, index)
+    _, _, blocks, _ = _windows(n, 0, REDUCE_BYTES, index)
     launch_grid(kernel, (blocks, 1), 0, block.data_ptr(), n, out.data_ptr(), device=index)
     block.record_stream(torch.cuda.current_stream(device))
     return out
@@ -302,8 +318,9 @@ def _found_codes(table, values: torch.Tensor, slot: torch.Tensor, claimed: torch
     numbered = _table_for(device, FIND_ROOM * known)
     numbered.insert(values[first], torch.arange(known, device=device))
     codes, found = numbered.find(values, default=-1)
-    missed = (~found).nonzero().squeeze(1)  # only past the first batch
-    if missed.shape[0]:
+    # asked first: the common answer (none missed) then costs a reduction, not a selection
+    missed = None if bool(found.all()) else (~found).nonzero().squeeze(1)
+    if missed is not None:  # only past the first batch
         claimed, slot = numbered.insert_or_apply(values[missed], missed, op="min",
                                                  return_index=True)
         used, later = _first_rows(numbered, slot, claimed, None, values.shape[0])
@@ -352,7 +369,7 @@ def group_comoments(codes: torch.Tensor, groups: int, first: torch.Tensor,
     mask = None if use is None else use.to(torch.bool).view(torch.uint8)
     out = torch.zeros((3, groups), dtype=torch.float64, device=codes.device)
     n = codes.shape[0]
-    window, windows, blocks = _windows(n, groups, COMOMENT_BYTES, index)
+    window, windows, blocks, _ = _windows(n, groups, COMOMENT_BYTES, index)
     # held in names until the launch: a temporary's memory could go to the next temporary
     means = (mean_first.to(torch.float64).contiguous(),
              mean_second.to(torch.float64).contiguous())

@@ -17,6 +17,11 @@
 // away (rows of one group rarely meet). The launch caps the blocks (a block's flush costs its
 // window). Counts in shared memory are 32-bit: the launch gives no block 2^31 rows.
 //
+// Copies: where a window is small (a few hundred groups), each warp of a block accumulates
+// into its own copy of it, and the flush combines the copies: rows of one group meet in every
+// warp then, and 64-bit shared atomics (a compare-and-swap loop for doubles) retry only
+// against their own warp's lanes.
+//
 // Float min and max accumulate the value's bits mapped to an order-preserving int64 (a
 // negative number's bits flipped but the sign), so integer atomicMin / atomicMax order them
 // as numbers; the host maps them back. NaN is a null here (the caller skips it, as pandas).
@@ -55,6 +60,13 @@ template <class A, int OP, class V> __device__ __forceinline__ A gh_input(V v) {
     return static_cast<A>(v);
 }
 
+// Two accumulators of one group as one (the flush's combination of a window's copies).
+template <int OP, class A> __device__ __forceinline__ A gh_combine(A a, A b) {
+    if (OP == GH_OP_SUM) return a + b;
+    if (OP == GH_OP_MIN) return b < a ? b : a;
+    return b > a ? b : a;
+}
+
 template <int OP> __device__ __forceinline__ void gh_apply(double* at, double v) {
     atomicAdd(at, v);  // only sums accumulate in double
 }
@@ -87,28 +99,33 @@ __device__ __forceinline__ GhWindow gh_window(gh_u64 groups, gh_u64 window) {
 // rows / counts may be null: the rows of each group are counted by the first pass over a
 // group-by's codes only, and values are not counted where every row's value counts (integers
 // without a validity mask: the caller takes the rows). Each skipped count is an atomic a row
-// fewer. Dynamic shared memory: window accumulators, then window 32-bit counts and rows.
+// fewer. Dynamic shared memory: copies x window accumulators, then as many 32-bit counts and
+// as many rows; copies divides the block's warps (1: one copy a block).
 template <class C, class V, class A, int OP>
 __global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* values,
-                                const gh_u8* valid, gh_u64 groups, gh_u64 window, A* out,
-                                gh_i64* counts, gh_i64* rows) {
+                                const gh_u8* valid, gh_u64 groups, gh_u64 window,
+                                gh_u64 copies, A* out, gh_i64* counts, gh_i64* rows) {
     extern __shared__ __align__(8) unsigned char gh_shared[];
+    const gh_u64 cells = window * copies;
     A* s_out = reinterpret_cast<A*>(gh_shared);
-    gh_u32* s_counts = reinterpret_cast<gh_u32*>(s_out + window);
-    gh_u32* s_rows = s_counts + window;
+    gh_u32* s_counts = reinterpret_cast<gh_u32*>(s_out + cells);
+    gh_u32* s_rows = s_counts + cells;
     const bool local = window != 0;
     const GhWindow w = gh_window(groups, window);
     if (local) {
-        for (gh_i64 g = threadIdx.x; g < w.width; g += blockDim.x) {
+        for (gh_u64 g = threadIdx.x; g < cells; g += blockDim.x) {
             s_out[g] = gh_identity<A, OP>();
             s_counts[g] = 0;
             s_rows[g] = 0;
         }
         __syncthreads();
     }
+    // this warp's copy: its cells start here
+    const gh_i64 mine = static_cast<gh_i64>((threadIdx.x / 32) % copies * window);
     const auto take = [&](gh_u64 row, C code, V v) {
-        const gh_i64 group = static_cast<gh_i64>(code) - low - w.first;
+        gh_i64 group = static_cast<gh_i64>(code) - low - w.first;
         if (group < 0 || group >= w.width) return;
+        if (local) group += mine;
         if (rows != nullptr) {
             if (local) {
                 atomicAdd(&s_rows[group], 1u);
@@ -147,14 +164,21 @@ __global__ void gh_group_reduce(const C* codes, gh_i64 low, gh_u64 n, const V* v
     __syncthreads();
     for (gh_i64 g = threadIdx.x; g < w.width; g += blockDim.x) {
         const gh_i64 at = w.first + g;
-        if (rows != nullptr && s_rows[g] != 0) {
-            atomicAdd(reinterpret_cast<gh_u64*>(&rows[at]), static_cast<gh_u64>(s_rows[g]));
+        gh_u64 seen = 0, counted = 0;
+        A acc = gh_identity<A, OP>();
+        for (gh_u64 k = 0; k < copies; ++k) {
+            const gh_u64 cell = k * window + static_cast<gh_u64>(g);
+            seen += s_rows[cell];
+            counted += s_counts[cell];
+            acc = gh_combine<OP>(acc, s_out[cell]);
         }
-        if (counts != nullptr && s_counts[g] != 0) {
-            atomicAdd(reinterpret_cast<gh_u64*>(&counts[at]),
-                      static_cast<gh_u64>(s_counts[g]));
+        if (rows != nullptr && seen != 0) {
+            atomicAdd(reinterpret_cast<gh_u64*>(&rows[at]), seen);
         }
-        if (s_out[g] != gh_identity<A, OP>()) gh_apply<OP>(&out[at], s_out[g]);
+        if (counts != nullptr && counted != 0) {
+            atomicAdd(reinterpret_cast<gh_u64*>(&counts[at]), counted);
+        }
+        if (acc != gh_identity<A, OP>()) gh_apply<OP>(&out[at], acc);
     }
 }
 
