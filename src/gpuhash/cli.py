@@ -187,8 +187,9 @@ def _bench_task(args, on_gpu: bool, suite, method: str, name: str, **options) ->
 
 GROUPBY_METHOD = ("host wall clock around the whole call to a synchronised answer (host: a "
                   "pyarrow table in and out; gpu: a dict of CUDA tensors in and out, string "
-                  "keys as codes), 1 warm-up + N timed runs, IQR outliers dropped, median; "
-                  "every answer checked against DuckDB's first")
+                  "keys as codes), 1 warm-up + N timed runs (at least 25 for a call under "
+                  "20 ms, ours and peers alike), IQR outliers dropped, median; every answer "
+                  "checked against DuckDB's first")
 
 
 def _bench_groupby(args, on_gpu: bool) -> dict:
