@@ -1,6 +1,6 @@
 """Defects found by review and by running peers' cases, each pinned by the case that showed it:
-value rows of one element, multi-column join keys whose combined span passes 64 bits, and a
-MultiMap's contains on CUDA."""
+value rows of one element, multi-column join keys whose combined span passes 64 bits, a
+MultiMap's contains on CUDA, and torch's thread count kept across the CPU engine's start."""
 
 from __future__ import annotations
 
@@ -85,3 +85,23 @@ def test_a_reserve_past_memory_leaves_the_table_unchanged():
         table.reserve(2_000_000_000)
     assert table.capacity == capacity and len(table) == 10
     assert bool(table.find(torch.arange(10))[1].all())
+
+
+def test_the_cpu_engine_keeps_the_users_torch_thread_count():
+    """numba's OpenMP pool, as it starts, set the OpenMP runtime's thread count, which torch
+    shares: a user's torch.set_num_threads(1) was undone by the first CPU group-by. Run in a
+    fresh process, where the pool has not started."""
+    import subprocess
+    import sys
+
+    script = (
+        "import torch, gpuhash as gh\n"
+        "torch.set_num_threads(1)\n"
+        "keys = torch.zeros(100_000, dtype=torch.int32)\n"
+        "gh.groupby({'k': keys, 'v': torch.ones(100_000)}, 'k', {'v': 'sum'}, device='cpu')\n"
+        "m = gh.HashMap(key_dtype=torch.int64, value_dtype=torch.int64, device='cpu')\n"
+        "m.insert(torch.arange(200_000), torch.arange(200_000))\n"
+        "print(torch.get_num_threads())\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, check=True)
+    assert done.stdout.split()[-1] == "1"

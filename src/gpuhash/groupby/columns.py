@@ -94,6 +94,11 @@ def _kind_of(type_) -> str:
     return "other"
 
 
+def is_string_type(type_) -> bool:
+    """Whether an Arrow column of this type holds strings (or bytes) to encode."""
+    return _kind_of(type_) == "string"
+
+
 def _plain_categories(chunked) -> bool:
     """Whether a dictionary column's dictionaries are one list of distinct non-null values
     (pandas' categoricals, polars' enums): then its codes group and order as its values."""
@@ -111,7 +116,13 @@ def _plain_categories(chunked) -> bool:
 PIECE_ROWS = 1 << 20  # strings encoded a piece a thread; the pieces' dictionaries unified
 
 
-def _dictionary_codes(chunked, *, ordered: bool):
+def host_string_codes(chunked):
+    """(int32 codes with nulls, dictionary) of a string column in host memory, encoded by
+    Arrow (pure Arrow work with the GIL released: callers may encode columns on threads)."""
+    return _dictionary_codes(plain_strings(chunked))
+
+
+def _dictionary_codes(chunked):
     """(int32 codes with nulls, dictionary) of a string column: Arrow's dictionary encoding of
     pieces of the column on every core (it runs on one thread a call, and releases the GIL),
     then one dictionary for all of them. (Pieces also keep each string array under 2 GiB.)"""
@@ -149,10 +160,12 @@ def _codes_and_validity(codes) -> tuple[np.ndarray | None, np.ndarray]:
     return host_validity(codes), pc.fill_null(codes, 0).to_numpy()
 
 
-def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = True) -> Column:
+def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = True,
+                 encoded: tuple | None = None) -> Column:
     """One Arrow column (a ChunkedArray) as a Column (see the module docstring).
     ``ordered``: string codes follow the strings' order (sorts the dictionary; needed for
-    min, max, the top k and sorted groups)."""
+    min, max, the top k and sorted groups). ``encoded``: a string column's
+    host_string_codes, when the caller encoded it already."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -175,14 +188,14 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
     if kind == "string":  # views as plain strings: Arrow sorts and takes no views
         chunked = plain_strings(chunked)
     if kind == "category":  # categories: their codes as they are, in the categories' order
-        codes, dictionary = _dictionary_codes(chunked, ordered=False)
+        codes, dictionary = _dictionary_codes(chunked)
         valid, numbers = _codes_and_validity(codes)
     elif kind == "string" and device.type == "cuda" and (
             coded := string_codes(chunked, device, ordered=ordered)) is not None:
         values, mask, dictionary = coded  # hashed and checked on the GPU (string_keys.py)
         return Column(name, values, mask, type_, dictionary, "strings hashed on the GPU")
     elif kind == "string":
-        codes, dictionary = _dictionary_codes(chunked, ordered=ordered)
+        codes, dictionary = encoded or _dictionary_codes(chunked)
         valid, numbers = _codes_and_validity(codes)
         if ordered and len(dictionary):
             order = sort_order(dictionary)

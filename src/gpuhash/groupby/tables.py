@@ -17,7 +17,9 @@ Example:
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -73,8 +75,7 @@ def group_table(data, by, aggs, *, sort, dropna, device, explain, run, default_d
         # string codes need the strings' order only for these (a sort of the dictionary)
         ordered = {s.column for s in specs if s.name in ORDERED} | (set(keys) if sort else set())
         started = time.perf_counter()
-        columns = {n: arrow_column(take.column(n), n, target, ordered=n in ordered)
-                   for n in wanted}
+        columns = _arrow_columns(take, wanted, target, ordered)
         if explain and target.type == "cuda":
             torch.cuda.synchronize(target)
         coded = [f"{n}: {c.how}" for n, c in columns.items() if c.how]
@@ -99,6 +100,24 @@ def group_table(data, by, aggs, *, sort, dropna, device, explain, run, default_d
         return polars.from_arrow(answer)
     assert kind == ARROW
     return answer
+
+
+def _arrow_columns(table, names: list[str], target: torch.device, ordered: set[str],
+                   ) -> dict[str, Column]:
+    """The named columns of an Arrow table as Columns. On the CPU, string columns are first
+    encoded a thread each: Arrow encodes a column on one thread, with the GIL released, so
+    two string keys take the time of one on two cores."""
+    from gpuhash.groupby.columns import host_string_codes, is_string_type
+
+    strings = [n for n in names if is_string_type(table.column(n).type)]
+    threads = min(len(strings), os.cpu_count() or 1)
+    encoded = {}
+    if target.type == "cpu" and threads > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            encoded = dict(zip(strings, pool.map(host_string_codes,
+                                                 [table.column(n) for n in strings])))
+    return {n: arrow_column(table.column(n), n, target, ordered=n in ordered,
+                            encoded=encoded.get(n)) for n in names}
 
 
 def _group_keys(key_columns: list[Column], groups, pick: torch.Tensor | None = None):

@@ -131,10 +131,27 @@ def loops():
 
         _choose_cache_dir(numba)
         _fork_safe(numba)
+        _start_pool(numba)
         from gpuhash._common.cpu import probe as _cpu_loops
 
         _LOOPS = _cpu_loops
     return _LOOPS
+
+
+def _start_pool(numba) -> None:
+    """Start numba's thread pool now, keeping torch's thread count: numba's OpenMP layer sets
+    the count of the OpenMP runtime as its pool starts, and where torch loaded that runtime
+    first (its wheels bring GNU OpenMP) the count is torch's too, so a user's
+    ``torch.set_num_threads`` would be undone by the first parallel loop."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        numba.get_num_threads()  # starts the pool
+    except ValueError:  # no threading layer can start here: the loops will say so
+        pass
+    if torch.get_num_threads() != before:
+        torch.set_num_threads(before)
 
 
 def cache_loops():

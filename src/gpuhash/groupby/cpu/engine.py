@@ -3,6 +3,8 @@ and strings (see there for each operation), in numba loops on every core."""
 
 from __future__ import annotations
 
+import functools
+
 import math
 
 import torch
@@ -67,12 +69,14 @@ def group_reduce(codes: torch.Tensor, low: int, groups: int, values: torch.Tenso
         combined = out.sum(0)
     else:  # chunks that saw no value hold zeros: they must not win
         empty = counts == 0
+        # chunk by chunk: torch's int64 amin across rows is about 70 times its amax (0.7 ms
+        # for 16 x 10,000 on two cores)
         if op == "min":
             filler = torch.inf if floats else torch.iinfo(torch.int64).max
-            combined = out.masked_fill(empty, filler).amin(0)
+            combined = functools.reduce(torch.minimum, out.masked_fill(empty, filler).unbind(0))
         else:
             filler = -torch.inf if floats else torch.iinfo(torch.int64).min
-            combined = out.masked_fill(empty, filler).amax(0)
+            combined = functools.reduce(torch.maximum, out.masked_fill(empty, filler).unbind(0))
         combined = torch.where(total_counts > 0, combined, torch.zeros((), dtype=acc))
     # (the loop counts the rows either way: a pass on the CPU is bound by reading, not adding)
     counted = rows.sum(0)
