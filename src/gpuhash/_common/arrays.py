@@ -153,7 +153,7 @@ def default_row(default: Any, spec: TableSpec, device: torch.device, *,
                          f"{spec.value_dtype}")
     try:
         if isinstance(default, (int, float, bool)) and device.type != "cpu" and (
-                spec.value_dtype != torch.uint64):
+                spec.value_dtype not in (torch.uint16, torch.uint32, torch.uint64)):
             # converted on the host, filled on the device: a copy from pageable host memory
             # would first wait for everything queued on the stream
             value = torch.as_tensor(default, dtype=spec.value_dtype).item()

@@ -51,7 +51,7 @@ def _key_arrays(keys: Any, name: str) -> tuple[list[torch.Tensor], str, bool]:
         tensor, kind = as_tensor(array, f"{name}[{i}]" if several else name)
         if tensor.dim() != 1:
             raise ValueError(f"{name} must be 1-D arrays, got shape {tuple(tensor.shape)}")
-        tensors.append(tensor)
+        tensors.append(tensor.contiguous())  # the kernels read rows one after another
         kinds.append(kind)
     _same_rows(tensors, [f"{name}[{i}]" for i in range(len(tensors))] if several else [name])
     if len({t.device for t in tensors}) > 1:
@@ -114,7 +114,7 @@ def _valid_arrays(valid: Any, columns: list[torch.Tensor], several: bool):
         if tensor.dtype != torch.bool or tensor.shape != column.shape:
             raise ValueError(f"valid[{i}] must be a bool array of shape {tuple(column.shape)}, "
                              f"got {tensor.dtype} of shape {tuple(tensor.shape)}")
-        out.append(tensor.to(column.device))
+        out.append(tensor.to(column.device).contiguous())
     return out
 
 
@@ -269,6 +269,10 @@ def _run(key_columns, key_valids, table: dict[str, Column], specs: list[AggSpec]
     if groups.decode is not None:
         groups, outputs, rows, seen = _drop_empty_codes(groups, outputs, rows, passes, shared)
         if sampled_span and seen != key_columns[0].shape[0]:  # a key past the sample's span
+            if explain:  # the wasted run shown too
+                phases.done("aggregate", f"{seen} of {key_columns[0].shape[0]} rows in the "
+                                         f"sample's span: grouped again on the column's own")
+                print(f"groupby\n{phases}")
             return _run(key_columns, key_valids, table, specs, sort=sort, dropna=dropna,
                         explain=explain, prelude=prelude, sampled=False)
     if timed:

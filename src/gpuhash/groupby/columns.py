@@ -262,4 +262,5 @@ def tensor_column(array: Any, name: str, device: torch.device | None) -> Column:
     tensor, _ = as_tensor(array, f"column {name!r}")
     if tensor.dim() != 1:
         raise ValueError(f"column {name!r} has shape {tuple(tensor.shape)}; columns are 1-D")
-    return Column(name, tensor if device is None else tensor.to(device), None)
+    tensor = tensor if device is None else tensor.to(device)
+    return Column(name, tensor.contiguous(), None)  # the kernels read rows one after another

@@ -104,12 +104,14 @@ def group_table(data, by, aggs, *, sort, dropna, device, explain, run, default_d
 
 def _arrow_columns(table, names: list[str], target: torch.device, ordered: set[str],
                    ) -> dict[str, Column]:
-    """The named columns of an Arrow table as Columns. On the CPU, string columns are first
-    encoded a thread each: Arrow encodes a column on one thread, with the GIL released, so
-    two string keys take the time of one on two cores."""
-    from gpuhash.groupby.columns import host_string_codes, is_string_type
+    """The named columns of an Arrow table as Columns. On the CPU, string columns of one
+    piece are first encoded a thread each: Arrow encodes a piece on one thread, with the GIL
+    released, so two string keys take the time of one on two cores (longer columns are
+    encoded by pieces on every core already)."""
+    from gpuhash.groupby.columns import PIECE_ROWS, host_string_codes, is_string_type
 
-    strings = [n for n in names if is_string_type(table.column(n).type)]
+    strings = [n for n in names if is_string_type(table.column(n).type)
+               and len(table.column(n)) <= PIECE_ROWS]
     threads = min(len(strings), os.cpu_count() or 1)
     encoded = {}
     if target.type == "cpu" and threads > 1:

@@ -6,6 +6,7 @@ fork, and called under a lock where numba's threading layer cannot take two call
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
@@ -131,10 +132,11 @@ def loops():
 
         _choose_cache_dir(numba)
         _fork_safe(numba)
-        _start_pool(numba)
         from gpuhash._common.cpu import probe as _cpu_loops
 
         _LOOPS = _cpu_loops
+        # after _LOOPS: a child forked from here on knows to ask whether a pool exists
+        _start_pool(numba)
     return _LOOPS
 
 
@@ -146,10 +148,9 @@ def _start_pool(numba) -> None:
     import torch
 
     before = torch.get_num_threads()
-    try:
-        numba.get_num_threads()  # starts the pool
-    except ValueError:  # no threading layer can start here: the loops will say so
-        pass
+    # starts the pool (a ValueError: no threading layer can start here; the loops say so)
+    with contextlib.suppress(ValueError):
+        numba.get_num_threads()
     if torch.get_num_threads() != before:
         torch.set_num_threads(before)
 

@@ -4,7 +4,6 @@ and strings (see there for each operation), in numba loops on every core."""
 from __future__ import annotations
 
 import functools
-
 import math
 
 import torch
