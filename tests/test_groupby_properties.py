@@ -7,7 +7,8 @@ The model states the rules the README gives: a null key (or NaN) is a group, las
 unless ``dropna``; -0.0 and 0.0 are one key; nulls and NaN in values are skipped; a sum of
 nothing is 0, a mean, min, max, median, first or last of nothing is null, a variance (ddof=1)
 of fewer than two values too; ``count`` counts values, ``size`` rows, ``nunique`` distinct
-values.
+values; ``any`` / ``all`` of nothing are False / True; a correlation needs two rows where both
+columns hold a value, and spread in each.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ KEY_KINDS = {
     "bool": (pa.bool_(), st.booleans()),
     "string": (pa.string(), st.sampled_from(["", "a", "b", "ab", "é", "a" * 20])),
 }
-AGGS = {"vi": ["sum", "min", "max", "count", "mean", "nunique", "first"],
-        "vf": ["sum", "mean", "max", "size", "median", "var", "last"]}
+AGGS = {"vi": ["sum", "min", "max", "count", "mean", "nunique", "first", "any", "all",
+               ("corr", "vf")],
+        "vf": ["sum", "mean", "max", "size", "median", "var", "last", ("quantile", 0.25)]}
+NAMES = {("corr", "vf"): "corr_vf", ("quantile", 0.25): "quantile_0.25"}
 
 
 @st.composite
@@ -80,6 +83,11 @@ def _model(table: pa.Table, keys: list[str], dropna: bool) -> dict:
         for column, aggs in AGGS.items():
             values = _present([data[column][r] for r in members])
             for agg in aggs:
+                if isinstance(agg, tuple):
+                    out[f"{column}_{NAMES[agg]}"] = (
+                        _corr(data[column], data[agg[1]], members) if agg[0] == "corr"
+                        else _quantile(values, agg[1]))
+                    continue
                 out[f"{column}_{agg}"] = {
                     "sum": sum(values), "count": len(values), "size": len(members),
                     "mean": sum(values) / len(values) if values else None,
@@ -89,9 +97,37 @@ def _model(table: pa.Table, keys: list[str], dropna: bool) -> dict:
                     "first": values[0] if values else None,
                     "last": values[-1] if values else None,
                     "median": statistics.median(values) if values else None,
-                    "var": statistics.variance(values) if len(values) > 1 else None}[agg]
+                    "var": statistics.variance(values) if len(values) > 1 else None,
+                    "any": any(v != 0 for v in values),
+                    "all": all(v != 0 for v in values)}[agg]
         answer[key] = out
     return answer
+
+
+def _quantile(values: list, q: float):
+    """Linear interpolation between the two nearest ranks (pandas' default)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def _corr(first: list, second: list, members: list[int]):
+    """Pearson's r over the rows where both are present; null for under two such rows or a
+    column without spread."""
+    pairs = [(first[r], second[r]) for r in members
+             if _present([first[r]]) and _present([second[r]])]
+    if len(pairs) < 2:
+        return None
+    a, b = zip(*pairs)
+    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
+    aa = sum((x - mean_a) ** 2 for x in a)
+    bb = sum((y - mean_b) ** 2 for y in b)
+    ab = sum((x - mean_a) * (y - mean_b) for x, y in pairs)
+    return None if aa == 0 or bb == 0 else ab / math.sqrt(aa * bb)
 
 
 def _sort_key(key: tuple):
