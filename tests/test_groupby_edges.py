@@ -60,6 +60,35 @@ def test_uint64_mean_and_var():
     assert out["v_var"].tolist() == [pytest.approx(expected["var"].iloc[0])]
 
 
+_VALUE_DTYPES = [torch.int8, torch.uint8, torch.int16, torch.uint16, torch.int32, torch.uint32,
+                 torch.int64, torch.uint64, torch.float16, torch.bfloat16, torch.float32,
+                 torch.float64, torch.bool]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("dtype", _VALUE_DTYPES, ids=str)
+def test_every_value_dtype_aggregates_as_pandas(dtype, device):
+    """Small values of every dtype a dict of tensors may hold, through every aggregation of
+    numbers, against pandas on their float64 (or bool) copies. Small uint64 values once
+    had a mean, median and variance of 0 (their float64 conversion lost them)."""
+    generator = torch.Generator().manual_seed(9)
+    keys = torch.randint(0, 4, (60,), generator=generator)
+    if dtype == torch.bool:
+        values = torch.rand(60, generator=generator) < 0.5
+    else:
+        values = torch.randint(0, 9, (60,), generator=generator).to(dtype)
+    aggs = ["sum", "min", "max", "mean", "count", "median", "nunique", "first", "last", "var",
+            "any", "all"]
+    got = gh.groupby({"k": keys.to(device), "v": values.to(device)}, "k", {"v": aggs},
+                     sort=True)
+    plain = values.numpy() if dtype == torch.bool else values.to(torch.float64).numpy()
+    want = pd.DataFrame({"k": keys.numpy(), "v": plain}).groupby("k")["v"].agg(aggs)
+    for agg in aggs:
+        mine = got[f"v_{agg}"].cpu()
+        mine = mine.numpy() if mine.dtype == torch.bool else mine.to(torch.float64).numpy()
+        assert np.allclose(mine.astype(np.float64), want[agg].to_numpy(np.float64)), agg
+
+
 def test_corr_with_a_string_column_is_refused():
     table = pa.table({"k": [1, 2, 1], "v": [1.0, 2.0, 3.0], "s": ["a", "b", "c"]})
     with pytest.raises(TypeError, match="s"):

@@ -335,9 +335,14 @@ _SIGN = torch.iinfo(torch.int64).min
 
 
 def as_float64(values: torch.Tensor) -> torch.Tensor:
-    """Values as float64, uint64 ones past int64 included."""
+    """Values as float64, uint64 ones past int64 included: their high and low 32 bits
+    converted apart (each exactly) and added, so one rounding gives the nearest float64.
+    (Shifting them into int64's range first lost the small ones: 2 - 2**63 rounds to
+    -2**63.)"""
     if values.dtype == torch.uint64:
-        return (values.view(torch.int64) ^ _SIGN).to(torch.float64) + 2.0**63
+        bits = values.view(torch.int64)
+        high = (bits >> 32) & 0xFFFFFFFF
+        return high.to(torch.float64) * 2.0**32 + (bits & 0xFFFFFFFF).to(torch.float64)
     return values.to(torch.float64)
 
 
