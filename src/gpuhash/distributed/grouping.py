@@ -176,7 +176,7 @@ def _routed(sent, keys: list[str], dropna: bool, exchange):
     if exchange.world == 1:  # every row is this rank's own: kept here (the local group-by
         return sent, None  # drops null keys itself with dropna)
     types = key_types([sent.schema.field(k).type for k in keys])
-    hashes, nulls = row_hashes(sent, keys, types, device=exchange.device)
+    hashes, nulls = row_hashes(sent, keys, types, device=exchange.device, nan_is_null=True)
     if dropna and sent.num_rows:
         kept = ~nulls
         if not bool(kept.all()):

@@ -15,7 +15,8 @@ large_string, timestamps at the finer unit, ...). Then:
   ``string_hashes``: a kernel on the GPU, its numba twin on the CPU, the same bits), over
   Arrow's offsets and data moved as they are;
 * nulls: one fixed word, so every null of a column meets at one owner (a group-by's null
-  group, a join with ``nulls_equal=True``); the null mask comes back too.
+  group, a join with ``nulls_equal=True``); the null mask comes back too. A float's NaN is
+  one word of its own for a join (NaN matches NaN there), a null for a group-by.
 
 A key of several columns folds each column's word into the row's hash in column order. The
 hash only places rows: two keys that collide share an owner and are still told apart there.
@@ -90,8 +91,9 @@ def key_types(left: list, right: list | None = None) -> list:
     return out
 
 
-def _plain_values(column, target):
-    """A key column (one Arrow array) as values of ``target``'s type, nulls kept."""
+def _plain_values(column, target, nan_is_null: bool = False):
+    """A key column (one Arrow array) as values of ``target``'s type, nulls kept (and NaN
+    made null where ``nan_is_null``)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.types as pt
@@ -107,8 +109,10 @@ def _plain_values(column, target):
     if target is INTEGER:  # widened on the device (_integer_words)
         return column.cast(pa.int8()) if pt.is_boolean(column.type) else column
     values = comparable(column, target)
-    if pt.is_floating(values.type):  # every NaN one word (they meet as a null does)
-        values = pc.if_else(pc.is_nan(values), pa.scalar(float("nan"), values.type), values)
+    if pt.is_floating(values.type):  # every NaN one word: a join matches NaN with NaN; a
+        # group-by's NaN is its null key, and meets the nulls at their owner
+        nan = pa.scalar(None if nan_is_null else float("nan"), values.type)
+        values = pc.if_else(pc.is_nan(values), nan, values)
     return values
 
 
@@ -158,11 +162,11 @@ def _bytes_hashes(values, device: torch.device) -> torch.Tensor:
     return engine_for(device).string_hashes(offsets, data)
 
 
-def _column_words(column, target, device: torch.device):
+def _column_words(column, target, device: torch.device, nan_is_null: bool = False):
     """One int64 word a row of a key column, and its null mask (None: no nulls)."""
     import pyarrow.types as pt
 
-    values = _plain_values(column, target)
+    values = _plain_values(column, target, nan_is_null)
     if values is None:  # the null type: every row null
         rows = len(column)
         return (torch.full((rows,), _NULL_WORD, dtype=torch.int64, device=device),
@@ -185,9 +189,12 @@ def _column_words(column, target, device: torch.device):
 
 
 def row_hashes(table: Any, keys: list[str], types: list, *,
-               device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+               device: torch.device | str = "cpu", nan_is_null: bool = False,
+               ) -> tuple[torch.Tensor, torch.Tensor]:
     """The rows' key hashes (int64, on ``device``) and whether each row's key holds a null
-    in any column. ``types``: :func:`key_types` for the key columns, in ``keys``' order."""
+    in any column. ``types``: :func:`key_types` for the key columns, in ``keys``' order.
+    ``nan_is_null``: a float key's NaN is a null (a group-by's rule; a join's NaN is a value
+    that matches NaN)."""
     device = torch.device(device)
     rows = table.num_rows
     hashes = torch.zeros(rows, dtype=torch.int64, device=device)
@@ -195,7 +202,7 @@ def row_hashes(table: Any, keys: list[str], types: list, *,
     for i, (name, target) in enumerate(zip(keys, types)):
         column = table.column(name)
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-        words, null = _column_words(column, target, device)
+        words, null = _column_words(column, target, device, nan_is_null)
         # one column: its word as it is (owner_of mixes it); more: folded in order
         hashes = words if i == 0 else mix64(hashes + GOLDEN_INT64) ^ words
         if null is not None:
