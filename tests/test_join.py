@@ -168,8 +168,8 @@ def test_build_is_reusable_and_keeps_the_array_kind():
 
 
 @pytest.mark.parametrize("call, error, words", [
-    (lambda: gh.join(torch.arange(3), torch.arange(3), how="outer"), ValueError,
-     ["how", "'outer'"]),
+    (lambda: gh.join(torch.arange(3), torch.arange(3), how="fullouter"), ValueError,
+     ["how", "'fullouter'"]),
     (lambda: gh.join(torch.arange(3), torch.arange(3, dtype=torch.int32).view(torch.uint32)),
      TypeError, ["left_keys", "torch.int64", "torch.uint32"]),
     (lambda: gh.join(torch.arange(3), torch.arange(3), left_valid=torch.ones(2, dtype=bool)),
@@ -276,3 +276,13 @@ def test_cupy_keys_join_and_come_back_as_cupy(how):
     assert all(isinstance(g, cupy.ndarray) for g in got)
     assert sorted(zip(*(g.get().tolist() for g in got))) == sorted(
         zip(*(w.tolist() for w in want)))
+
+
+def test_outer_is_pandas_name_for_full():
+    """gh.merge takes pandas' "outer" for a full join; so does gh.join of key arrays."""
+    left, right = torch.tensor([1, 2, 3]), torch.tensor([3, 4])
+    outer = gh.join(left, right, how="outer", device="cpu")
+    full = gh.join(left, right, how="full", device="cpu")
+    assert all(torch.equal(a, b) for a, b in zip(outer, full))
+    with pytest.raises(ValueError, match="'outer', pandas' name"):
+        gh.join(left, right, how="outer join")

@@ -100,7 +100,7 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
     False = null): null keys never match, unless ``nulls_equal=True``, where a null matches
     every null.
 
-    ``how``: ``"inner"``, ``"left"``, ``"right"``, ``"full"`` (outer) return
+    ``how``: ``"inner"``, ``"left"``, ``"right"``, ``"full"`` (``"outer"`` too) return
     ``(left_rows, right_rows)`` with -1 on the side a row lacks; ``"semi"`` / ``"anti"``
     return ``left_rows`` only; ``"cross"`` every pair. Many-to-many keys give every pair. The
     order of the rows and pairs is unspecified for every ``how`` (compare them sorted; the
@@ -126,12 +126,12 @@ def join(left_keys: Any, right_keys: Any, *, how: str = "inner", left_valid: Any
         >>> gh.join(keys, torch.tensor([3, 4]), how="anti").tolist()
         [0, 1]
     """
+    how = check_how(how)
     if (left_valid is None and right_valid is None and memory_budget is None and device is None
             and stream is None and not explain):
         result = small_join(left_keys, right_keys, how)
         if result is not None:
             return result
-    how = check_how(how)
     left, right = sides(left_keys, right_keys, left_valid, right_valid)
     target = _target(device, left)
     home = left.device

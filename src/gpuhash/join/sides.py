@@ -12,9 +12,12 @@ from gpuhash.join.plan import HOWS
 
 
 def check_how(how: Any) -> str:
-    """``how``, if it is one of HOWS; else a ValueError naming the choices."""
+    """``how``, if it is one of HOWS (``"outer"``, pandas' name, as ``"full"``); else a
+    ValueError naming the choices."""
+    how = "full" if how == "outer" else how
     if how not in HOWS:
-        raise ValueError(f"how must be one of {', '.join(map(repr, HOWS))}; got {how!r}")
+        raise ValueError(f"how must be one of {', '.join(map(repr, HOWS))} (or 'outer', "
+                         f"pandas' name for 'full'); got {how!r}")
     return how
 
 
