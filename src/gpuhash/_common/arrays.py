@@ -76,6 +76,13 @@ def gather(tensor: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return tensor.index_select(0, rows)
 
 
+def zeroed(tensor: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    """A copy of ``tensor`` with 0 where ``where`` is true. Unsigned tensors are filled
+    through their signed twin: CUDA has no where / masked_fill kernel for uint16-uint64."""
+    return tensor.view(SIGNED_VIEW.get(tensor.dtype, tensor.dtype)).masked_fill(
+        where, 0).view(tensor.dtype)
+
+
 def to_kind(tensor: torch.Tensor, kind: str) -> Any:
     """Return ``tensor`` as the kind of array the caller passed in."""
     if kind == NUMPY:

@@ -34,7 +34,7 @@ from typing import Literal
 
 import torch
 
-from gpuhash._common.arrays import gather
+from gpuhash._common.arrays import gather, zeroed
 from gpuhash.groupby.engine import engine_for
 
 Order = Literal["any", "first", "sorted"]
@@ -284,7 +284,7 @@ def _decoder(parts: list[_Codes], dtypes: list[torch.dtype]):
                 part.uniques[digit] if part.uniques.shape[0] else digit)
             key = _from_int64(value, dtype)
             if ok is not None:
-                key = torch.where(ok, key, torch.zeros((), dtype=key.dtype, device=key.device))
+                key = zeroed(key, ~ok)
                 ok = None if ok.device.type == "cpu" and bool(ok.all()) else ok
             keys.append(key)
             key_valid.append(ok)
@@ -471,7 +471,6 @@ def factorize_columns(columns: list[torch.Tensor], valids: list[torch.Tensor | N
 
 def _with_keys(ids, count, columns, valids, first, strategy) -> Groups:
     """Groups whose keys are read at a row of each group (``first``)."""
-    device = ids.device
     keys, key_valid = [], []
     for column, valid in zip(columns, valids):
         key = gather(column, first)
@@ -482,7 +481,7 @@ def _with_keys(ids, count, columns, valids, first, strategy) -> Groups:
         if null is not None and not bool(null.any()):
             null = None
         if null is not None:
-            key = torch.where(null, torch.zeros((), dtype=key.dtype, device=device), key)
+            key = zeroed(key, null)
         keys.append(key)
         key_valid.append(None if null is None else ~null)
     return Groups(ids, count, keys, key_valid, strategy)

@@ -41,12 +41,7 @@ __global__ void __launch_bounds__(256, 4) gh_cache_write(GH_CACHE_PARAMS, const 
     // bytes, two 16-byte words) are copied where they are decided, as before.
     constexpr bool WARP_COPY = C::VALUE_BYTES > 32;
     const auto copy = [](char* dst, const char* src, const char*& noted_src, char*& noted_dst) {
-        if (WARP_COPY) {
-            noted_src = src;
-            noted_dst = dst;
-        } else {
-            gh_copy_value<C::VALUE_BYTES>(dst, src);
-        }
+        gh_copy_or_note<C::VALUE_BYTES, WARP_COPY>(dst, src, noted_src, noted_dst);
     };
     const int lane = threadIdx.x & 31;
     for (gh_u64 base = gh_row() - lane; base < n; base += gh_stride()) {
@@ -169,12 +164,7 @@ __global__ void __launch_bounds__(256, 3) gh_cache_evict(GH_CACHE_PARAMS, const 
     // they are decided.
     constexpr bool WARP_COPY = !HOLD;
     const auto copy = [](char* dst, const char* src, const char*& noted_src, char*& noted_dst) {
-        if (WARP_COPY) {
-            noted_src = src;
-            noted_dst = dst;
-        } else {
-            gh_copy_value<C::VALUE_BYTES>(dst, src);
-        }
+        gh_copy_or_note<C::VALUE_BYTES, WARP_COPY>(dst, src, noted_src, noted_dst);
     };
     const C t = GH_CACHE_REF(C);
     const int lane = threadIdx.x & 31;

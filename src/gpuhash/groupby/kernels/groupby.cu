@@ -60,9 +60,15 @@ template <class A, int OP, class V> __device__ __forceinline__ A gh_input(V v) {
     return static_cast<A>(v);
 }
 
+// A sum of two accumulators: int64 sums wrap as the atomics do (signed overflow is undefined).
+__device__ __forceinline__ double gh_sum(double a, double b) { return a + b; }
+__device__ __forceinline__ gh_i64 gh_sum(gh_i64 a, gh_i64 b) {
+    return static_cast<gh_i64>(static_cast<gh_u64>(a) + static_cast<gh_u64>(b));
+}
+
 // Two accumulators of one group as one (the flush's combination of a window's copies).
 template <int OP, class A> __device__ __forceinline__ A gh_combine(A a, A b) {
-    if (OP == GH_OP_SUM) return a + b;
+    if (OP == GH_OP_SUM) return gh_sum(a, b);
     if (OP == GH_OP_MIN) return b < a ? b : a;
     return b > a ? b : a;
 }
