@@ -76,9 +76,15 @@ def gather(tensor: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return tensor.index_select(0, rows)
 
 
+def select(condition: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.where(condition, a, b)`` of two tensors of one dtype, unsigned ones selected
+    through their signed twin: CUDA has no where kernel for uint16-uint64."""
+    twin = SIGNED_VIEW.get(a.dtype, a.dtype)
+    return torch.where(condition, a.view(twin), b.view(twin)).view(a.dtype)
+
+
 def zeroed(tensor: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
-    """A copy of ``tensor`` with 0 where ``where`` is true. Unsigned tensors are filled
-    through their signed twin: CUDA has no where / masked_fill kernel for uint16-uint64."""
+    """A copy of ``tensor`` with 0 where ``where`` is true (unsigned ones as select does)."""
     return tensor.view(SIGNED_VIEW.get(tensor.dtype, tensor.dtype)).masked_fill(
         where, 0).view(tensor.dtype)
 

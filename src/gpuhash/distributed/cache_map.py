@@ -290,7 +290,7 @@ class ShardedCacheMap(ShardedBase):
                                            options=int(bool(update_scores)) + 1)
         if not alone and not fills_zero(default):  # the owners left missing rows zero
             shape = (-1,) + (1,) * len(spec.value_shape)
-            values = torch.where(found.view(shape), values, row)
+            values = _arrays.select(found.view(shape), values, row)
         return _arrays.to_kind(values, kind), _arrays.to_kind(found, kind)
 
     def contains(self, keys: Any) -> Any:

@@ -232,7 +232,7 @@ class ShardedHashMap(_ShardedTable):
             # the default is the caller's, put in here: it never travels (the owners left
             # missing rows zero)
             shape = (-1,) + (1,) * len(local.spec.value_shape)
-            found_values = torch.where(found.view(shape), found_values, row)
+            found_values = _arrays.select(found.view(shape), found_values, row)
         return _arrays.to_kind(found_values, kind), _arrays.to_kind(found, kind)
 
     def insert_or_apply(self, keys: Any, values: Any, *, op: ApplyOp = "add") -> Any:

@@ -148,7 +148,7 @@ def _with_null_codes(codes, valid):
     indicator column of 1, so null meets only null."""
     if valid is None:
         return [codes]
-    return [torch.where(valid, codes, 0), (~valid).to(torch.int8)]
+    return [_arrays.zeroed(codes, ~valid), (~valid).to(torch.int8)]
 
 
 def _keys_of(pairs, nulls_equal, device):
@@ -458,7 +458,7 @@ def _merge_tensors(left, right, on, left_on, right_on, how, suffixes, validate, 
             other = map_r.take(right_cols[coalesced[name]][0])
             wide = torch.promote_types(column.dtype, other.dtype)
             found = map_l.found.to(column.device)
-            column = torch.where(found, column.to(wide), other.to(wide))
+            column = _arrays.select(found, column.to(wide), other.to(wide))
         out[new] = _arrays.to_kind(column, kind)
     for name, new in right_out.items():
         tensor, kind = right_cols[name]

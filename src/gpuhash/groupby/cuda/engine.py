@@ -222,6 +222,10 @@ def group_sort(slot: torch.Tensor, groups: int, values: torch.Tensor, *, descend
 
 
 COMPACT_BATCH = 1 << 23  # rows a batch of group_compact's inserts (and its first batch)
+# the first batch takes this share of the rows (COMPACT_FLOOR of them at least, up to a batch):
+# an insert costs a row more than the find that the rest get
+COMPACT_SHARE = 8
+COMPACT_FLOOR = 1 << 20
 FOUND_SAMPLE = 1 << 16  # rows of the rest looked up: whether the first batch saw most keys
 FIND_ROOM = 4  # the found keys' table holds this many times them: a find of a fuller table
 # walks more buckets (at the default load factor, 1x costs twice 4x)
@@ -233,7 +237,7 @@ def group_compact(values: torch.Tensor
     core's hash table, codes numbered by first appearance. Synchronises (the distinct values
     size the output).
 
-    The first COMPACT_BATCH rows go in with their row numbers (the table keeps each key's
+    The first batch of rows goes in with their row numbers (the table keeps each key's
     least: insert_or_apply "min"), in a table for that many keys. Then, by what those rows
     show:
     - mostly distinct keys: a table for every row, all rows inserted at once;
@@ -247,7 +251,7 @@ def group_compact(values: torch.Tensor
       earlier batches' are then found again)."""
     rows = values.shape[0]
     device = values.device
-    head = min(rows, COMPACT_BATCH)
+    head = min(rows, COMPACT_BATCH, max(COMPACT_FLOOR, rows // COMPACT_SHARE))
     slot = torch.empty(rows, dtype=torch.int64, device=device)
     claimed = torch.empty(rows, dtype=torch.bool, device=device)
 
