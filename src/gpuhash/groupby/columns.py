@@ -118,8 +118,12 @@ PIECE_ROWS = 1 << 20  # strings encoded a piece a thread; the pieces' dictionari
 
 def host_string_codes(chunked):
     """(int32 codes with nulls, dictionary) of a string column in host memory, encoded by
-    Arrow (pure Arrow work with the GIL released: callers may encode columns on threads)."""
-    return _dictionary_codes(plain_strings(chunked))
+    Arrow (pure Arrow work with the GIL released: callers may encode columns on threads).
+    String views (polars' strings) are encoded as they are: Arrow hashes views as fast as
+    plain strings, and casting a column of them to plain strings copies every byte; only the
+    dictionary becomes plain strings (Arrow sorts and takes no views)."""
+    codes, dictionary = _dictionary_codes(chunked)
+    return codes, plain_strings(dictionary)
 
 
 def _dictionary_codes(chunked):
@@ -185,17 +189,15 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
                         f"numbers, bools, strings, dates and times are grouped and aggregated "
                         f"(cast it first, e.g. decimals to float64)")
     dictionary = None
-    if kind == "string":  # views as plain strings: Arrow sorts and takes no views
-        chunked = plain_strings(chunked)
     if kind == "category":  # categories: their codes as they are, in the categories' order
         codes, dictionary = _dictionary_codes(chunked)
         valid, numbers = _codes_and_validity(codes)
-    elif kind == "string" and device.type == "cuda" and (
-            coded := string_codes(chunked, device, ordered=ordered)) is not None:
+    elif kind == "string" and device.type == "cuda" and (  # views read as plain strings
+            coded := string_codes(plain_strings(chunked), device, ordered=ordered)) is not None:
         values, mask, dictionary = coded  # hashed and checked on the GPU (string_keys.py)
         return Column(name, values, mask, type_, dictionary, "strings hashed on the GPU")
     elif kind == "string":
-        codes, dictionary = encoded or _dictionary_codes(chunked)
+        codes, dictionary = encoded or host_string_codes(chunked)
         valid, numbers = _codes_and_validity(codes)
         if ordered and len(dictionary):
             order = sort_order(dictionary)

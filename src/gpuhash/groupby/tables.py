@@ -57,7 +57,7 @@ def group_table(data, by, aggs, *, sort, dropna, device, explain, run, default_d
         source = data
         if kind == POLARS and set(wanted) <= set(data.columns):
             source = data.select(wanted)  # only what the group-by reads leaves polars
-        arrow = to_arrow(source, kind)
+        arrow = to_arrow(source, kind, views=True)  # polars' strings as views: no copy
         present = arrow.column_names
         take = arrow
     missing = [n for n in wanted if n not in present]

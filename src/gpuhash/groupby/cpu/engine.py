@@ -201,11 +201,13 @@ def group_compact(values: torch.Tensor
 def group_codes(columns: list[torch.Tensor], lows: list[int], spans: list[int],
                 dtype: torch.dtype) -> torch.Tensor:
     """One code a row of several key columns (see groupby/cuda/engine.py: group_codes): a
-    parallel pass a column over the codes (numba), no int64 copy of any column."""
-    out = torch.empty(columns[0].shape[0], dtype=torch.int64)
+    parallel pass a column over the codes (numba), no int64 copy of any column. The codes
+    are written as ``dtype`` from the first pass: the caller checked that they fit, and an
+    int64 copy first tripled the bytes written (a pass over memory each)."""
+    out = torch.empty(columns[0].shape[0], dtype=dtype)
     for k, (column, low, span) in enumerate(zip(columns, lows, spans)):
         runtime.run("group_codes_digit", out.numpy(), column.numpy(), low, span, k == 0)
-    return out.to(dtype)
+    return out
 
 
 def group_comoments(codes: torch.Tensor, groups: int, first: torch.Tensor,

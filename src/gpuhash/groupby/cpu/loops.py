@@ -196,7 +196,8 @@ def group_quantile(slot, groups, values, q, count, placed, out):
 @numba.njit(parallel=True, **_JIT)
 def group_codes_digit(out, column, low, span, first):
     """One column's step of a mixed-radix code: ``out = out * span + (key - low)`` (the first
-    column: ``out = key - low``), in parallel blocks."""
+    column: ``out = key - low``), in parallel blocks; computed in int64 and stored as
+    ``out``'s dtype (int32 where the codes fit it)."""
     n = out.shape[0]
     for block in numba.prange((n + BLOCK - 1) // BLOCK):
         start = block * BLOCK
