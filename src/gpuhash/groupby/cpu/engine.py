@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
 import torch
 
 from gpuhash._common.cpu import runtime
@@ -246,3 +247,35 @@ def string_mismatches(offsets: torch.Tensor, data: torch.Tensor, codes: torch.Te
 
 def _plain(values: torch.Tensor):
     return (values.view(torch.uint8) if values.dtype == torch.bool else values).numpy()
+
+
+SHORT_STRING_TABLE_BITS = (12, 16, 20)  # a part's table of strings, tried in turn (caches first)
+SHORT_STRING_PART_ROWS = 1 << 16  # rows a part numbers at least
+
+
+def short_string_codes(chunk, valid: np.ndarray | None
+                       ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int32 codes by first appearance, 0 at nulls; each code's first row) of one Arrow string
+    or binary array with offsets (``valid``: its validity, None without nulls), every non-null
+    string at most 15 bytes long; None for a longer string or more distinct strings than the
+    largest tables hold (the caller encodes it another way). Each string is compared as two
+    words, so no hash decides a group."""
+    import pyarrow as pa
+
+    rows = len(chunk)
+    if not rows:
+        return np.zeros(0, np.int32), np.zeros(0, np.int64)
+    buffers = chunk.buffers()
+    large = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
+    offsets = np.frombuffer(buffers[1], np.int64 if large else np.int32)[
+        chunk.offset:chunk.offset + rows + 1]
+    data = (np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None
+            else np.zeros(0, np.uint8))
+    mask = np.zeros(1, np.bool_) if valid is None else valid
+    parts = max(1, min(runtime.host_cores(), rows // SHORT_STRING_PART_ROWS))
+    for bits in SHORT_STRING_TABLE_BITS:
+        codes, first, status = runtime.run("group_number_strings", offsets, data, as_words(data),
+                                           mask, valid is not None, parts, bits)
+        if status != 2:
+            return (codes, first) if status == 0 else None
+    return None

@@ -357,3 +357,109 @@ def group_number_rows(local, chunks, mapping, out):
     for c in numba.prange(chunks):
         for i in range(c * per, min(n, (c + 1) * per)):
             out[i] = mapping[c, local[i]]
+
+
+SHORT_BYTES = 15  # strings numbered as two words: up to 15 bytes, and the length in the top byte
+
+
+@numba.njit(inline="always", **_JIT)
+def _short_words(begin, size, data, words):
+    """The string of ``size`` (at most SHORT_BYTES) bytes at ``begin`` as two words: equal
+    words, equal strings."""
+    low = word_at(data, words, begin, min(size, np.uint64(8)))
+    high = np.uint64(0)
+    if size > np.uint64(8):
+        high = word_at(data, words, begin + np.uint64(8), size - np.uint64(8))
+    return low, high | (size << np.uint64(56))
+
+
+@numba.njit(inline="always", **_JIT)
+def _short_slot(low, high, shift):
+    return mix64(low ^ (high * _GOLDEN)) >> shift
+
+
+@numba.njit(parallel=True, **_JIT)
+def group_number_strings(offsets, data, words, valid, has_valid, parts, bits):
+    """(codes by first appearance, int32, 0 at nulls; each code's first row; status) of strings
+    of at most SHORT_BYTES bytes: each of ``parts`` runs of rows numbered in a table of its
+    own (2**bits slots, at most half of them used), then the parts' numberings merged in row
+    order on one thread and the rows of later parts renumbered. Status 1: a longer string;
+    2: a part met more than 2**(bits - 1) strings (the caller tries larger tables). Equal
+    words are equal strings: no hash is trusted."""
+    n = offsets.shape[0] - 1
+    codes = np.zeros(n, np.int32)
+    per = (n + parts - 1) // parts
+    slots = 1 << bits
+    most = slots >> 1
+    shift = np.uint64(64 - bits)
+    found = np.zeros(parts, np.int64)
+    status = np.zeros(parts, np.int64)
+    lows = np.empty((parts, most), np.uint64)
+    highs = np.empty((parts, most), np.uint64)
+    firsts = np.empty((parts, most), np.int64)
+    for part in numba.prange(parts):
+        # a slot holds a code; the code's words are its part's lows / highs (a table of
+        # codes alone stays in the nearest cache longer than one holding the words too)
+        table = np.full(slots, -1, np.int32)
+        part_lows, part_highs = lows[part], highs[part]
+        k = 0
+        for i in range(part * per, min(n, (part + 1) * per)):
+            at = np.uint64(i)
+            if has_valid and not valid[at]:
+                continue
+            begin = np.uint64(offsets[at])
+            size = np.uint64(offsets[at + np.uint64(1)]) - begin
+            if size > SHORT_BYTES:
+                status[part] = 1
+                break
+            low, high = _short_words(begin, size, data, words)
+            slot = _short_slot(low, high, shift)
+            code = table[slot]
+            while code >= 0 and (part_lows[code] != low or part_highs[code] != high):
+                slot = (slot + np.uint64(1)) & np.uint64(slots - 1)
+                code = table[slot]
+            if code < 0:
+                if k == most:
+                    status[part] = 2
+                    break
+                code = k
+                table[slot] = code
+                part_lows[k], part_highs[k], firsts[part, k] = low, high, i
+                k += 1
+            codes[at] = code
+        found[part] = k
+    if status.max() > 0:
+        return codes, firsts[0, :0].copy(), status.max()
+    total = found.sum()
+    bits_all = 1
+    while (1 << bits_all) < 2 * total + 2:
+        bits_all += 1
+    slots_all = 1 << bits_all
+    g_low = np.empty(slots_all, np.uint64)
+    g_high = np.empty(slots_all, np.uint64)
+    g_code = np.full(slots_all, -1, np.int32)
+    renumber = np.empty((parts, max(1, found.max())), np.int32)
+    first = np.empty(total, np.int64)
+    count = 0
+    for part in range(parts):  # in row order: codes follow first appearance
+        for j in range(found[part]):
+            low, high = lows[part, j], highs[part, j]
+            slot = _short_slot(low, high, np.uint64(64 - bits_all))
+            while g_code[slot] >= 0 and (g_low[slot] != low or g_high[slot] != high):
+                slot = (slot + np.uint64(1)) & np.uint64(slots_all - 1)
+            if g_code[slot] < 0:
+                g_code[slot], g_low[slot], g_high[slot] = count, low, high
+                first[count] = firsts[part, j]
+                count += 1
+            renumber[part, j] = g_code[slot]
+    for part in numba.prange(parts):
+        same = True  # the first part's numbering is the merged one's start
+        for j in range(found[part]):
+            same = same and renumber[part, j] == j
+        if same:
+            continue
+        for i in range(part * per, min(n, (part + 1) * per)):
+            at = np.uint64(i)
+            if not has_valid or valid[at]:
+                codes[at] = renumber[part, codes[at]]
+    return codes, first[:count], 0

@@ -1,0 +1,83 @@
+"""The CPU engine's numbering of short strings (groupby/cpu/loops.py: group_number_strings):
+codes by first appearance that rebuild the column from its dictionary, nulls left out, every
+Arrow layout with offsets, and the ways it hands a column back to Arrow (a string past 15
+bytes, more distinct strings than its tables hold)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpuhash as gh
+from gpuhash.groupby import columns
+from gpuhash.groupby.cpu import engine as cpu_engine
+
+# short strings that differ only in length, in a zero byte, past the eighth byte
+_WORDS = ["", "a", "é", "ab", "x" * 7, "y" * 8, "z" * 9, "q" * 15, "abcdefghijklmno",
+          "abcdefghijklmnp", "\x00", "\x00\x00", "abcdefgh\x00"]
+
+
+def _first_appearance(values: list) -> list[int]:
+    seen: dict = {}
+    return [seen.setdefault(v, len(seen)) if v is not None else 0 for v in values]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(_WORDS)), min_size=1, max_size=200),
+       st.sampled_from([pa.string(), pa.large_string(), pa.binary(), pa.large_binary()]),
+       st.integers(0, 5))
+def test_codes_follow_first_appearance_and_rebuild_the_column(values, type_, skip):
+    if type_ in (pa.binary(), pa.large_binary()):
+        values = [None if v is None else v.encode() for v in values]
+    array = pa.array(values, type=type_).slice(min(skip, len(values) - 1))
+    valid = columns.host_validity(array) if array.null_count else None
+    numbered = cpu_engine.short_string_codes(array, valid)
+    assert numbered is not None
+    codes, first = numbered
+    present = array.to_pylist()
+    assert codes.tolist() == _first_appearance(present)
+    dictionary = array.take(pa.array(first)).to_pylist()
+    assert [None if v is None else dictionary[c] for c, v in zip(codes, present)] == present
+
+
+def test_a_string_past_fifteen_bytes_goes_to_arrow():
+    array = pa.array(["short", "sixteen bytes!!!", "short"])
+    assert cpu_engine.short_string_codes(array, None) is None
+    valid, codes, dictionary = columns.host_string_codes(pa.chunked_array([array]))
+    assert valid is None and dictionary.take(pa.array(codes)).equals(array)
+
+
+def test_tables_that_fill_are_tried_larger_then_left_to_arrow(monkeypatch):
+    values = pa.array([f"k{i % 40}" for i in range(400)])
+    monkeypatch.setattr(cpu_engine, "SHORT_STRING_TABLE_BITS", (3, 7))
+    codes, first = cpu_engine.short_string_codes(values, None)  # 40 strings: 128 slots
+    assert len(first) == 40 and codes.tolist() == _first_appearance(values.to_pylist())
+    monkeypatch.setattr(cpu_engine, "SHORT_STRING_TABLE_BITS", (3, 4))
+    assert cpu_engine.short_string_codes(values, None) is None
+
+
+@pytest.mark.parametrize("parts_rows", [1 << 16, 64])
+def test_parts_number_as_one_pass_does(parts_rows, monkeypatch):
+    """Rows split into parts (a table each) get the codes one part gives: merged in row order."""
+    monkeypatch.setattr(cpu_engine, "SHORT_STRING_PART_ROWS", parts_rows)
+    rng = random.Random(3)
+    values = [None if rng.random() < 0.1 else f"id{rng.randrange(300):03}" for _ in range(5000)]
+    array = pa.array(values)
+    codes, first = cpu_engine.short_string_codes(array, columns.host_validity(array))
+    assert codes.tolist() == _first_appearance(values)
+
+
+def test_a_table_of_short_string_keys_groups_as_pandas():
+    rng = np.random.default_rng(4)
+    keys = pa.array([None if r < 0.05 else f"id{k:03}" for r, k in
+                     zip(rng.random(20_000), rng.integers(0, 120, 20_000))])
+    table = pa.table({"k": keys, "v": rng.integers(0, 9, 20_000)})
+    got = gh.groupby(table, "k", {"v": "sum"}, sort=True, dropna=False, device="cpu")
+    want = table.to_pandas().groupby("k", dropna=False, sort=True).v.sum()
+    assert got.column("k").to_pylist() == [None if k != k else k for k in want.index]
+    assert got.column("v").to_pylist() == want.tolist()
