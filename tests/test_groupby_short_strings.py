@@ -48,8 +48,9 @@ def test_codes_follow_first_appearance_and_rebuild_the_column(values, type_, ski
 def test_a_string_past_fifteen_bytes_goes_to_arrow():
     array = pa.array(["short", "sixteen bytes!!!", "short"])
     assert cpu_engine.short_string_codes(array, None) is None
-    valid, codes, dictionary = columns.host_string_codes(pa.chunked_array([array]))
+    valid, codes, dictionary, how = columns.host_string_codes(pa.chunked_array([array]))
     assert valid is None and dictionary.take(pa.array(codes)).equals(array)
+    assert how == "strings encoded by Arrow"
 
 
 def test_tables_that_fill_are_tried_larger_then_left_to_arrow(monkeypatch):

@@ -184,8 +184,11 @@ def test_explain_says_how_the_string_keys_became_codes(device, capsys):
     table = pa.table({"k": ["b", "a", "b", None], "v": [1, 2, 3, 4]})
     gh.groupby(table, by="k", aggs={"v": "sum"}, device=device, explain=True)
     printed = capsys.readouterr().out
-    how = "strings hashed on the GPU" if device == "cuda" else "strings encoded by Arrow"
+    how = "strings hashed on the GPU" if device == "cuda" else "strings numbered on the CPU"
     assert "columns" in printed and f"k: {how}" in printed, printed
+    long_strings = pa.table({"k": ["a string of sixteen+", "b"], "v": [1, 2]})
+    gh.groupby(long_strings, by="k", aggs={"v": "sum"}, device="cpu", explain=True)
+    assert "k: strings encoded by Arrow" in capsys.readouterr().out
 
 
 @gpu

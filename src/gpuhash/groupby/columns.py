@@ -116,14 +116,14 @@ def _plain_categories(chunked) -> bool:
 PIECE_ROWS = 1 << 20  # strings encoded a piece a thread; the pieces' dictionaries unified
 
 
-def host_string_codes(chunked) -> tuple[np.ndarray | None, np.ndarray, Any]:
-    """(validity or None, int32 codes with 0 at nulls, dictionary) of a string column in host
-    memory. A column of one piece whose strings are at most 15 bytes is numbered by the CPU
-    engine on every core (each string compared as two words; about four times Arrow's speed
-    on one thread); any other by Arrow (GIL released: callers may encode columns on
-    threads). String views (polars' strings) go to Arrow as they are: it hashes views as fast
-    as plain strings, and casting a column of them to plain strings copies every byte; only
-    the dictionary becomes plain strings (Arrow sorts and takes no views)."""
+def host_string_codes(chunked) -> tuple[np.ndarray | None, np.ndarray, Any, str]:
+    """(validity or None, int32 codes with 0 at nulls, dictionary, how, for explain) of a
+    string column in host memory. A column of one piece whose strings are at most 15 bytes is
+    numbered by the CPU engine on every core (each string compared as two words); any other
+    by Arrow (GIL released: callers may encode columns on threads). String views (polars'
+    strings) go to Arrow as they are: it hashes views as fast as plain strings, and casting a
+    column of them to plain strings copies every byte; only the dictionary becomes plain
+    strings (Arrow sorts and takes no views)."""
     import pyarrow as pa
 
     if chunked.num_chunks == 1 and _offset_strings(chunked.type):
@@ -134,10 +134,10 @@ def host_string_codes(chunked) -> tuple[np.ndarray | None, np.ndarray, Any]:
         numbered = short_string_codes(chunk, valid)
         if numbered is not None:
             codes, first = numbered
-            return valid, codes, chunk.take(pa.array(first))
+            return valid, codes, chunk.take(pa.array(first)), "strings numbered on the CPU"
     codes, dictionary = _dictionary_codes(chunked)
     valid, numbers = _codes_and_validity(codes)
-    return valid, numbers, plain_strings(dictionary)
+    return valid, numbers, plain_strings(dictionary), "strings encoded by Arrow"
 
 
 def _offset_strings(type_) -> bool:
@@ -209,7 +209,7 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
         raise TypeError(f"column {name!r} has type {type_}, which a group-by does not take: "
                         f"numbers, bools, strings, dates and times are grouped and aggregated "
                         f"(cast it first, e.g. decimals to float64)")
-    dictionary = None
+    dictionary, how = None, {"category": "categories' codes"}.get(kind, "")
     if kind == "category":  # categories: their codes as they are, in the categories' order
         codes, dictionary = _dictionary_codes(chunked)
         valid, numbers = _codes_and_validity(codes)
@@ -218,7 +218,7 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
         values, mask, dictionary = coded  # hashed and checked on the GPU (string_keys.py)
         return Column(name, values, mask, type_, dictionary, "strings hashed on the GPU")
     elif kind == "string":
-        valid, numbers, dictionary = encoded or host_string_codes(chunked)
+        valid, numbers, dictionary, how = encoded or host_string_codes(chunked)
         if ordered and len(dictionary):
             order = sort_order(dictionary)
             rank = np.empty(len(dictionary), dtype=np.int32)
@@ -239,7 +239,6 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
         numbers = array.to_numpy(zero_copy_only=False)
     values = to_device(numbers, device)  # pinned pieces to a GPU (transfers.py)
     mask = None if valid is None else to_device(valid, device)
-    how = {"category": "categories' codes", "string": "strings encoded by Arrow"}.get(kind, "")
     return Column(name, values, mask, type_, dictionary, how)
 
 

@@ -1,5 +1,5 @@
 """The group-by's loops, compiled by numba: grouped sums, minima and maxima with counts, and
-the hashes and equality check of string keys.
+the hashes and equality check of string keys, and the numbering of short strings.
 
 Rows are split into a fixed number of chunks (not one a thread), each accumulating into its
 own row of the outputs, which the engine then combines: results, float sums included, are
