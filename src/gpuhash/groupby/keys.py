@@ -292,9 +292,16 @@ def _decoder(parts: list[_Codes], dtypes: list[torch.dtype]):
     return decode
 
 
-def _compact(code: torch.Tensor, span: int, order: Order) -> tuple[torch.Tensor, int, str]:
-    """Dense ids in [0, groups) of a code column (-1 stays -1)."""
+def _compact(code: torch.Tensor, span: int, order: Order, *, dropped: bool = True
+             ) -> tuple[torch.Tensor, int, str]:
+    """Dense ids in [0, groups) of a code column (-1 stays -1). ``dropped`` False: the
+    caller knows no code is -1 (a pass over the rows and two selects fewer)."""
     rows = code.shape[0]
+    if not dropped and not _fits_dense(span, rows):
+        ids, uniques, _ = _hashed(code.to(torch.int64))
+        if order == "sorted":  # codes are non-negative: int64 order is theirs
+            ids, uniques = _sorted_codes(ids, uniques, torch.int64)
+        return ids, uniques.shape[0], "hash"
     kept = code >= 0
     if _fits_dense(span, rows):
         present = torch.zeros(span + 1, dtype=torch.bool, device=code.device)
@@ -303,10 +310,10 @@ def _compact(code: torch.Tensor, span: int, order: Order) -> tuple[torch.Tensor,
         present[span] = False
         renumber = torch.cumsum(present, 0) - 1
         return torch.where(kept, gather(renumber, slot), -1), int(present.sum()), "dense"
-    stand_in = code[kept][:1]
-    if not stand_in.shape[0]:  # every row dropped: no group at all
+    at = torch.argmax(kept.view(torch.uint8))  # a kept row (no copy of the kept ones)
+    if not bool(kept[at]):  # every row dropped: no group at all
         return torch.full_like(code, -1, dtype=torch.int64), 0, "hash"
-    values = torch.where(kept, code, stand_in)
+    values = torch.where(kept, code, code[at])
     ids, uniques, _ = _hashed(values.to(torch.int64))
     if order == "sorted":  # codes are non-negative: int64 order is theirs
         ids, uniques = _sorted_codes(ids, uniques, torch.int64)
@@ -391,7 +398,7 @@ def _combined_offsets(columns, valids, *, sparse: bool, dropna: bool, order: Ord
     if sparse and _fits_dense(total, rows) and order != "first":
         return Groups(code, total, None, None, f"{strategy}, codes as ids",
                       _decoder(parts, [c.dtype for c in columns]))
-    ids, count, how = _compact(code, total, order)
+    ids, count, how = _compact(code, total, order, dropped=dropped)
     if order == "first":
         ids, first = _first_row_order(ids, count, dropped=dropped)
     else:  # any row of a group stands for it: its keys are read there (no digit arithmetic)
