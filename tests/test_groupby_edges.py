@@ -399,3 +399,22 @@ def test_unsigned_keys_with_nulls_group_as_a_model(device, dtype, dropna):
     ids, uniques = gh.factorize(torch.tensor([top, 0, top, 5], dtype=getattr(
         torch, str(dtype))).to(device), sort=True)
     assert ids.tolist() == [2, 0, 2, 1] and uniques.cpu().tolist() == [0, 5, top]
+
+
+def test_polars_binary_columns_group_and_aggregate():
+    """polars gives its Binary columns as Arrow binary views: keys and values both work."""
+    pl = pytest.importorskip("polars")
+    frame = pl.DataFrame({"k": [b"ab", b"cd", b"ab"], "b": [b"x", b"z", b"y"], "v": [1, 2, 3]})
+    got = gh.groupby(frame, "k", {"v": "sum", "b": "max"}, sort=True, device="cpu")
+    assert got.to_dicts() == [{"k": b"ab", "v": 4, "b": b"y"}, {"k": b"cd", "v": 2, "b": b"z"}]
+
+
+def test_polars_categoricals_of_chunks_with_their_own_categories_group_by_value():
+    """Chunks of a polars Categorical that differ in their categories come as dictionaries of
+    string views, which Arrow cannot cast: they are grouped by value."""
+    pl = pytest.importorskip("polars")
+    first = pl.DataFrame({"k": pl.Series(["b", "a"], dtype=pl.Categorical), "v": [1, 2]})
+    second = pl.DataFrame({"k": pl.Series(["c", "a"], dtype=pl.Categorical), "v": [3, 4]})
+    frame = pl.concat([first, second], rechunk=False)
+    got = gh.groupby(frame, "k", {"v": "sum"}, sort=True, device="cpu")
+    assert got.to_dicts() == [{"k": "a", "v": 6}, {"k": "b", "v": 1}, {"k": "c", "v": 3}]

@@ -45,9 +45,13 @@ def test_codes_follow_first_appearance_and_rebuild_the_column(values, type_, ski
     assert [None if v is None else dictionary[c] for c, v in zip(codes, present)] == present
 
 
-def test_a_string_past_fifteen_bytes_goes_to_arrow():
+def test_a_string_past_fifteen_bytes_goes_to_arrow(monkeypatch):
     array = pa.array(["short", "sixteen bytes!!!", "short"])
     assert cpu_engine.short_string_codes(array, None) is None
+    tried = []  # at once: a larger table would not take it either
+    run = cpu_engine.runtime.run
+    monkeypatch.setattr(cpu_engine.runtime, "run", lambda *a: tried.append(a[0]) or run(*a))
+    assert cpu_engine.short_string_codes(array, None) is None and len(tried) == 1
     valid, codes, dictionary, how = columns.host_string_codes(pa.chunked_array([array]))
     assert valid is None and dictionary.take(pa.array(codes)).equals(array)
     assert how == "strings encoded by Arrow"
@@ -66,6 +70,7 @@ def test_tables_that_fill_are_tried_larger_then_left_to_arrow(monkeypatch):
 def test_parts_number_as_one_pass_does(parts_rows, monkeypatch):
     """Rows split into parts (a table each) get the codes one part gives: merged in row order."""
     monkeypatch.setattr(cpu_engine, "SHORT_STRING_PART_ROWS", parts_rows)
+    monkeypatch.setattr(cpu_engine.runtime, "host_cores", lambda: 8)  # parts on any machine
     rng = random.Random(3)
     values = [None if rng.random() < 0.1 else f"id{rng.randrange(300):03}" for _ in range(5000)]
     array = pa.array(values)

@@ -33,6 +33,7 @@ from gpuhash._common.arrays import SIGNED_VIEW
 from gpuhash._common.transfers import SMALLEST, to_device, to_host, upload_into
 from gpuhash._common.validity import arrow_array, host_validity, validity_on
 from gpuhash.groupby.string_keys import plain_strings, sort_order, string_codes
+from gpuhash.join.frames import unviewed
 
 
 @dataclass
@@ -85,7 +86,8 @@ def _kind_of(type_) -> str:
         return "category" if _kind_of(type_.value_type) == "string" else "decoded"
     if pa.types.is_string(type_) or pa.types.is_binary(
             type_) or pa.types.is_large_string(type_) or pa.types.is_large_binary(type_) or (
-            getattr(pa.types, "is_string_view", lambda t: False)(type_)):
+            getattr(pa.types, "is_string_view", lambda t: False)(type_)) or (
+            getattr(pa.types, "is_binary_view", lambda t: False)(type_)):
         return "string"
     if pa.types.is_temporal(type_):  # not intervals: several fields a value
         return "temporal" if getattr(type_, "bit_width", 0) in (32, 64) else "other"
@@ -175,6 +177,21 @@ def _dictionary_codes(chunked):
     return codes, parts[0].dictionary
 
 
+def _unviewed_dictionaries(chunked):
+    """A dictionary column of string or binary views (polars' categoricals) with its
+    dictionaries made plain strings or bytes: Arrow casts and takes no dictionary of views.
+    Any other column as it is."""
+    import pyarrow as pa
+
+    type_ = chunked.type
+    if not pa.types.is_dictionary(type_) or unviewed(type_.value_type) == type_.value_type:
+        return chunked
+    plain = unviewed(type_.value_type)
+    chunks = [pa.DictionaryArray.from_arrays(c.indices, c.dictionary.cast(plain),
+                                             ordered=type_.ordered) for c in chunked.chunks]
+    return pa.chunked_array(chunks, pa.dictionary(type_.index_type, plain, type_.ordered))
+
+
 def _codes_and_validity(codes) -> tuple[np.ndarray | None, np.ndarray]:
     """(validity or None, codes with 0 at nulls) of Arrow dictionary codes; without nulls the
     codes as they are (no fill, no copy)."""
@@ -194,6 +211,7 @@ def arrow_column(chunked, name: str, device: torch.device, *, ordered: bool = Tr
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    chunked = _unviewed_dictionaries(chunked)
     type_ = chunked.type
     kind = _kind_of(type_)
     if kind == "decoded" or (kind == "category" and not _plain_categories(chunked)):

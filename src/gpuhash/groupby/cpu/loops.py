@@ -428,8 +428,8 @@ def group_number_strings(offsets, data, words, valid, has_valid, parts, bits):
                 k += 1
             codes[at] = code
         found[part] = k
-    if status.max() > 0:
-        return codes, firsts[0, :0].copy(), status.max()
+    if status.max() > 0:  # a longer string anywhere: no larger table would do
+        return codes, firsts[0, :0].copy(), 1 if (status == 1).any() else 2
     total = found.sum()
     bits_all = 1
     while (1 << bits_all) < 2 * total + 2:
