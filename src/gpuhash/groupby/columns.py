@@ -128,7 +128,7 @@ def host_string_codes(chunked) -> tuple[np.ndarray | None, np.ndarray, Any, str]
     strings (Arrow sorts and takes no views)."""
     import pyarrow as pa
 
-    if chunked.num_chunks == 1 and _offset_strings(chunked.type):
+    if chunked.num_chunks == 1 and not pa.types.is_dictionary(chunked.type):
         from gpuhash.groupby.cpu.engine import short_string_codes
 
         chunk = chunked.chunk(0)
@@ -136,17 +136,28 @@ def host_string_codes(chunked) -> tuple[np.ndarray | None, np.ndarray, Any, str]
         numbered = short_string_codes(chunk, valid)
         if numbered is not None:
             codes, first = numbered
-            return valid, codes, chunk.take(pa.array(first)), "strings numbered on the CPU"
+            viewed = unviewed(chunk.type) != chunk.type
+            dictionary = (_inline_strings(chunk, first) if viewed else
+                          chunk.take(pa.array(first)))
+            return valid, codes, dictionary, "strings numbered on the CPU"
     codes, dictionary = _dictionary_codes(chunked)
     valid, numbers = _codes_and_validity(codes)
     return valid, numbers, plain_strings(dictionary), "strings encoded by Arrow"
 
 
-def _offset_strings(type_) -> bool:
-    import pyarrow.types as pt
+def _inline_strings(views, rows: np.ndarray):
+    """The strings of ``rows`` of an Arrow view array whose views hold their bytes (at most
+    12), as plain strings or bytes: Arrow takes no views."""
+    import pyarrow as pa
 
-    return (pt.is_string(type_) or pt.is_large_string(type_) or pt.is_binary(type_)
-            or pt.is_large_binary(type_))
+    structs = np.frombuffer(views.buffers()[1], np.uint8).reshape(-1, 16)[views.offset:]
+    picked = structs[rows]
+    sizes = picked[:, :4].copy().view(np.int32).ravel()
+    data = picked[:, 4:][np.arange(12) < sizes[:, None]]  # row by row: the strings' bytes
+    offsets = np.zeros(rows.shape[0] + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return pa.Array.from_buffers(unviewed(views.type), rows.shape[0],
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _dictionary_codes(chunked):

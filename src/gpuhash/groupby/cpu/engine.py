@@ -256,26 +256,34 @@ SHORT_STRING_PART_ROWS = 1 << 16  # rows a part numbers at least
 def short_string_codes(chunk, valid: np.ndarray | None
                        ) -> tuple[np.ndarray, np.ndarray] | None:
     """(int32 codes by first appearance, 0 at nulls; each code's first row) of one Arrow string
-    or binary array with offsets (``valid``: its validity, None without nulls), every non-null
-    string at most 15 bytes long; None for a longer string or more distinct strings than the
-    largest tables hold (the caller encodes it another way). Each string is compared as two
-    words, so no hash decides a group."""
-    import pyarrow as pa
+    or binary array (``valid``: its validity, None without nulls) whose non-null strings are
+    short: at most 15 bytes with offsets, at most 12 as views (held in the view itself). None
+    for a longer string or more distinct strings than the largest tables hold (the caller
+    encodes it another way). Each string is compared as two words, so no hash decides a
+    group."""
+    import pyarrow.types as pt
 
     rows = len(chunk)
     if not rows:
         return np.zeros(0, np.int32), np.zeros(0, np.int64)
     buffers = chunk.buffers()
-    large = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
-    offsets = np.frombuffer(buffers[1], np.int64 if large else np.int32)[
-        chunk.offset:chunk.offset + rows + 1]
-    data = (np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None
-            else np.zeros(0, np.uint8))
+    none8, none64 = np.zeros(0, np.uint8), np.zeros(0, np.uint64)
+    is_views = pt.is_string_view(chunk.type) or pt.is_binary_view(chunk.type)
+    if is_views:
+        views = np.frombuffer(buffers[1], np.uint64)[2 * chunk.offset:2 * (chunk.offset + rows)]
+        offsets, data = np.zeros(1, np.int64), none8
+    else:
+        large = pt.is_large_string(chunk.type) or pt.is_large_binary(chunk.type)
+        offsets = np.frombuffer(buffers[1], np.int64 if large else np.int32)[
+            chunk.offset:chunk.offset + rows + 1]
+        data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else none8
+        views = none64
     mask = np.zeros(1, np.bool_) if valid is None else valid
     parts = max(1, min(runtime.host_cores(), rows // SHORT_STRING_PART_ROWS))
     for bits in SHORT_STRING_TABLE_BITS:
-        codes, first, status = runtime.run("group_number_strings", offsets, data, as_words(data),
-                                           mask, valid is not None, parts, bits)
+        codes, first, status = runtime.run(
+            "group_number_strings", rows, offsets, data, as_words(data), views, is_views, mask,
+            valid is not None, parts, bits)
         if status != 2:
             return (codes, first) if status == 0 else None
     return None

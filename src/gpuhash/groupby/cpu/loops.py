@@ -373,20 +373,48 @@ def _short_words(begin, size, data, words):
     return low, high | (size << np.uint64(56))
 
 
+VIEW_INLINE_BYTES = 12  # an Arrow string view of up to 12 bytes holds them: no buffer read
+# the bits of a view's two words that hold its length and its first ``size`` bytes
+_VIEW_LOW_MASKS = np.array([0xFFFFFFFF | (((1 << (8 * min(size, 4))) - 1) << 32)
+                            for size in range(VIEW_INLINE_BYTES + 1)], dtype=np.uint64)
+_VIEW_HIGH_MASKS = np.array([(1 << (8 * max(size - 4, 0))) - 1
+                             for size in range(VIEW_INLINE_BYTES + 1)], dtype=np.uint64)
+
+
+@numba.njit(inline="always", **_JIT)
+def _row_words(at, offsets, data, words, views, is_views):
+    """(low, high, short) of row ``at``: its string as two words (equal words, equal strings)
+    where it is short (SHORT_BYTES with offsets, VIEW_INLINE_BYTES as a view)."""
+    if is_views:
+        low = views[np.uint64(2) * at]
+        high = views[np.uint64(2) * at + np.uint64(1)]
+        size = low & np.uint64(0xFFFFFFFF)
+        if size > VIEW_INLINE_BYTES:
+            return np.uint64(0), np.uint64(0), False
+        return low & _VIEW_LOW_MASKS[size], high & _VIEW_HIGH_MASKS[size], True
+    begin = np.uint64(offsets[at])
+    size = np.uint64(offsets[at + np.uint64(1)]) - begin
+    if size > SHORT_BYTES:
+        return np.uint64(0), np.uint64(0), False
+    low, high = _short_words(begin, size, data, words)
+    return low, high, True
+
+
 @numba.njit(inline="always", **_JIT)
 def _short_slot(low, high, shift):
     return mix64(low ^ (high * _GOLDEN)) >> shift
 
 
 @numba.njit(parallel=True, **_JIT)
-def group_number_strings(offsets, data, words, valid, has_valid, parts, bits):
-    """(codes by first appearance, int32, 0 at nulls; each code's first row; status) of strings
-    of at most SHORT_BYTES bytes: each of ``parts`` runs of rows numbered in a table of its
-    own (2**bits slots, at most half of them used), then the parts' numberings merged in row
-    order on one thread and the rows of later parts renumbered. Status 1: a longer string;
-    2: a part met more than 2**(bits - 1) strings (the caller tries larger tables). Equal
-    words are equal strings: no hash is trusted."""
-    n = offsets.shape[0] - 1
+def group_number_strings(n, offsets, data, words, views, is_views, valid, has_valid, parts,
+                         bits):
+    """(codes by first appearance, int32, 0 at nulls; each code's first row; status) of ``n``
+    short strings (_row_words: by offsets and bytes, or as Arrow views, ``is_views``): each
+    of ``parts`` runs of rows numbered in a table of its own (2**bits slots, at most half of
+    them used), then the parts' numberings merged in row order on one thread and the rows
+    of later parts renumbered. Status 1: a longer string; 2: a part met more than
+    2**(bits - 1) strings (the caller tries larger tables). Equal words are equal strings:
+    no hash is trusted."""
     codes = np.zeros(n, np.int32)
     per = (n + parts - 1) // parts
     slots = 1 << bits
@@ -407,12 +435,10 @@ def group_number_strings(offsets, data, words, valid, has_valid, parts, bits):
             at = np.uint64(i)
             if has_valid and not valid[at]:
                 continue
-            begin = np.uint64(offsets[at])
-            size = np.uint64(offsets[at + np.uint64(1)]) - begin
-            if size > SHORT_BYTES:
+            low, high, short = _row_words(at, offsets, data, words, views, is_views)
+            if not short:
                 status[part] = 1
                 break
-            low, high = _short_words(begin, size, data, words)
             slot = _short_slot(low, high, shift)
             code = table[slot]
             while code >= 0 and (part_lows[code] != low or part_highs[code] != high):
