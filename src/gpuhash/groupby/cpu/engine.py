@@ -268,7 +268,8 @@ def short_string_codes(chunk, valid: np.ndarray | None
         return np.zeros(0, np.int32), np.zeros(0, np.int64)
     buffers = chunk.buffers()
     none8, none64 = np.zeros(0, np.uint8), np.zeros(0, np.uint64)
-    is_views = pt.is_string_view(chunk.type) or pt.is_binary_view(chunk.type)
+    is_views = any(getattr(pt, f"is_{kind}_view", lambda t: False)(chunk.type)
+                   for kind in ("string", "binary"))  # (pyarrow 16 on)
     if is_views:
         views = np.frombuffer(buffers[1], np.uint64)[2 * chunk.offset:2 * (chunk.offset + rows)]
         offsets, data = np.zeros(1, np.int64), none8
