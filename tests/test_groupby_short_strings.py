@@ -95,3 +95,19 @@ def test_a_table_of_short_string_keys_groups_as_pandas():
     want = table.to_pandas().groupby("k", dropna=False, sort=True).v.sum()
     assert got.column("k").to_pylist() == [None if k != k else k for k in want.index]
     assert got.column("v").to_pylist() == want.tolist()
+
+
+@pytest.mark.parametrize("extra", [3, 8, 16])
+def test_buffers_longer_than_their_rows_are_read_to_their_rows(extra):
+    """Arrow lets a buffer run past the rows it holds (by any number of bytes)."""
+    views = b"".join(np.array([len(s)], np.int32).tobytes() + s.ljust(12, b"\0")
+                     for s in (b"a", b"bb", b"a"))
+    offsets = np.array([0, 1, 3, 4], np.int32).tobytes()
+    for array in (pa.Array.from_buffers(pa.string_view(), 3, [None, pa.py_buffer(
+                      views + bytes(extra))]),
+                  pa.Array.from_buffers(pa.string(), 3, [None, pa.py_buffer(
+                      offsets + bytes(extra)), pa.py_buffer(b"abba")])):
+        array.validate(full=True)
+        _, codes, dictionary, how = columns.host_string_codes(pa.chunked_array([array]))
+        assert codes.tolist() == [0, 1, 0] and dictionary.to_pylist() == ["a", "bb"]
+        assert how == "strings numbered on the CPU"

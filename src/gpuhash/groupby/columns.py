@@ -120,15 +120,15 @@ PIECE_ROWS = 1 << 20  # strings encoded a piece a thread; the pieces' dictionari
 
 def host_string_codes(chunked) -> tuple[np.ndarray | None, np.ndarray, Any, str]:
     """(validity or None, int32 codes with 0 at nulls, dictionary, how, for explain) of a
-    string column in host memory. A column of one piece whose strings are at most 15 bytes is
-    numbered by the CPU engine on every core (each string compared as two words); any other
-    by Arrow (GIL released: callers may encode columns on threads). String views (polars'
-    strings) go to Arrow as they are: it hashes views as fast as plain strings, and casting a
-    column of them to plain strings copies every byte; only the dictionary becomes plain
-    strings (Arrow sorts and takes no views)."""
+    string column in host memory. A column of one piece whose strings are short (at most 15
+    bytes by offsets; at most 12 as views, polars' layout, which then hold them) is numbered
+    by the CPU engine on every core, each string compared as two words. Any other goes to
+    Arrow (GIL released: callers may encode columns on threads), views as they are: Arrow
+    hashes them as fast as plain strings, where casting them to plain strings copies every
+    byte. The dictionary is plain strings either way (Arrow sorts and takes no views)."""
     import pyarrow as pa
 
-    if chunked.num_chunks == 1 and not pa.types.is_dictionary(chunked.type):
+    if chunked.num_chunks == 1 and _short_string_layout(chunked.type):
         from gpuhash.groupby.cpu.engine import short_string_codes
 
         chunk = chunked.chunk(0)
@@ -145,12 +145,21 @@ def host_string_codes(chunked) -> tuple[np.ndarray | None, np.ndarray, Any, str]
     return valid, numbers, plain_strings(dictionary), "strings encoded by Arrow"
 
 
+def _short_string_layout(type_) -> bool:
+    """Strings or bytes by offsets, or as views: the layouts the CPU engine numbers."""
+    import pyarrow.types as pt
+
+    return (pt.is_string(type_) or pt.is_large_string(type_) or pt.is_binary(type_)
+            or pt.is_large_binary(type_) or unviewed(type_) != type_)
+
+
 def _inline_strings(views, rows: np.ndarray):
     """The strings of ``rows`` of an Arrow view array whose views hold their bytes (at most
     12), as plain strings or bytes: Arrow takes no views."""
     import pyarrow as pa
 
-    structs = np.frombuffer(views.buffers()[1], np.uint8).reshape(-1, 16)[views.offset:]
+    structs = np.frombuffer(views.buffers()[1], np.uint8, count=16 * (views.offset + len(views))
+                            ).reshape(-1, 16)[views.offset:]
     picked = structs[rows]
     sizes = picked[:, :4].copy().view(np.int32).ravel()
     data = picked[:, 4:][np.arange(12) < sizes[:, None]]  # row by row: the strings' bytes

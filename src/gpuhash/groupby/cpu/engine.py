@@ -261,9 +261,13 @@ def short_string_codes(chunk, valid: np.ndarray | None
     for a longer string or more distinct strings than the largest tables hold (the caller
     encodes it another way). Each string is compared as two words, so no hash decides a
     group."""
+    import sys
+
     import pyarrow.types as pt
 
     rows = len(chunk)
+    if sys.byteorder != "little":  # the words are read as little-endian bytes
+        return None
     if not rows:
         return np.zeros(0, np.int32), np.zeros(0, np.int64)
     buffers = chunk.buffers()
@@ -271,12 +275,13 @@ def short_string_codes(chunk, valid: np.ndarray | None
     is_views = any(getattr(pt, f"is_{kind}_view", lambda t: False)(chunk.type)
                    for kind in ("string", "binary"))  # (pyarrow 16 on)
     if is_views:
-        views = np.frombuffer(buffers[1], np.uint64)[2 * chunk.offset:2 * (chunk.offset + rows)]
+        views = np.frombuffer(buffers[1], np.uint64, count=2 * (chunk.offset + rows))[
+            2 * chunk.offset:]  # (a buffer may run past its rows)
         offsets, data = np.zeros(1, np.int64), none8
     else:
         large = pt.is_large_string(chunk.type) or pt.is_large_binary(chunk.type)
-        offsets = np.frombuffer(buffers[1], np.int64 if large else np.int32)[
-            chunk.offset:chunk.offset + rows + 1]
+        offsets = np.frombuffer(buffers[1], np.int64 if large else np.int32,
+                                count=chunk.offset + rows + 1)[chunk.offset:]
         data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else none8
         views = none64
     mask = np.zeros(1, np.bool_) if valid is None else valid
