@@ -55,17 +55,14 @@ _PARALLEL_GATHER_DTYPES = (torch.bool, torch.int8, torch.uint8, torch.int16, tor
                            torch.float64)
 
 
-_SIGNED_TWINS = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
-
-
 def gather(tensor: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """``tensor[rows]`` for in-range ``rows`` (no check): index_select, or on the CPU for
     large 1-D gathers the CPU engine's parallel gather. torch's indexing by a tensor has a
     large fixed cost a call and runs three times slower than index_select on large ones;
     index_select runs on one core (1e7 random int32 rows on two cores: 66 ms, 15 in
     parallel)."""
-    if tensor.dtype in _SIGNED_TWINS:  # torch has no index_select for these: gather the bits
-        return gather(tensor.view(_SIGNED_TWINS[tensor.dtype]), rows).view(tensor.dtype)
+    if tensor.dtype in SIGNED_VIEW:  # torch lacks index_select for some: gather the bits
+        return gather(tensor.view(SIGNED_VIEW[tensor.dtype]), rows).view(tensor.dtype)
     if (tensor.device.type == "cpu" and rows.shape[0] >= PARALLEL_GATHER_ROWS
             and tensor.dim() == 1 and tensor.dtype in _PARALLEL_GATHER_DTYPES):
         from gpuhash._common.cpu.runtime import run

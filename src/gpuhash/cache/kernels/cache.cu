@@ -5,6 +5,19 @@
 #include "cache.cuh"
 #include "last_rows.cuh"
 
+// One row's value copy in a kernel that copies wide rows with the whole warp (gh_warp_copy):
+// a narrow row (WARP_COPY false) is copied at once; a wide one is noted for the warp's copy.
+template <int BYTES, bool WARP_COPY>
+__device__ __forceinline__ void gh_copy_or_note(char* dst, const char* src,
+                                                const char*& noted_src, char*& noted_dst) {
+    if (WARP_COPY) {
+        noted_src = src;
+        noted_dst = dst;
+    } else {
+        gh_copy_value<BYTES>(dst, src);
+    }
+}
+
 // write modes: GhWriteMode (gh_constants.cuh, from _common/constants.py: WRITE_MODES)
 
 // One write per acting row: insert-or-assign (UPSERT), insert if absent (FIND_OR_INSERT: a

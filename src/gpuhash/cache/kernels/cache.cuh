@@ -209,19 +209,6 @@ __device__ __forceinline__ gh_i64 gh_cache_locate(const C& t, const GhHome& home
     return found;
 }
 
-// One row's value copy in a kernel that copies wide rows with the whole warp (gh_warp_copy):
-// a narrow row (WARP_COPY false) is copied at once; a wide one is noted for the warp's copy.
-template <int BYTES, bool WARP_COPY>
-__device__ __forceinline__ void gh_copy_or_note(char* dst, const char* src,
-                                                const char*& noted_src, char*& noted_dst) {
-    if (WARP_COPY) {
-        noted_src = src;
-        noted_dst = dst;
-    } else {
-        gh_copy_value<BYTES>(dst, src);
-    }
-}
-
 // Copies one value per lane, src to dst (a lane with a null src copies nothing), with the
 // whole warp: each lane moves one copy word of one lane's value a step, so a step reads and
 // writes whole pieces of values instead of each thread walking its own (a thread copying its
